@@ -1,0 +1,35 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Each creates .venv on first use and installs georep with what it needs.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint format bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/georep demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check georep tests bench
+	$(BIN)/ruff format --check georep tests bench
+
+format: $(STAMP)
+	$(BIN)/ruff format georep tests bench
+	$(BIN)/ruff check --fix georep tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/storage.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

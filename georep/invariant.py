@@ -1,0 +1,17 @@
+"""Invariants that ``python -O`` cannot strip.
+
+A broken invariant is a bug: the process must stop rather than carry on with state it
+no longer understands. Operating errors (a bookie down, bad input) are typed exceptions
+instead, handled by callers.
+"""
+
+from __future__ import annotations
+
+
+class InvariantViolation(AssertionError):
+    """A condition the code relies on does not hold: a bug, not an operating error."""
+
+
+def invariant(condition: object, message: str = "invariant violated") -> None:
+    if not condition:
+        raise InvariantViolation(message)
