@@ -1,0 +1,5 @@
+import sys
+
+from georep.cli import main
+
+sys.exit(main())
