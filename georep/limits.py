@@ -84,3 +84,16 @@ invariant(speculative_read_timeout_ms_default < bookie_request_timeout_ms_defaul
 invariant(pending_adds_bytes_max >= bookie_frame_bytes_max)
 invariant(pending_adds_count_max <= connection_requests_in_flight_max)
 invariant(bookie_lease_s_default > 3 * journal_group_wait_ms_default / 1000)
+
+# --- bookie internals (appended with the bookie) ----------------------------------------
+#: Largest journal record: one ENTRY record carries one entry plus 17 bytes of type and ids.
+journal_record_bytes_max = bookie_frame_bytes_max
+#: Bytes a bookie connection may have queued for the peer before the bookie stops
+#: reading from it (the peer is not reading its responses).
+connection_write_buffer_bytes_max = 8 * MIB
+#: Largest reply delay the ``delay_ms`` fault accepts.
+fault_delay_ms_max = 60_000
+invariant(journal_record_bytes_max >= entry_payload_bytes_max + entry_header_bytes + 17)
+invariant(journal_file_bytes_max >= journal_group_bytes_max + journal_record_bytes_max)
+invariant(entry_log_file_bytes_max >= 2 * bookie_frame_bytes_max)
+invariant(connection_write_buffer_bytes_max >= bookie_frame_bytes_max)

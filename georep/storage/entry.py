@@ -43,12 +43,14 @@ class Entry:
     payload: bytes
 
 
-def encode(ledger_id: int, entry_id: int, last_add_confirmed: int, length: int,
-           payload: bytes) -> bytes:
+def encode(
+    ledger_id: int, entry_id: int, last_add_confirmed: int, length: int, payload: bytes
+) -> bytes:
     """Build an entry's bytes: header, CRC32C over header fields and payload, payload."""
     if len(payload) > limits.entry_payload_bytes_max:
         raise EntryTooLarge(
-            f"entry payload of {len(payload)} bytes exceeds {limits.entry_payload_bytes_max}")
+            f"entry payload of {len(payload)} bytes exceeds {limits.entry_payload_bytes_max}"
+        )
     fields = _FIELDS.pack(ledger_id, entry_id, last_add_confirmed, length)
     checksum = crc32c(payload, crc32c(fields))
     return b"".join((fields, _CRC.pack(checksum), payload))
@@ -62,8 +64,9 @@ def peek_ids(data: bytes | memoryview) -> tuple[int, int, int]:
     return ledger_id, entry_id, lac
 
 
-def verify(data: bytes | memoryview, ledger_id: int | None = None,
-           entry_id: int | None = None) -> None:
+def verify(
+    data: bytes | memoryview, ledger_id: int | None = None, entry_id: int | None = None
+) -> None:
     """Raise :class:`CorruptEntry` unless the CRC holds and the ids are the expected ones."""
     if len(data) < HEADER_BYTES:
         raise CorruptEntry(f"entry of {len(data)} bytes is shorter than its header")
@@ -74,15 +77,17 @@ def verify(data: bytes | memoryview, ledger_id: int | None = None,
     if stored != actual:
         raise CorruptEntry(
             f"checksum mismatch in ledger {got_ledger} entry {got_entry}: "
-            f"stored {stored:#010x}, computed {actual:#010x}")
+            f"stored {stored:#010x}, computed {actual:#010x}"
+        )
     if ledger_id is not None and got_ledger != ledger_id:
         raise CorruptEntry(f"expected ledger {ledger_id}, entry says ledger {got_ledger}")
     if entry_id is not None and got_entry != entry_id:
         raise CorruptEntry(f"expected entry {entry_id}, entry says {got_entry}")
 
 
-def decode(data: bytes | memoryview, ledger_id: int | None = None,
-           entry_id: int | None = None) -> Entry:
+def decode(
+    data: bytes | memoryview, ledger_id: int | None = None, entry_id: int | None = None
+) -> Entry:
     """Verify and split an entry; the expected ids, when given, must match."""
     verify(data, ledger_id, entry_id)
     got_ledger, got_entry, lac, length = _FIELDS.unpack_from(data, 0)

@@ -70,3 +70,7 @@ class EntryTooLarge(StorageError):
 
 class InvalidArgument(StorageError):
     """A caller passed parameters outside their contract (E < Qw, negative ids, ...)."""
+
+
+class JournalFailed(StorageError):
+    """A bookie's journal could not write or sync; that bookie takes no more writes."""

@@ -115,8 +115,13 @@ class AddRequest(Request):
     @classmethod
     def decode_body(cls, request_id, flags, status, body):
         ledger_id, entry_id = _unpack(_LEDGER_ENTRY, body, "ADD")
-        return cls(request_id, ledger_id, entry_id, bool(flags & Flag.RECOVERY),
-                   bytes(body[_LEDGER_ENTRY.size:]))
+        return cls(
+            request_id,
+            ledger_id,
+            entry_id,
+            bool(flags & Flag.RECOVERY),
+            bytes(body[_LEDGER_ENTRY.size :]),
+        )
 
     @property
     def flags(self) -> int:
@@ -278,12 +283,15 @@ def encode(message: Message) -> bytes:
     frame_length = HEADER_BYTES + len(body)
     if frame_length > limits.bookie_frame_bytes_max:
         raise ProtocolError(
-            f"frame of {frame_length} bytes exceeds {limits.bookie_frame_bytes_max}")
-    return b"".join((
-        _LENGTH.pack(frame_length),
-        _HEADER.pack(PROTOCOL_VERSION, message.op, flags, status, message.request_id),
-        body,
-    ))
+            f"frame of {frame_length} bytes exceeds {limits.bookie_frame_bytes_max}"
+        )
+    return b"".join(
+        (
+            _LENGTH.pack(frame_length),
+            _HEADER.pack(PROTOCOL_VERSION, message.op, flags, status, message.request_id),
+            body,
+        )
+    )
 
 
 def error_response(request: Request, status: Status, error: str) -> Response:
@@ -324,7 +332,7 @@ class FrameDecoder:
     frame, after which the decoder (and the connection) must not be used again.
     """
 
-    __slots__ = ("_buffer", "_responses", "_frame_bytes_max")
+    __slots__ = ("_buffer", "_frame_bytes_max", "_responses")
 
     def __init__(self, *, responses: bool, frame_bytes_max: int = limits.bookie_frame_bytes_max):
         self._buffer = bytearray()
@@ -343,13 +351,14 @@ class FrameDecoder:
                 (length,) = _LENGTH.unpack_from(buffer, offset)
                 if length > self._frame_bytes_max:
                     raise ProtocolError(
-                        f"frame length {length} exceeds the maximum {self._frame_bytes_max}")
+                        f"frame length {length} exceeds the maximum {self._frame_bytes_max}"
+                    )
                 if length < HEADER_BYTES:
                     raise ProtocolError(f"frame length {length} is shorter than the header")
                 end = offset + 4 + length
                 if end > available:
                     break
-                messages.append(decode_frame(view[offset + 4:end], responses=self._responses))
+                messages.append(decode_frame(view[offset + 4 : end], responses=self._responses))
                 offset = end
         finally:
             view.release()

@@ -46,16 +46,22 @@ class LedgerMetadata:
     created_at: float = 0.0
 
     def __post_init__(self) -> None:
-        invariant(self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1,
-                  f"ledger {self.ledger_id}: need E >= Qw >= Qa >= 1")
+        invariant(
+            self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1,
+            f"ledger {self.ledger_id}: need E >= Qw >= Qa >= 1",
+        )
         invariant(len(self.ensembles) >= 1, f"ledger {self.ledger_id}: no ensemble")
         firsts = [first for first, _ in self.ensembles]
-        invariant(firsts == sorted(set(firsts)) and firsts[0] == 0,
-                  f"ledger {self.ledger_id}: segments must start at 0 and increase: {firsts}")
+        invariant(
+            firsts == sorted(set(firsts)) and firsts[0] == 0,
+            f"ledger {self.ledger_id}: segments must start at 0 and increase: {firsts}",
+        )
         for _, bookies in self.ensembles:
-            invariant(len(bookies) == self.ensemble_size and len(set(bookies)) == len(bookies),
-                      f"ledger {self.ledger_id}: ensemble {bookies} is not {self.ensemble_size}"
-                      " distinct bookies")
+            invariant(
+                len(bookies) == self.ensemble_size and len(set(bookies)) == len(bookies),
+                f"ledger {self.ledger_id}: ensemble {bookies} is not {self.ensemble_size}"
+                " distinct bookies",
+            )
 
     # --- segments ------------------------------------------------------------------
     def segment_index(self, entry_id: int) -> int:

@@ -1,0 +1,284 @@
+"""One pipelined connection per bookie.
+
+Requests are written as soon as they are submitted (the transport coalesces them) and
+matched to responses by request id. Every request has a deadline; a single sweeper
+fails the expired ones with :class:`BookieUnavailable` instead of arming one timer per
+request. A lost connection fails everything in flight; the next request reconnects.
+
+The connection's states are a table; any other transition is a bug::
+
+    IDLE --connect--> CONNECTING --made--> CONNECTED --lost/close--> IDLE
+    CONNECTING --failed--> IDLE          any --close()--> CLOSED (final)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import logging
+import time
+from collections.abc import Callable
+
+from georep import limits
+from georep.invariant import invariant
+from georep.storage import protocol
+from georep.storage.errors import BookieUnavailable, ProtocolError
+
+log = logging.getLogger(__name__)
+
+
+class State(enum.Enum):
+    IDLE = "idle"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+_TRANSITIONS = {
+    (State.IDLE, State.CONNECTING),
+    (State.CONNECTING, State.CONNECTED),
+    (State.CONNECTING, State.IDLE),
+    (State.CONNECTED, State.IDLE),
+    (State.IDLE, State.CLOSED),
+    (State.CONNECTING, State.CLOSED),
+    (State.CONNECTED, State.CLOSED),
+}
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, owner: BookieClient) -> None:
+        self._owner = owner
+        self._decoder = protocol.FrameDecoder(responses=True)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            messages = self._decoder.feed(data)
+        except ProtocolError as error:
+            log.warning("bookie %s sent a bad frame, closing: %s", self._owner.address, error)
+            self._owner._connection_lost(self, f"protocol error: {error}")
+            if self.transport is not None:
+                self.transport.abort()
+            return
+        for message in messages:
+            self._owner._on_response(message)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._owner._connection_lost(self, f"connection lost: {exc or 'closed by peer'}")
+
+
+class BookieClient:
+    """Requests to one bookie address."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout_ms: float = limits.bookie_request_timeout_ms_default,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.address = address
+        self._timeout_s = timeout_ms / 1000
+        self._clock = clock
+        self._state = State.IDLE
+        self._connection: _Connection | None = None
+        self._connected: asyncio.Future[None] | None = None
+        self._ids = itertools.count(1)
+        # request id -> (deadline, future); insertion order is deadline order.
+        self._pending: dict[int, tuple[float, asyncio.Future[protocol.Response]]] = {}
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.requests_sent = 0
+        self.failures = 0
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- state ----------------------------------------------------------------------
+    def _move(self, new: State) -> None:
+        invariant(
+            (self._state, new) in _TRANSITIONS,
+            f"bookie client {self.address}: illegal {self._state} -> {new}",
+        )
+        self._state = new
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    async def _ensure_connected(self) -> None:
+        if self._state is State.CONNECTED:
+            return
+        if self._state is State.CLOSED:
+            raise BookieUnavailable(f"client for bookie {self.address} is closed")
+        if self._state is State.IDLE:
+            self._move(State.CONNECTING)
+            loop = asyncio.get_running_loop()
+            self._connected = loop.create_future()
+            self._spawn(self._connect())
+        invariant(self._connected is not None, "connecting without a future")
+        await asyncio.shield(self._connected)  # type: ignore[arg-type]
+
+    async def _connect(self) -> None:
+        future = self._connected
+        host, port = split_address(self.address)
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await asyncio.wait_for(
+                loop.create_connection(lambda: _Connection(self), host, port), self._timeout_s
+            )
+        except (OSError, TimeoutError) as error:
+            if self._state is State.CONNECTING:
+                self._move(State.IDLE)
+            self.failures += 1
+            if future is not None and not future.done():
+                future.set_exception(
+                    BookieUnavailable(f"cannot connect to bookie {self.address}: {error}")
+                )
+                future.exception()  # retrieved: waiters re-raise it
+            return
+        if self._state is not State.CONNECTING:  # closed while connecting
+            connection.transport.abort()
+            return
+        self._connection = connection
+        self._move(State.CONNECTED)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    # --- requests --------------------------------------------------------------------
+    def next_request_id(self) -> int:
+        return next(self._ids)
+
+    async def request(self, message: protocol.Request) -> protocol.Response:
+        """Send one request and wait for its response (or BookieUnavailable)."""
+        return await self.submit(message)
+
+    def submit(self, message: protocol.Request) -> asyncio.Future[protocol.Response]:
+        """Send one request; the future resolves with its response or
+        :class:`BookieUnavailable`. Never raises itself."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[protocol.Response] = loop.create_future()
+        if self._state is State.CONNECTED:
+            self._write(message, future)
+        else:
+            self._spawn(self._connect_then_write(message, future))
+        return future
+
+    async def _connect_then_write(
+        self, message: protocol.Request, future: asyncio.Future[protocol.Response]
+    ) -> None:
+        try:
+            await self._ensure_connected()
+        except BookieUnavailable as error:
+            if not future.done():
+                future.set_exception(error)
+            return
+        self._write(message, future)
+
+    def _write(self, message: protocol.Request, future: asyncio.Future[protocol.Response]) -> None:
+        if self._state is not State.CONNECTED or self._connection is None:
+            if not future.done():
+                future.set_exception(BookieUnavailable(f"bookie {self.address} disconnected"))
+            return
+        if message.request_id == 0:
+            message.request_id = self.next_request_id()
+        self._pending[message.request_id] = (self._clock() + self._timeout_s, future)
+        self.requests_sent += 1
+        transport = self._connection.transport
+        invariant(transport is not None, "connected without a transport")
+        transport.write(protocol.encode(message))
+        if self._sweeper is None:
+            self._arm_sweeper()
+
+    def _arm_sweeper(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._sweeper = loop.call_later(max(self._timeout_s / 10, 0.01), self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweeper = None
+        now = self._clock()
+        expired = []
+        for request_id, (deadline, _) in self._pending.items():
+            if deadline > now:
+                break
+            expired.append(request_id)
+        for request_id in expired:
+            _, future = self._pending.pop(request_id)
+            if not future.done():
+                future.set_exception(
+                    BookieUnavailable(
+                        f"bookie {self.address} did not answer request {request_id} within "
+                        f"{self._timeout_s * 1000:.0f} ms"
+                    )
+                )
+        if expired:
+            self.failures += 1
+        if self._pending:
+            self._arm_sweeper()
+
+    def _on_response(self, message: protocol.Message) -> None:
+        entry = self._pending.pop(message.request_id, None)
+        if entry is None:
+            return  # answered after its deadline: already failed
+        future = entry[1]
+        if not future.done():
+            future.set_result(message)  # type: ignore[arg-type]
+
+    def _connection_lost(self, connection: _Connection, reason: str) -> None:
+        if connection is not self._connection:
+            return
+        self._connection = None
+        if self._state is State.CONNECTED:
+            self._move(State.IDLE)
+        self.failures += 1
+        pending, self._pending = self._pending, {}
+        for _, future in pending.values():
+            if not future.done():
+                future.set_exception(BookieUnavailable(f"bookie {self.address}: {reason}"))
+
+    async def close(self) -> None:
+        if self._state is State.CLOSED:
+            return
+        connection = self._connection
+        self._move(State.CLOSED)
+        self._connection = None
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        if connection is not None and connection.transport is not None:
+            connection.transport.close()
+        pending, self._pending = self._pending, {}
+        for _, future in pending.values():
+            if not future.done():
+                future.set_exception(BookieUnavailable(f"client for bookie {self.address} closed"))
+
+
+class BookieClientPool:
+    """A client per bookie address, created on first use."""
+
+    def __init__(self, *, timeout_ms: float = limits.bookie_request_timeout_ms_default) -> None:
+        self._timeout_ms = timeout_ms
+        self._clients: dict[str, BookieClient] = {}
+
+    def get(self, address: str) -> BookieClient:
+        client = self._clients.get(address)
+        if client is None or client.state is State.CLOSED:
+            client = BookieClient(address, timeout_ms=self._timeout_ms)
+            self._clients[address] = client
+        return client
+
+    async def close(self) -> None:
+        clients, self._clients = self._clients, {}
+        for client in clients.values():
+            await client.close()
