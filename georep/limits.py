@@ -97,3 +97,22 @@ invariant(journal_record_bytes_max >= entry_payload_bytes_max + entry_header_byt
 invariant(journal_file_bytes_max >= journal_group_bytes_max + journal_record_bytes_max)
 invariant(entry_log_file_bytes_max >= 2 * bookie_frame_bytes_max)
 invariant(connection_write_buffer_bytes_max >= bookie_frame_bytes_max)
+
+# --- Pulsar binary protocol (broker/protocol) -----------------------------------------
+#: Largest message payload a producer may publish: Pulsar's default ``maxMessageSize``.
+#: The broker announces it in CONNECTED; clients size their batches by it.
+pulsar_message_bytes_max = 5 * MIB
+#: Room a frame may use beyond the payload: command, checksum, metadata.
+pulsar_frame_padding_bytes = 10 * KIB
+#: Largest Pulsar frame: the ``totalSize`` prefix (which does not count itself). A larger
+#: prefix is refused before a byte of the body is buffered.
+pulsar_frame_bytes_max = pulsar_message_bytes_max + pulsar_frame_padding_bytes
+#: Messages one batched payload may hold (the client's default batch is 1,000).
+pulsar_batch_messages_count_max = 100_000
+
+invariant(pulsar_frame_bytes_max > pulsar_message_bytes_max)
+# max_message_size travels as an int32 and totalSize as a u32.
+invariant(pulsar_frame_bytes_max < 2**31)
+# Each batched message costs at least 6 bytes (size prefix + payload_size field), so a
+# count limit above this could never be reached within one message.
+invariant(pulsar_batch_messages_count_max * 6 <= pulsar_message_bytes_max)
