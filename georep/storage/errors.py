@@ -74,3 +74,7 @@ class InvalidArgument(StorageError):
 
 class JournalFailed(StorageError):
     """A bookie's journal could not write or sync; that bookie takes no more writes."""
+
+
+class MetadataUnavailable(StorageError):
+    """The metadata database could not be reached or stayed locked past its timeout."""
