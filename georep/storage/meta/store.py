@@ -1,0 +1,702 @@
+"""The metadata store: ledger metadata, bookie registrations, under-replication, leases.
+
+One SQLAlchemy engine (SQLite file by default, PostgreSQL by URL; see ``migrate.py`` for
+how each is configured) behind an asyncio facade: every operation is one short
+transaction run in a worker thread with ``asyncio.to_thread``. Metadata is off the hot data
+path (a ledger is created, CAS'd a few times and closed), so a thread per call is cheap
+and keeps the database code plain and synchronous. A cancelled call's transaction still
+runs to its end in its thread: the caller only stops waiting.
+
+Every change to a mutable row is a compare-and-set on its ``version``. For ledgers the
+caller holds the version (``LedgerMetadata.version``) and a stale one gets ``BadVersion``;
+the caller re-reads and decides again. Under-replication locks and leases are CAS'd by the
+store itself, retried at most ``limits.metadata_cas_retries_max`` times. Worked example of
+``lock_underreplicated`` with two workers on PostgreSQL (READ COMMITTED):
+
+1. both read the oldest free marker, ledger 7 at version 2;
+2. both send ``UPDATE ... SET lock_holder = me, version = 3 WHERE ledger_id = 7 AND
+   version = 2``; the second blocks on the row lock until the first commits, then finds
+   version 3 and changes no row;
+3. the second counts a CAS conflict, starts a new transaction, and takes ledger 8.
+
+On SQLite the writers' ``BEGIN IMMEDIATE`` serializes the two transactions whole, so the
+second already reads ledger 7 as locked.
+
+Time comes from the injected ``clock`` (seconds), read once per call before the call goes
+to its thread. A lease, registration or lock is alive while its expiry is strictly after
+``clock()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Table, case, delete, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+
+from georep import limits
+from georep.storage.errors import (
+    BadVersion,
+    InvalidArgument,
+    MetadataUnavailable,
+    NoSuchLedger,
+)
+from georep.storage.meta import migrate as migrations
+from georep.storage.meta.ledger_metadata import LedgerMetadata, LedgerState
+from georep.storage.meta.models import (
+    BookieRow,
+    LeaseRow,
+    LedgerRow,
+    UnderReplicatedRow,
+    name_chars_max,
+)
+
+Clock = Callable[[], float]
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+_ledgers: Table = LedgerRow.__table__  # type: ignore[assignment]
+_bookies: Table = BookieRow.__table__  # type: ignore[assignment]
+_underreplicated: Table = UnderReplicatedRow.__table__  # type: ignore[assignment]
+_leases: Table = LeaseRow.__table__  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class BookieRegistration:
+    address: str
+    registered_at: float
+    lease_expires_at: float
+
+
+@dataclass(frozen=True)
+class UnderReplicatedLedger:
+    ledger_id: int
+    lost_bookies: frozenset[str]
+    marked_at: float
+    lock_holder: str | None
+    lock_expires_at: float | None
+    version: int
+
+
+class _Conflict(Exception):
+    """A store-internal CAS lost; the operation retries in a new transaction."""
+
+
+class MetadataStore:
+    """Async access to the metadata database. Create with :meth:`open`."""
+
+    def __init__(self, url: str, engine: Engine, clock: Clock) -> None:
+        self.url = url
+        self._engine = engine
+        self._write_engine = engine.execution_options(**{migrations.BEGIN_OPTION: "IMMEDIATE"})
+        self._clock = clock
+        self._closed = False
+        self._stats: collections.Counter[str] = collections.Counter()
+        self._stats_lock = threading.Lock()
+
+    @classmethod
+    async def open(
+        cls, url: str, *, migrate: bool = True, clock: Clock = time.time
+    ) -> MetadataStore:
+        """Connect to ``url``; with ``migrate`` first bring its schema to head.
+
+        Without ``migrate`` the schema must already be at this code's head revision.
+        """
+        migrations.database_url(url)  # InvalidArgument before any I/O
+        try:
+            if migrate:
+                await asyncio.to_thread(migrations.upgrade, url)
+            engine = await asyncio.to_thread(migrations.create_engine, url)
+            try:
+                revision = await asyncio.to_thread(_current_revision, engine)
+            except BaseException:
+                engine.dispose()
+                raise
+        except (OperationalError, InterfaceError) as error:
+            raise MetadataUnavailable(f"metadata database unavailable: {error}") from error
+        head = migrations.head()
+        if revision != head:
+            engine.dispose()
+            raise InvalidArgument(
+                f"metadata schema at revision {revision}, this code needs {head}:"
+                " open with migrate=True or run the migrations"
+            )
+        return cls(url, engine, clock)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await asyncio.to_thread(self._engine.dispose)
+
+    async def __aenter__(self) -> MetadataStore:
+        return self
+
+    async def __aexit__(self, *_exc_info: object) -> None:
+        await self.close()
+
+    def stats(self) -> dict[str, int]:
+        """Counts: ``operations``, ``cas_conflicts`` (stale versions and lost internal
+        CAS), ``unavailable`` (database errors surfaced as ``MetadataUnavailable``)."""
+        with self._stats_lock:
+            return {
+                "operations": self._stats["operations"],
+                "cas_conflicts": self._stats["cas_conflicts"],
+                "unavailable": self._stats["unavailable"],
+            }
+
+    # --- ledgers --------------------------------------------------------------------
+    async def create_ledger(
+        self,
+        *,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        ensemble: Sequence[str],
+        custom: Mapping[str, str] | None = None,
+    ) -> LedgerMetadata:
+        """A new OPEN ledger with one segment ``(0, ensemble)``, at version 1."""
+        for name, value in (("E", ensemble_size), ("Qw", write_quorum), ("Qa", ack_quorum)):
+            _check_int(name, value, 1)
+        if not ensemble_size >= write_quorum >= ack_quorum:
+            raise InvalidArgument(
+                f"need E >= Qw >= Qa >= 1, got {ensemble_size}/{write_quorum}/{ack_quorum}"
+            )
+        if ensemble_size > limits.ensemble_size_max:
+            raise InvalidArgument(
+                f"ensemble size {ensemble_size} > {limits.ensemble_size_max} (the maximum)"
+            )
+        bookies = _check_ensemble(ensemble, ensemble_size)
+        custom_dict = _check_custom(custom or {})
+        now = self._clock()
+        return await self._call(
+            self._create_ledger, now, ensemble_size, write_quorum, ack_quorum, bookies, custom_dict
+        )
+
+    async def get_ledger(self, ledger_id: int) -> LedgerMetadata:
+        _check_int("ledger id", ledger_id, 0)
+        return await self._call(self._get_ledger, ledger_id)
+
+    async def update_ledger(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        """CAS: store ``metadata`` if the stored version is ``metadata.version``.
+
+        Stores state, last entry id, length, ensembles and custom; returns the metadata at
+        version + 1. The quorums and creation time never change, and a CLOSED ledger stays
+        CLOSED with the same end (readers rely on it): asking otherwise is InvalidArgument.
+        """
+        if not isinstance(metadata, LedgerMetadata):
+            raise InvalidArgument(f"not LedgerMetadata: {metadata!r}")
+        _check_int("ledger id", metadata.ledger_id, 0)
+        _check_int("last entry id", metadata.last_entry_id, -1)
+        _check_int("length", metadata.length, 0)
+        for _, bookies in metadata.ensembles:
+            _check_ensemble(bookies, metadata.ensemble_size)
+        _check_custom(metadata.custom)
+        return await self._call(self._update_ledger, metadata)
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete the ledger and its under-replication marker; a no-op when absent."""
+        _check_int("ledger id", ledger_id, 0)
+        await self._call(self._delete_ledger, ledger_id)
+
+    async def list_ledger_ids(self) -> list[int]:
+        return await self._call(self._list_ledger_ids)
+
+    # --- bookies --------------------------------------------------------------------
+    async def register_bookie(self, address: str, lease_s: float) -> None:
+        """Register (or re-register) ``address`` alive until ``clock() + lease_s``."""
+        _check_name("bookie address", address)
+        _check_duration(lease_s)
+        await self._call(self._upsert_bookie, address, self._clock(), lease_s, True)
+
+    async def renew_bookie(self, address: str, lease_s: float) -> None:
+        """Like :meth:`register_bookie`, but keeps the first ``registered_at``."""
+        _check_name("bookie address", address)
+        _check_duration(lease_s)
+        await self._call(self._upsert_bookie, address, self._clock(), lease_s, False)
+
+    async def unregister_bookie(self, address: str) -> None:
+        _check_name("bookie address", address)
+        await self._call(self._delete_where, _bookies, _bookies.c.address == address)
+
+    async def list_bookies(self, *, alive_only: bool = True) -> list[BookieRegistration]:
+        """Registered bookies sorted by address; by default only those whose lease is
+        still running."""
+        return await self._call(self._list_bookies, self._clock() if alive_only else None)
+
+    # --- under-replicated ledgers ---------------------------------------------------
+    async def mark_underreplicated(self, ledger_id: int, lost_bookies: Iterable[str]) -> None:
+        """Mark the ledger under-replicated, adding ``lost_bookies`` to its lost set.
+
+        A ledger marked again keeps its ``marked_at`` (its place in the queue) and its lock.
+        NoSuchLedger when the ledger does not exist.
+        """
+        _check_int("ledger id", ledger_id, 0)
+        lost = _check_names("lost bookie", lost_bookies)
+        if not lost:
+            raise InvalidArgument(f"ledger {ledger_id}: no lost bookies given")
+        await self._call(self._retrying, self._mark_underreplicated, ledger_id, lost, self._clock())
+
+    async def list_underreplicated(self) -> list[UnderReplicatedLedger]:
+        """Every marker, oldest marked first."""
+        return await self._call(self._list_underreplicated)
+
+    async def lock_underreplicated(
+        self, holder: str, lock_s: float, *, exclude: Iterable[int] = ()
+    ) -> UnderReplicatedLedger | None:
+        """Lock the oldest marker whose lock is free or expired, not in ``exclude``, for
+        ``holder`` until ``clock() + lock_s``; None when there is none."""
+        _check_name("lock holder", holder)
+        _check_duration(lock_s)
+        excluded = sorted({_check_int("ledger id", ledger_id, 0) for ledger_id in exclude})
+        return await self._call(
+            self._retrying, self._lock_underreplicated, holder, lock_s, excluded, self._clock()
+        )
+
+    async def unlock_underreplicated(self, ledger_id: int, holder: str) -> None:
+        """Free the lock if ``holder`` holds it; a no-op otherwise."""
+        _check_int("ledger id", ledger_id, 0)
+        _check_name("lock holder", holder)
+        await self._call(self._unlock_underreplicated, ledger_id, holder)
+
+    async def complete_underreplicated(
+        self, ledger_id: int, holder: str, *, replicated: Iterable[str]
+    ) -> None:
+        """Record that ``replicated`` bookies' fragments were copied elsewhere.
+
+        Only the lock's holder may (even past the lock's expiry, as long as nobody took it
+        over); anyone else gets BadVersion. Removes those bookies from the lost set, then
+        deletes the marker when the set is empty, else frees the lock. A no-op when the
+        marker is already gone.
+        """
+        _check_int("ledger id", ledger_id, 0)
+        _check_name("lock holder", holder)
+        done = _check_names("replicated bookie", replicated)
+        await self._call(self._retrying, self._complete_underreplicated, ledger_id, holder, done)
+
+    # --- leases ---------------------------------------------------------------------
+    async def acquire_lease(self, name: str, holder: str, lease_s: float) -> bool:
+        """Take or renew lease ``name`` for ``holder`` until ``clock() + lease_s``.
+
+        True when the lease was free, expired, or already ``holder``'s; False when another
+        holder's lease is running.
+        """
+        _check_name("lease name", name)
+        _check_name("lease holder", holder)
+        _check_duration(lease_s)
+        return await self._call(self._acquire_lease, name, holder, lease_s, self._clock())
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        """Give the lease up if ``holder`` holds it; a no-op otherwise."""
+        _check_name("lease name", name)
+        _check_name("lease holder", holder)
+        await self._call(
+            self._delete_where, _leases, (_leases.c.name == name) & (_leases.c.holder == holder)
+        )
+
+    async def lease_holder(self, name: str) -> str | None:
+        """Who holds lease ``name``; None when it is free or expired."""
+        _check_name("lease name", name)
+        return await self._call(self._lease_holder, name, self._clock())
+
+    # --- plumbing -------------------------------------------------------------------
+    async def _call(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        if self._closed:
+            raise InvalidArgument("the metadata store is closed")
+        self._count("operations")
+        try:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except BadVersion:
+            self._count("cas_conflicts")
+            raise
+        except (OperationalError, InterfaceError) as error:
+            self._count("unavailable")
+            raise MetadataUnavailable(f"metadata database unavailable: {error}") from error
+
+    def _count(self, key: str, amount: int = 1) -> None:
+        with self._stats_lock:
+            self._stats[key] += amount
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        """A write transaction (on SQLite it holds the write lock from BEGIN)."""
+        with self._write_engine.begin() as connection:
+            yield connection
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        with self._engine.connect() as connection:
+            yield connection
+
+    def _retrying(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """Run ``function`` (one transaction) again while its internal CAS loses."""
+        for _ in range(limits.metadata_cas_retries_max):
+            try:
+                return function(*args, **kwargs)
+            except _Conflict:
+                self._count("cas_conflicts")
+        raise BadVersion(
+            f"{function.__name__}: lost {limits.metadata_cas_retries_max} compare-and-sets in a row"
+        )
+
+    def _insert(self, table: Table) -> Any:
+        """INSERT with ON CONFLICT support for this engine's dialect."""
+        dialect = postgresql if self._engine.dialect.name == "postgresql" else sqlite
+        return dialect.insert(table)
+
+    def _delete_where(self, table: Table, condition: Any) -> None:
+        with self._writing() as connection:
+            connection.execute(delete(table).where(condition))
+
+    # --- ledgers, in a worker thread ------------------------------------------------
+    def _create_ledger(
+        self,
+        now: float,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        ensemble: tuple[str, ...],
+        custom: dict[str, str],
+    ) -> LedgerMetadata:
+        values = {
+            "ensemble_size": ensemble_size,
+            "write_quorum": write_quorum,
+            "ack_quorum": ack_quorum,
+            "state": LedgerState.OPEN.value,
+            "last_entry_id": -1,
+            "length": 0,
+            "ensembles": [[0, list(ensemble)]],
+            "custom": custom,
+            "created_at": now,
+            "version": 1,
+        }
+        with self._writing() as connection:
+            statement = _ledgers.insert().values(values).returning(_ledgers.c.ledger_id)
+            ledger_id = connection.execute(statement).scalar_one()
+        return LedgerMetadata(
+            ledger_id=ledger_id,
+            ensemble_size=ensemble_size,
+            write_quorum=write_quorum,
+            ack_quorum=ack_quorum,
+            ensembles=((0, ensemble),),
+            custom=custom,
+            version=1,
+            created_at=now,
+        )
+
+    def _get_ledger(self, ledger_id: int) -> LedgerMetadata:
+        with self._reading() as connection:
+            row = _select_ledger(connection, ledger_id)
+        return _ledger_from_row(row)
+
+    def _update_ledger(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        ledger_id, expected = metadata.ledger_id, metadata.version
+        with self._writing() as connection:
+            row = _select_ledger(connection, ledger_id)
+            if row.version != expected:
+                raise BadVersion(
+                    f"ledger {ledger_id}: version {expected} is stale, stored is {row.version}"
+                )
+            quorums = (metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
+            if quorums != (row.ensemble_size, row.write_quorum, row.ack_quorum):
+                raise InvalidArgument(
+                    f"ledger {ledger_id}: E/Qw/Qa are {row.ensemble_size}/{row.write_quorum}"
+                    f"/{row.ack_quorum} and cannot change"
+                )
+            if row.state == LedgerState.CLOSED.value and (
+                metadata.state != LedgerState.CLOSED
+                or (metadata.last_entry_id, metadata.length) != (row.last_entry_id, row.length)
+            ):
+                raise InvalidArgument(
+                    f"ledger {ledger_id} is CLOSED at entry {row.last_entry_id}: its state"
+                    " and end cannot change"
+                )
+            result = connection.execute(
+                update(_ledgers)
+                .where(_ledgers.c.ledger_id == ledger_id, _ledgers.c.version == expected)
+                .values(
+                    state=LedgerState(metadata.state).value,
+                    last_entry_id=metadata.last_entry_id,
+                    length=metadata.length,
+                    ensembles=[[first, list(bookies)] for first, bookies in metadata.ensembles],
+                    custom=dict(metadata.custom),
+                    version=expected + 1,
+                )
+            )
+            if result.rowcount != 1:  # PostgreSQL: a concurrent CAS committed first
+                raise BadVersion(f"ledger {ledger_id}: version {expected} is stale")
+        return metadata.replace(version=expected + 1, created_at=row.created_at)
+
+    def _delete_ledger(self, ledger_id: int) -> None:
+        with self._writing() as connection:
+            connection.execute(delete(_ledgers).where(_ledgers.c.ledger_id == ledger_id))
+
+    def _list_ledger_ids(self) -> list[int]:
+        with self._reading() as connection:
+            ids = connection.execute(select(_ledgers.c.ledger_id).order_by(_ledgers.c.ledger_id))
+            return list(ids.scalars())
+
+    # --- bookies, in a worker thread ------------------------------------------------
+    def _upsert_bookie(self, address: str, now: float, lease_s: float, register: bool) -> None:
+        insert = self._insert(_bookies).values(
+            address=address, registered_at=now, lease_expires_at=now + lease_s, version=1
+        )
+        changes = {
+            "lease_expires_at": insert.excluded.lease_expires_at,
+            "version": _bookies.c.version + 1,
+        }
+        if register:
+            changes["registered_at"] = insert.excluded.registered_at
+        with self._writing() as connection:
+            connection.execute(
+                insert.on_conflict_do_update(index_elements=[_bookies.c.address], set_=changes)
+            )
+
+    def _list_bookies(self, alive_after: float | None) -> list[BookieRegistration]:
+        query = select(_bookies).order_by(_bookies.c.address)
+        if alive_after is not None:
+            query = query.where(_bookies.c.lease_expires_at > alive_after)
+        with self._reading() as connection:
+            rows = connection.execute(query).all()
+        return [
+            BookieRegistration(row.address, row.registered_at, row.lease_expires_at) for row in rows
+        ]
+
+    # --- under-replicated ledgers, in a worker thread -------------------------------
+    def _mark_underreplicated(self, ledger_id: int, lost: frozenset[str], now: float) -> None:
+        with self._writing() as connection:
+            _select_ledger(connection, ledger_id)  # NoSuchLedger
+            row = _select_marker(connection, ledger_id)
+            if row is None:
+                try:
+                    connection.execute(
+                        _underreplicated.insert().values(
+                            ledger_id=ledger_id,
+                            lost_bookies=sorted(lost),
+                            marked_at=now,
+                            lock_holder=None,
+                            lock_expires_at=None,
+                            version=1,
+                        )
+                    )
+                except IntegrityError as error:
+                    # PostgreSQL: marked (or the ledger deleted) by a concurrent transaction;
+                    # the retry merges into that marker (or raises NoSuchLedger).
+                    raise _Conflict from error
+                return
+            merged = sorted(set(row.lost_bookies) | lost)
+            if merged != sorted(row.lost_bookies):
+                _cas_marker(connection, row, lost_bookies=merged)
+
+    def _list_underreplicated(self) -> list[UnderReplicatedLedger]:
+        query = select(_underreplicated).order_by(
+            _underreplicated.c.marked_at, _underreplicated.c.ledger_id
+        )
+        with self._reading() as connection:
+            return [_marker_from_row(row) for row in connection.execute(query)]
+
+    def _lock_underreplicated(
+        self, holder: str, lock_s: float, excluded: list[int], now: float
+    ) -> UnderReplicatedLedger | None:
+        markers = _underreplicated.c
+        query = (
+            select(_underreplicated)
+            .where(or_(markers.lock_holder.is_(None), markers.lock_expires_at <= now))
+            .order_by(markers.marked_at, markers.ledger_id)
+            .limit(1)
+        )
+        if excluded:
+            query = query.where(markers.ledger_id.not_in(excluded))
+        with self._writing() as connection:
+            row = connection.execute(query).one_or_none()
+            if row is None:
+                return None
+            _cas_marker(connection, row, lock_holder=holder, lock_expires_at=now + lock_s)
+        return UnderReplicatedLedger(
+            ledger_id=row.ledger_id,
+            lost_bookies=frozenset(row.lost_bookies),
+            marked_at=row.marked_at,
+            lock_holder=holder,
+            lock_expires_at=now + lock_s,
+            version=row.version + 1,
+        )
+
+    def _unlock_underreplicated(self, ledger_id: int, holder: str) -> None:
+        markers = _underreplicated.c
+        with self._writing() as connection:
+            connection.execute(
+                update(_underreplicated)
+                .where(markers.ledger_id == ledger_id, markers.lock_holder == holder)
+                .values(lock_holder=None, lock_expires_at=None, version=markers.version + 1)
+            )
+
+    def _complete_underreplicated(
+        self, ledger_id: int, holder: str, replicated: frozenset[str]
+    ) -> None:
+        markers = _underreplicated.c
+        with self._writing() as connection:
+            row = _select_marker(connection, ledger_id)
+            if row is None:
+                return
+            if row.lock_holder != holder:
+                raise BadVersion(
+                    f"ledger {ledger_id}: under-replication lock is held by"
+                    f" {row.lock_holder!r}, not {holder!r}"
+                )
+            remaining = sorted(set(row.lost_bookies) - replicated)
+            if remaining:
+                _cas_marker(
+                    connection, row, lost_bookies=remaining, lock_holder=None, lock_expires_at=None
+                )
+                return
+            result = connection.execute(
+                delete(_underreplicated).where(
+                    markers.ledger_id == ledger_id, markers.version == row.version
+                )
+            )
+            if result.rowcount != 1:
+                raise _Conflict
+
+    # --- leases, in a worker thread -------------------------------------------------
+    def _acquire_lease(self, name: str, holder: str, lease_s: float, now: float) -> bool:
+        """One upsert: insert, or take over when held by ``holder`` or expired."""
+        leases = _leases.c
+        insert = self._insert(_leases).values(
+            name=name, holder=holder, acquired_at=now, expires_at=now + lease_s, version=1
+        )
+        proposed = insert.excluded
+        statement = insert.on_conflict_do_update(
+            index_elements=[leases.name],
+            set_={
+                "holder": proposed.holder,
+                "expires_at": proposed.expires_at,
+                "acquired_at": case(
+                    (leases.holder == proposed.holder, leases.acquired_at),
+                    else_=proposed.acquired_at,
+                ),
+                "version": leases.version + 1,
+            },
+            where=or_(leases.holder == proposed.holder, leases.expires_at <= now),
+        ).returning(leases.holder)
+        with self._writing() as connection:
+            return connection.execute(statement).one_or_none() is not None
+
+    def _lease_holder(self, name: str, now: float) -> str | None:
+        query = select(_leases.c.holder).where(_leases.c.name == name, _leases.c.expires_at > now)
+        with self._reading() as connection:
+            return connection.execute(query).scalar_one_or_none()
+
+
+# --- rows ---------------------------------------------------------------------------
+def _current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def _select_ledger(connection: Connection, ledger_id: int) -> Row[Any]:
+    query = select(_ledgers).where(_ledgers.c.ledger_id == ledger_id)
+    row = connection.execute(query).one_or_none()
+    if row is None:
+        raise NoSuchLedger(f"ledger {ledger_id} does not exist")
+    return row
+
+
+def _ledger_from_row(row: Row[Any]) -> LedgerMetadata:
+    """The stored row as LedgerMetadata, whose constructor checks it on the way out."""
+    return LedgerMetadata(
+        ledger_id=row.ledger_id,
+        ensemble_size=row.ensemble_size,
+        write_quorum=row.write_quorum,
+        ack_quorum=row.ack_quorum,
+        ensembles=tuple((int(first), tuple(bookies)) for first, bookies in row.ensembles),
+        state=LedgerState(row.state),
+        last_entry_id=row.last_entry_id,
+        length=row.length,
+        custom=dict(row.custom),
+        version=row.version,
+        created_at=row.created_at,
+    )
+
+
+def _select_marker(connection: Connection, ledger_id: int) -> Row[Any] | None:
+    query = select(_underreplicated).where(_underreplicated.c.ledger_id == ledger_id)
+    return connection.execute(query).one_or_none()
+
+
+def _cas_marker(connection: Connection, row: Row[Any], **values: object) -> None:
+    markers = _underreplicated.c
+    result = connection.execute(
+        update(_underreplicated)
+        .where(markers.ledger_id == row.ledger_id, markers.version == row.version)
+        .values(**values, version=row.version + 1)
+    )
+    if result.rowcount != 1:
+        raise _Conflict
+
+
+def _marker_from_row(row: Row[Any]) -> UnderReplicatedLedger:
+    return UnderReplicatedLedger(
+        ledger_id=row.ledger_id,
+        lost_bookies=frozenset(row.lost_bookies),
+        marked_at=row.marked_at,
+        lock_holder=row.lock_holder,
+        lock_expires_at=row.lock_expires_at,
+        version=row.version,
+    )
+
+
+# --- checks on the way in -----------------------------------------------------------
+def _check_int(what: str, value: object, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidArgument(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_name(what: str, value: object) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= name_chars_max:
+        raise InvalidArgument(f"{what} must be 1..{name_chars_max} characters, got {value!r}")
+    return value
+
+
+def _check_names(what: str, values: Iterable[str]) -> frozenset[str]:
+    if isinstance(values, str):
+        raise InvalidArgument(f"{what}s must be a collection of strings, got {values!r}")
+    return frozenset(_check_name(what, value) for value in values)
+
+
+def _check_duration(seconds: object) -> float:
+    if (
+        not isinstance(seconds, int | float)
+        or isinstance(seconds, bool)
+        or not math.isfinite(seconds)
+        or seconds <= 0
+    ):
+        raise InvalidArgument(f"a duration must be finite seconds > 0, got {seconds!r}")
+    return float(seconds)
+
+
+def _check_ensemble(ensemble: Sequence[str], ensemble_size: int) -> tuple[str, ...]:
+    if isinstance(ensemble, str):
+        raise InvalidArgument(f"an ensemble is a sequence of bookies, got {ensemble!r}")
+    bookies = tuple(_check_name("bookie address", bookie) for bookie in ensemble)
+    if len(bookies) != ensemble_size or len(set(bookies)) != len(bookies):
+        raise InvalidArgument(f"ensemble {bookies} is not {ensemble_size} distinct bookies")
+    return bookies
+
+
+def _check_custom(custom: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(custom, Mapping) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in custom.items()
+    ):
+        raise InvalidArgument(f"custom metadata must map strings to strings, got {custom!r}")
+    return dict(custom)
