@@ -1,0 +1,329 @@
+"""The bookie: one storage node. Wires journal, ledger storage and server together, and
+runs the background duties (checkpoints, garbage collection, registration lease).
+
+Start-up: lock the data directory, open the index and entry logs, replay the journal
+from the checkpoint mark, start a fresh journal file, checkpoint what was replayed (so
+the old files, perhaps with a torn tail, are left behind), then listen and register.
+
+Stop: stop accepting and reading, let the journal commit and answer what it holds,
+close the connections, checkpoint, close files, unregister.
+
+Garbage collection (only with a metadata store), every ``gc_interval_s``: a ledger this
+bookie holds is collected when it is absent from ``store.list_ledger_ids()`` AND its id
+is below the highest id the store lists. Ledger ids are allocated increasing, so a
+ledger below the highest listed id that is not listed was created and then deleted;
+a ledger at or above it may be one whose metadata is being created right now (its
+entries can reach a bookie before another ledger is created), so it is kept. The cost
+of this rule: the newest ledgers are collected only once a newer ledger exists.
+Example: the bookie holds 3, 5, 9 and the store lists [4, 5, 8]: 3 is collected, 5 is
+live, 9 is kept (it may be brand new). Collected ledgers leave the cache and the index;
+entry logs with no live ledger left are deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from georep import limits
+from georep.invariant import invariant
+from georep.storage.bookie import journal as journal_module
+from georep.storage.bookie.journal import Journal
+from georep.storage.bookie.ledger_storage import LedgerStorage
+from georep.storage.bookie.server import BookieServer
+from georep.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from georep.storage.meta.store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = "bookie.lock"
+
+
+class DataDirectoryInUse(StorageError):
+    """Another bookie holds this data directory."""
+
+
+@dataclass
+class BookieConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    #: 0 = any free port
+    port: int = 0
+    metadata_url: str | None = None
+    journal_group_wait_ms: float = limits.journal_group_wait_ms_default
+    journal_group_bytes_max: int = limits.journal_group_bytes_max
+    #: False skips every fsync: for tests and benchmarks only, loses acknowledged data
+    #: on power loss.
+    fsync: bool = True
+    checkpoint_interval_s: float = limits.checkpoint_interval_s_default
+    gc_interval_s: float = limits.gc_interval_s_default
+    lease_s: float = limits.bookie_lease_s_default
+    fault_injection: bool = False
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        invariant(0 <= self.port <= 65535, f"port {self.port} out of range")
+        invariant(self.journal_group_wait_ms >= 0, "journal_group_wait_ms must be >= 0")
+        invariant(
+            0 < self.journal_group_bytes_max <= limits.journal_group_bytes_max,
+            "journal_group_bytes_max out of range",
+        )
+        invariant(
+            self.checkpoint_interval_s > 0 and self.gc_interval_s > 0 and self.lease_s > 0,
+            "intervals must be positive",
+        )
+
+
+class Bookie:
+    def __init__(
+        self, config: BookieConfig, *, metadata_store: MetadataStore | None = None
+    ) -> None:
+        self.config = config
+        self._store = metadata_store
+        self._own_store = False
+        self._lock_fd = -1
+        self._address = ""
+        self._started_at = 0.0
+        self._storage: LedgerStorage | None = None
+        self._journal: Journal | None = None
+        self._server: BookieServer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._checkpoint_wanted = asyncio.Event()
+        self._registered = False
+        self._replayed_records = 0
+        self._torn_tails = 0
+        self._gc_runs = 0
+
+    @property
+    def address(self) -> str:
+        invariant(bool(self._address), "bookie address asked before start")
+        return self._address
+
+    @property
+    def storage(self) -> LedgerStorage:
+        invariant(self._storage is not None, "bookie not started")
+        return self._storage  # type: ignore[return-value]
+
+    # -- lifecycle --
+
+    async def start(self) -> None:
+        config = self.config
+        data_dir = config.data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_data_dir()
+        try:
+            await self._start()
+        except BaseException:
+            await self._close_quietly()
+            raise
+
+    async def _start(self) -> None:
+        config = self.config
+        storage = self._storage = LedgerStorage(config.data_dir, fsync=config.fsync)
+        mark = storage.open()
+        journal_dir = config.data_dir / "journal"
+        journal_dir.mkdir(exist_ok=True)
+        report = await asyncio.to_thread(journal_module.replay, journal_dir, mark, storage.apply)
+        self._replayed_records = report.records
+        self._torn_tails = len(report.torn_tails or ())
+        log.info(
+            "journal replay from %s: %d records from %d files, %d torn tails",
+            mark,
+            report.records,
+            report.files_read,
+            self._torn_tails,
+        )
+        journal = self._journal = Journal(
+            journal_dir,
+            fsync=config.fsync,
+            group_wait_ms=config.journal_group_wait_ms,
+            group_bytes_max=config.journal_group_bytes_max,
+        )
+        journal.open()
+        # Checkpoint the replayed state so the mark moves to the fresh file.
+        await self._checkpoint()
+        journal.start()
+        server = self._server = BookieServer(
+            storage,
+            journal,
+            stats=self.stats,
+            fault_injection=config.fault_injection,
+            on_checkpoint_wanted=self._checkpoint_wanted.set,
+        )
+        host, port = await server.start(config.host, config.port)
+        self._address = f"{host}:{port}"
+        self._started_at = time.monotonic()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._checkpoint_loop(), name="checkpoints"))
+        if self._store is None and config.metadata_url:
+            from georep.storage.meta.store import MetadataStore
+
+            self._store = await MetadataStore.open(config.metadata_url)
+            self._own_store = True
+        if self._store is not None:
+            await self._store.register_bookie(self._address, config.lease_s)
+            self._registered = True
+            self._tasks.append(loop.create_task(self._lease_loop(), name="bookie-lease"))
+            self._tasks.append(loop.create_task(self._gc_loop(), name="bookie-gc"))
+        log.info(
+            "bookie %s serving %s (fsync %s, fault injection %s)",
+            self._address,
+            config.data_dir,
+            "on" if config.fsync else "OFF",
+            "on" if config.fault_injection else "off",
+        )
+
+    async def stop(self) -> None:
+        server, journal = self._server, self._journal
+        if server is not None:
+            server.stop_listening()
+            for connection in list(server.connections):
+                connection.pause(4)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if journal is not None:
+            await journal.close()
+        if server is not None:
+            await server.close()
+        if self._storage is not None and journal is not None and journal.failed is None:
+            await self._checkpoint()
+        await self._close_quietly()
+        log.info("bookie %s stopped", self._address)
+
+    async def _close_quietly(self) -> None:
+        if self._storage is not None:
+            self._storage.close()
+            self._storage = None
+        if self._store is not None:
+            if self._registered:
+                try:
+                    await self._store.unregister_bookie(self._address)
+                except Exception:
+                    log.warning("could not unregister bookie %s", self._address, exc_info=True)
+                self._registered = False
+            if self._own_store:
+                await self._store.close()
+                self._store = None
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _lock_data_dir(self) -> None:
+        fd = os.open(self.config.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirectoryInUse(
+                f"{self.config.data_dir} is in use by another bookie"
+            ) from None
+        self._lock_fd = fd
+
+    # -- checkpoints --
+
+    async def checkpoint(self) -> None:
+        """Checkpoint now (tests, operators); normally the background loop does it."""
+        await self._checkpoint()
+        if self._server is not None:
+            self._server.check_pressure()
+
+    async def _checkpoint(self) -> None:
+        journal = self._journal
+        invariant(journal is not None and self._storage is not None, "bookie not started")
+        mark = await self._storage.checkpoint(lambda: journal.synced_position)  # type: ignore[union-attr]
+        await asyncio.to_thread(journal.remove_files_before, mark.file_id)  # type: ignore[union-attr]
+
+    async def _checkpoint_loop(self) -> None:
+        interval = self.config.checkpoint_interval_s
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._checkpoint_wanted.wait(), interval)
+            self._checkpoint_wanted.clear()
+            try:
+                await self.checkpoint()
+            except Exception:
+                log.exception("checkpoint failed; will retry")
+                await asyncio.sleep(min(interval, 1.0))
+
+    # -- metadata duties --
+
+    async def _lease_loop(self) -> None:
+        store, lease_s = self._store, self.config.lease_s
+        invariant(store is not None, "lease loop without a store")
+        while True:
+            await asyncio.sleep(lease_s / 3)
+            try:
+                await store.renew_bookie(self._address, lease_s)  # type: ignore[union-attr]
+            except Exception:
+                log.warning("bookie lease renewal failed; re-registering", exc_info=True)
+                with contextlib.suppress(Exception):
+                    await store.register_bookie(self._address, lease_s)  # type: ignore[union-attr]
+
+    async def _gc_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.gc_interval_s)
+            try:
+                await self.collect_garbage()
+            except Exception:
+                log.exception("garbage collection failed; will retry")
+
+    async def collect_garbage(self) -> list[int]:
+        """One GC pass (see the module docstring for the rule); returns collected ids."""
+        store = self._store
+        invariant(store is not None, "garbage collection needs a metadata store")
+        listed = set(await store.list_ledger_ids())  # type: ignore[union-attr]
+        highest = max(listed, default=-1)
+        held = self.storage.ledger_ids()
+        doomed = {ledger for ledger in held if ledger not in listed and ledger < highest}
+        if doomed:
+            # Checkpoint first so no journal record after the mark brings them back.
+            await self._checkpoint()
+        await self.storage.collect(doomed)
+        self._gc_runs += 1
+        if doomed:
+            log.info("garbage collection: removed %d deleted ledgers", len(doomed))
+        return sorted(doomed)
+
+    # -- observability --
+
+    def stats(self) -> dict:
+        journal, storage, server = self._journal, self._storage, self._server
+        stats: dict = {
+            "address": self._address,
+            "data_dir": str(self.config.data_dir),
+            "fsync": self.config.fsync,
+            "uptime_s": round(time.monotonic() - self._started_at, 3) if self._started_at else 0.0,
+            "replayed_records": self._replayed_records,
+            "journal_torn_tails": self._torn_tails,
+            "gc_runs": self._gc_runs,
+            "registered": self._registered,
+        }
+        if journal is not None:
+            stats["journal"] = {
+                **{name: getattr(journal.stats, name) for name in journal.stats.__slots__},  # type: ignore[attr-defined]
+                "queued": journal.queued_count,
+                "failed": str(journal.failed) if journal.failed else None,
+            }
+        if storage is not None:
+            stats["storage"] = {
+                **{name: getattr(storage.stats, name) for name in storage.stats.__slots__},  # type: ignore[attr-defined]
+                "ledgers": len(storage.ledger_ids()),
+                "write_cache_bytes": storage.cache.bytes,
+                "write_cache_entries": len(storage.cache),
+            }
+        if server is not None:
+            stats["server"] = server.snapshot()
+        return stats

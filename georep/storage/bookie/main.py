@@ -1,0 +1,120 @@
+"""``georep bookie``: run one bookie as a process (on uvloop).
+
+Once listening it prints one line to stdout, ``BOOKIE_READY host:port``, so a parent
+process (a test harness, ``georep up``) can learn the port it got with ``--port 0``.
+SIGTERM and SIGINT stop it cleanly (journal committed, checkpoint written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from georep import limits
+from georep.invariant import InvariantViolation
+from georep.storage.bookie.bookie import Bookie, BookieConfig
+
+log = logging.getLogger(__name__)
+
+READY_PREFIX = "BOOKIE_READY"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", required=True, type=Path, help="data directory")
+    parser.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument(
+        "--metadata",
+        default=None,
+        metavar="URL",
+        help="metadata store URL (registration and garbage collection)",
+    )
+    parser.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="DANGER: never fsync the journal, entry logs or index. "
+        "Acknowledged adds can be LOST on a crash or power loss. "
+        "For tests and benchmarks only.",
+    )
+    parser.add_argument(
+        "--journal-group-wait-ms",
+        type=float,
+        default=limits.journal_group_wait_ms_default,
+        help="close a journal group this long after its first record (default %(default)s)",
+    )
+    parser.add_argument(
+        "--checkpoint-interval-s",
+        type=float,
+        default=limits.checkpoint_interval_s_default,
+        help="seconds between checkpoints (default %(default)s)",
+    )
+    parser.add_argument(
+        "--gc-interval-s",
+        type=float,
+        default=limits.gc_interval_s_default,
+        help="seconds between garbage-collection passes (default %(default)s)",
+    )
+    parser.add_argument(
+        "--lease-s",
+        type=float,
+        default=limits.bookie_lease_s_default,
+        help="registration lease (default %(default)s)",
+    )
+    parser.add_argument(
+        "--fault-injection", action="store_true", help="accept FAULT requests (tests only)"
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> BookieConfig:
+    return BookieConfig(
+        data_dir=args.dir,
+        host=args.host,
+        port=args.port,
+        metadata_url=args.metadata,
+        journal_group_wait_ms=args.journal_group_wait_ms,
+        fsync=not args.no_fsync,
+        checkpoint_interval_s=args.checkpoint_interval_s,
+        gc_interval_s=args.gc_interval_s,
+        lease_s=args.lease_s,
+        fault_injection=args.fault_injection,
+    )
+
+
+async def serve(config: BookieConfig) -> int:
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_exception_handler)
+    if not config.fsync:
+        log.warning("bookie running WITHOUT fsync: acknowledged adds may be lost on a crash")
+    bookie = Bookie(config)
+    await bookie.start()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(f"{READY_PREFIX} {bookie.address}", flush=True)
+    await stopping.wait()
+    log.info("signal received; stopping")
+    await bookie.stop()
+    return 0
+
+
+def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    exception = context.get("exception")
+    if isinstance(exception, InvariantViolation):
+        # A broken invariant is a bug: stop rather than serve from state we don't trust.
+        log.critical("invariant violated: %s", context.get("message"), exc_info=exception)
+        logging.shutdown()
+        os._exit(70)
+    loop.default_exception_handler(context)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return asyncio.run(serve(config))
+    return uvloop.run(serve(config))
