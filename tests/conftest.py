@@ -1,0 +1,84 @@
+"""Shared fixtures.
+
+Metadata store: ``metadata_url`` is a fresh, empty database for each test, once per
+backend: a SQLite file under ``tmp_path``, and a fresh schema on the PostgreSQL server
+named by ``GEOREP_TEST_POSTGRES_URL`` (skipped when unset; start one with
+``eval "$(bash .ci/postgres.sh | tail -1)"``). ``metadata_store`` is a migrated
+``MetadataStore`` on it, driven by ``manual_clock``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from sqlalchemy.engine import make_url
+
+POSTGRES_URL_ENV = "GEOREP_TEST_POSTGRES_URL"
+METADATA_BACKENDS = ["sqlite", "postgresql"]
+
+
+class ManualClock:
+    """A clock that moves only when told: ``clock()`` reads it, ``advance(s)`` moves it."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now
+
+
+@pytest.fixture
+def manual_clock() -> ManualClock:
+    return ManualClock()
+
+
+def postgres_url_or_skip() -> str:
+    url = os.environ.get(POSTGRES_URL_ENV)
+    if not url:
+        pytest.skip(
+            f"{POSTGRES_URL_ENV} is not set; for a local server run"
+            ' eval "$(bash .ci/postgres.sh | tail -1)"'
+        )
+    return url
+
+
+def fresh_metadata_url(backend: str, tmp_path: os.PathLike[str]) -> Iterator[str]:
+    """Yield the URL of a new empty database of ``backend``; drop it afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{os.fspath(tmp_path)}/metadata.db"
+        return
+    import psycopg  # only the PostgreSQL cases need it
+
+    base_url = postgres_url_or_skip()
+    schema = f"georep_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base_url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+    url = make_url(base_url).update_query_dict({"options": f"-csearch_path={schema}"})
+    try:
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(base_url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=METADATA_BACKENDS)
+def metadata_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    yield from fresh_metadata_url(request.param, tmp_path)
+
+
+@pytest.fixture
+async def metadata_store(metadata_url: str, manual_clock: ManualClock) -> AsyncIterator:
+    from georep.storage.meta.store import MetadataStore
+
+    store = await MetadataStore.open(metadata_url, clock=manual_clock)
+    try:
+        yield store
+    finally:
+        await store.close()
