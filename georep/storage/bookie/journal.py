@@ -16,11 +16,12 @@ On disk: ``journal/NNNNNNNNNNNN.jnl`` files, ids increasing. Each file starts wi
 Example: fencing ledger 7 appends ``00000009 <crc> 02 0000000000000007`` (17 bytes).
 
 Group commit: :meth:`Journal.append_entry` and :meth:`Journal.append_fence` only buffer
-the record and its waiter; one writer task closes a group when
-``group_wait_ms`` has passed since its first record or ``group_bytes_max`` bytes are
-buffered, writes the whole group with one ``write`` and one ``fdatasync`` in a worker
-thread, then calls every waiter. While a group syncs, the next one fills. A group never
-spans two files: the file rolls before a group that would take it past ``file_bytes_max``.
+the record and its waiter; one writer task closes a group when ``group_wait_ms`` has
+passed since its first record or ``group_bytes_max`` bytes are buffered (a full group
+is closed at once and queued behind the one syncing), writes the whole group with one
+``write`` and one ``fdatasync`` in a worker thread, then calls every waiter. While a
+group syncs, the next one fills. A group never spans two files: the file rolls before
+a group that would take it past ``file_bytes_max``.
 
 Replay (:func:`replay`) reads from a position (the checkpoint mark) forward through every
 later file. A record that is short, has an impossible length, an unknown type or a bad
@@ -32,6 +33,7 @@ always does), so nothing is ever appended after junk, and the next file is read 
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import logging
 import os
@@ -242,7 +244,9 @@ class Journal:
         #: Called after every group's waiters ran (the server flushes and unpauses here).
         self.group_done_hooks: list[Callable[[], None]] = []
         self._group = _Group()
-        self._syncing_count = 0
+        #: Groups closed by size, waiting for the writer (in order).
+        self._closed: collections.deque[_Group] = collections.deque()
+        self._queued = 0
         self._file_id = -1
         self._fd = -1
         self._file_bytes = 0
@@ -286,7 +290,7 @@ class Journal:
     @property
     def queued_count(self) -> int:
         """Records buffered or being synced, not yet answered."""
-        return len(self._group.waiters) + self._syncing_count
+        return self._queued
 
     @property
     def queue_full(self) -> bool:
@@ -318,19 +322,21 @@ class Journal:
             return
         invariant(not self._closing, "journal append after close")
         group = self._group
-        if not group.waiters:
+        first = not group.waiters
+        if first:
             group.first_time = time.monotonic()
-            group.chunks.extend(pieces)
-            group.waiters.append(waiter)
-            group.tokens.append(token)
-            group.bytes += size
-            self._wake()
-            return
         group.chunks.extend(pieces)
         group.waiters.append(waiter)
         group.tokens.append(token)
         group.bytes += size
+        self._queued += 1
         if group.bytes >= self.group_bytes_max:
+            # Full: close it now, so no group outgrows group_bytes_max + one record
+            # (and so a journal file) however long the group before it takes to sync.
+            self._closed.append(group)
+            self._group = _Group()
+            self._wake()
+        elif first:
             self._wake()
 
     def _wake(self) -> None:
@@ -343,28 +349,29 @@ class Journal:
     async def _write_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            group = self._group
-            if not group.waiters:
-                if self._closing:
-                    return
-                await self._sleep(loop, None)
-                continue
-            if not self._closing and group.bytes < self.group_bytes_max:
-                delay = group.first_time + self.group_wait_s - time.monotonic()
-                if delay > 0:
-                    await self._sleep(loop, delay)
+            if self._closed:
+                group = self._closed.popleft()
+            else:
+                group = self._group
+                if not group.waiters:
+                    if self._closing:
+                        return
+                    await self._sleep(loop, None)
                     continue
-            self._group = _Group()
-            self._syncing_count = len(group.waiters)
-            error: BaseException | None = None
+                if not self._closing:
+                    delay = group.first_time + self.group_wait_s - time.monotonic()
+                    if delay > 0:
+                        await self._sleep(loop, delay)
+                        continue
+                self._group = _Group()
             if self._failed is None:
                 try:
                     await loop.run_in_executor(self._executor, self._write_group, group)
-                except OSError as exc:
+                except Exception as exc:  # an I/O error, or a bug: either way, no more acks
                     log.critical("journal write failed; the bookie takes no more writes: %s", exc)
                     self._failed = JournalFailed(f"journal write failed: {exc}")
             error = self._failed
-            self._syncing_count = 0
+            self._queued -= len(group.waiters)
             tokens = group.tokens
             for index, waiter in enumerate(group.waiters):
                 waiter(tokens[index], error)
