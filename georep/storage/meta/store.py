@@ -125,7 +125,7 @@ class MetadataStore:
                 raise
         except (OperationalError, InterfaceError) as error:
             raise MetadataUnavailable(f"metadata database unavailable: {error}") from error
-        head = migrations.head()
+        head = await asyncio.to_thread(migrations.head)
         if revision != head:
             engine.dispose()
             raise InvalidArgument(
