@@ -68,6 +68,11 @@ TYPE_FENCE = 2
 Waiter = Callable[[object, BaseException | None], None]
 
 
+def fresh_file_header() -> bytes:
+    """The bytes a new journal file starts with."""
+    return _FILE_HEADER.pack(FILE_MAGIC, FILE_VERSION, 0)
+
+
 def file_name(file_id: int) -> str:
     return f"{file_id:012d}.jnl"
 
@@ -416,7 +421,7 @@ class Journal:
             self.stats.files_rolled += 1
         path = self.directory / file_name(file_id)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        header = _FILE_HEADER.pack(FILE_MAGIC, FILE_VERSION, 0)
+        header = fresh_file_header()
         os.write(fd, header)
         if self.fsync:
             os.fsync(fd)
