@@ -195,27 +195,28 @@ class LedgerHandle:
     def _on_add_response(
         self, op: PendingAddOp, index: int, bookie: str, future: asyncio.Future[protocol.Response]
     ) -> None:
-        if op.future.done() or self.metadata.last_ensemble[index] != bookie:
-            return  # already settled, or the bookie was replaced meanwhile
+        if self.metadata.last_ensemble[index] != bookie:
+            return  # the bookie was replaced meanwhile: its answer no longer counts
         error = future.exception()
         if error is not None:
+            # Even when the add already has Qa acks: with Qw > Qa a silent failure would
+            # leave every later entry one copy short. Replace the bookie now.
             self._on_bookie_failed(index, bookie, str(error))
             return
         response = future.result()
         status = response.status
-        if status == protocol.Status.OK:
-            if index in self._failed:
-                return  # its replacement will be asked
-            if op.acks.add(index):
-                self._confirm_in_order()
-        elif status == protocol.Status.FENCED:
+        if status == protocol.Status.FENCED:
             self._fail_all(
                 LedgerFenced(
                     f"ledger {self.ledger_id} was fenced (bookie {bookie}): a reader recovered it"
                 )
             )
-        else:
+        elif status != protocol.Status.OK:
             self._on_bookie_failed(index, bookie, f"{status.name}: {response.error}")
+        elif op.future.done() or index in self._failed:
+            return  # already confirmed, or the replacement bookie will be asked
+        elif op.acks.add(index):
+            self._confirm_in_order()
 
     def _confirm_in_order(self) -> None:
         if self._changing is not None:
@@ -289,9 +290,19 @@ class LedgerHandle:
                 raise LedgerFenced(
                     f"ledger {self.ledger_id} is {metadata.state}: cannot change its ensemble"
                 )
-            ensemble = await self._bk.placement.replace(
-                metadata.last_ensemble, failed.values(), exclude=self._all_failed()
-            )
+            try:
+                ensemble = await self._bk.placement.replace(
+                    metadata.last_ensemble, failed.values(), exclude=self._all_failed()
+                )
+            except NotEnoughBookies:
+                # A recovering reader may have fenced us (its fence makes adds time out
+                # or fail too): report that rather than the missing spare bookie.
+                current = await self._bk.store.get_ledger(self.ledger_id)
+                if current.state != expected_state:
+                    raise LedgerFenced(
+                        f"ledger {self.ledger_id} is {current.state}: a reader recovered it"
+                    ) from None
+                raise
             proposal = metadata.with_segment(first_entry, tuple(ensemble))
             try:
                 metadata = await self._bk.store.update_ledger(proposal)

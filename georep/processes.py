@@ -1,0 +1,133 @@
+"""Starting and killing georep processes: used by the demo, benchmarks and tests.
+
+A georep server process prints one line ``<NAME>_READY <detail>`` on stdout once it
+serves (for a bookie the detail is its ``host:port``). :class:`ManagedProcess` waits for
+that line, keeps draining stdout afterwards so the child never blocks on a full pipe,
+and sends stderr to a log file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+class ProcessFailed(RuntimeError):
+    """A child exited or stayed silent before announcing it was ready."""
+
+
+class ManagedProcess:
+    def __init__(
+        self,
+        args: Sequence[str],
+        ready_prefix: str,
+        *,
+        log_path: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.args = list(args)
+        self.ready_prefix = ready_prefix
+        self.log_path = log_path
+        self.env = env
+        self.process: asyncio.subprocess.Process | None = None
+        self.detail = ""
+        self._drain: asyncio.Task[None] | None = None
+        self._log = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid if self.process else -1
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    async def start(self, timeout_s: float = 60.0) -> str:
+        stderr = asyncio.subprocess.DEVNULL
+        if self.log_path is not None:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.log_path, "ab")  # noqa: ASYNC230 - closed in wait(); a local file
+            stderr = self._log
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
+        self.process = await asyncio.create_subprocess_exec(
+            *self.args, stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env
+        )
+        try:
+            self.detail = await asyncio.wait_for(self._await_ready(), timeout_s)
+        except (TimeoutError, ProcessFailed) as error:
+            self.kill()
+            await self.wait()
+            raise ProcessFailed(
+                f"{self.args[3:5]} did not start: {error}; see {self.log_path}"
+            ) from None
+        self._drain = asyncio.create_task(self._drain_stdout())
+        return self.detail
+
+    async def _await_ready(self) -> str:
+        stdout = self.process.stdout
+        while True:
+            line = await stdout.readline()
+            if not line:
+                raise ProcessFailed(f"exited with {await self.process.wait()}")
+            text = line.decode(errors="replace").strip()
+            if text.startswith(self.ready_prefix):
+                return text[len(self.ready_prefix) :].strip()
+
+    async def _drain_stdout(self) -> None:
+        with contextlib.suppress(Exception):
+            while await self.process.stdout.read(65536):
+                pass
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown path runs."""
+        if self.running:
+            self.process.send_signal(signal.SIGKILL)
+
+    async def terminate(self, timeout_s: float = 10.0) -> int:
+        if self.running:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return await asyncio.wait_for(self.wait(), timeout_s)
+            except TimeoutError:
+                self.kill()
+        return await self.wait()
+
+    async def wait(self) -> int:
+        code = await self.process.wait() if self.process else 0
+        if self._drain is not None:
+            await self._drain
+            self._drain = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+
+def georep_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "georep", *args]
+
+
+async def start_bookie(
+    data_dir: Path,
+    *,
+    port: int = 0,
+    metadata_url: str | None = None,
+    extra: Sequence[str] = (),
+    log_path: Path | None = None,
+) -> ManagedProcess:
+    """A bookie subprocess; its ``detail`` is the ``host:port`` it serves on."""
+    args = ["bookie", "--dir", str(data_dir), "--port", str(port)]
+    if metadata_url:
+        args += ["--metadata", metadata_url]
+    process = ManagedProcess(
+        georep_command(*args, *extra),
+        "BOOKIE_READY",
+        log_path=log_path or data_dir.parent / f"{data_dir.name}.log",
+    )
+    await process.start()
+    return process

@@ -1,0 +1,17 @@
+import pytest
+
+from tests.integration.storage_cluster import StorageCluster
+
+
+@pytest.fixture
+async def cluster_factory(tmp_path):
+    clusters: list[StorageCluster] = []
+
+    async def make(bookies: int = 3) -> StorageCluster:
+        cluster = StorageCluster(tmp_path / f"cluster-{len(clusters)}")
+        clusters.append(cluster)
+        return await cluster.start(bookies)
+
+    yield make
+    for cluster in clusters:
+        await cluster.stop()
