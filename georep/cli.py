@@ -15,6 +15,10 @@ import sys
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "bookie": ("georep.storage.bookie.main", "run one storage node (bookie)"),
+    "autorecovery": (
+        "georep.storage.replication.autorecovery",
+        "run an auditor candidate and a replication worker",
+    ),
     "demo": ("georep.demo", "end-to-end demo on the embedded default"),
 }
 

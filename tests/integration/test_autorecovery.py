@@ -1,0 +1,105 @@
+"""Auditor and replication workers restore the replica count after a bookie is lost."""
+
+import asyncio
+
+import pytest
+
+from georep.storage.client.distribution_schedule import Quorums
+from georep.storage.replication.auditor import Auditor
+from georep.storage.replication.autorecovery import AutoRecovery
+from georep.storage.replication.replication_worker import ReplicationWorker
+
+pytestmark = pytest.mark.slow
+
+
+async def closed_ledger(cluster, entries=200, e=3, qw=2, qa=2):
+    writer = await cluster.client().create_ledger(ensemble_size=e, write_quorum=qw, ack_quorum=qa)
+    await asyncio.gather(*[await writer.add_async(f"r{i}".encode()) for i in range(entries)])
+    await writer.close()
+    return writer.metadata.ledger_id, writer.ensemble
+
+
+async def wait_lost(cluster, address):
+    for _ in range(100):
+        alive = {b.address for b in await cluster.store.list_bookies(alive_only=True)}
+        if address not in alive:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{address} still alive")
+
+
+async def assert_fully_replicated(cluster, ledger_id, entries):
+    metadata = await cluster.store.get_ledger(ledger_id)
+    quorums = Quorums(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
+    for entry_id in range(entries):
+        ensemble = metadata.ensemble_for(entry_id)
+        for index in quorums.write_set(entry_id):
+            assert await cluster.stored(ensemble[index], ledger_id, entry_id), (
+                f"entry {entry_id} missing on {ensemble[index]}"
+            )
+    return metadata
+
+
+async def test_auditor_and_worker_restore_replicas_after_kill(cluster_factory):
+    cluster = await cluster_factory(4)
+    ledger_id, ensemble = await closed_ledger(cluster)
+    victim = ensemble[1]
+    await cluster.kill(victim)
+    await wait_lost(cluster, victim)
+
+    service = AutoRecovery(cluster.store, audit_interval_s=0.3, auditor_lease_s=3, grace_s=1)
+    await service.start()
+    try:
+        for _ in range(200):
+            if victim not in (await cluster.store.get_ledger(ledger_id)).bookies():
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await service.stop()
+    metadata = await assert_fully_replicated(cluster, ledger_id, 200)
+    assert victim not in metadata.bookies()
+    assert await cluster.store.list_underreplicated() == []
+    reader = await cluster.client().open_ledger(ledger_id)
+    assert [e.payload for e in await reader.read(0, 199)] == [f"r{i}".encode() for i in range(200)]
+
+
+async def test_open_ledger_fragment_is_fenced_after_grace(cluster_factory):
+    cluster = await cluster_factory(4)
+    writer = await cluster.client().create_ledger(ensemble_size=3, write_quorum=3, ack_quorum=2)
+    await asyncio.gather(*[await writer.add_async(b"x") for _ in range(20)])
+    victim = writer.ensemble[0]
+    await cluster.kill(victim)
+    await wait_lost(cluster, victim)
+
+    auditor = Auditor(cluster.store, holder="a1")
+    assert await auditor.is_leader()
+    report = await auditor.audit_once()
+    assert report.marked_ledgers == {writer.ledger_id: {victim}}
+    worker = ReplicationWorker(
+        cluster.store, cluster.client(request_timeout_ms=1000), holder="w1", grace_s=0.5
+    )
+    assert await worker.replicate_once() is None  # within grace: left to the writer
+    await asyncio.sleep(0.6)
+    worker._deferred.clear()
+    assert await worker.replicate_once() == writer.ledger_id
+    metadata = await assert_fully_replicated(cluster, writer.ledger_id, 20)
+    assert metadata.is_closed and metadata.last_entry_id == 19
+
+
+async def test_two_workers_compete_for_one_ledger(cluster_factory):
+    cluster = await cluster_factory(4)
+    ledger_id, ensemble = await closed_ledger(cluster, entries=100)
+    victim = ensemble[0]
+    await cluster.kill(victim)
+    await wait_lost(cluster, victim)
+    auditor = Auditor(cluster.store, holder="a1")
+    assert await auditor.is_leader()
+    await auditor.audit_once()
+    assert not await Auditor(cluster.store, holder="a2").is_leader()
+
+    workers = [ReplicationWorker(cluster.store, cluster.client(), holder=f"w{n}") for n in range(2)]
+    results = await asyncio.gather(*(w.replicate_once() for w in workers))
+    assert sorted(results, key=str) == sorted([ledger_id, None], key=str)
+    metadata = await assert_fully_replicated(cluster, ledger_id, 100)
+    assert victim not in metadata.bookies()
+    assert await cluster.store.list_underreplicated() == []
