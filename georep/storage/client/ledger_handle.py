@@ -253,7 +253,7 @@ class LedgerHandle:
         self._room.set()
 
     def _on_bookie_failed(self, index: int, bookie: str, reason: str) -> None:
-        if self._error is not None or index in self._failed:
+        if self._error is not None or self._closed or index in self._failed:
             return
         log.warning(
             "ledger %d: bookie %s (index %d) failed: %s", self.ledger_id, bookie, index, reason
