@@ -37,7 +37,7 @@ from georep.invariant import invariant
 from georep.storage.bookie import journal as journal_module
 from georep.storage.bookie.journal import Journal
 from georep.storage.bookie.ledger_storage import LedgerStorage
-from georep.storage.bookie.server import BookieServer
+from georep.storage.bookie.server import PRESSURE, BookieServer
 from georep.storage.errors import StorageError
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ class Bookie:
         if server is not None:
             server.stop_listening()
             for connection in list(server.connections):
-                connection.pause(4)
+                connection.pause(PRESSURE)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
