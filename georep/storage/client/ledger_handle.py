@@ -182,28 +182,43 @@ class LedgerHandle:
         self.stats["adds"] += 1
         self.stats["add_bytes"] += payload_bytes
         ensemble = self.metadata.last_ensemble
+        request_id = self._bk.clients.next_request_id()
+        frame = protocol.encode(
+            protocol.AddRequest(request_id, self.ledger_id, entry_id, self._recovery, data)
+        )
         for index in op.write_set:
             if index not in self._failed:
-                self._send(op, index, ensemble[index])
+                self._send(op, index, ensemble[index], request_id, frame)
         return future
 
-    def _send(self, op: PendingAddOp, index: int, bookie: str) -> None:
-        request = protocol.AddRequest(0, self.ledger_id, op.entry_id, self._recovery, op.data)
-        future = self._bk.clients.get(bookie).submit(request)
-        future.add_done_callback(lambda f: self._on_add_response(op, index, bookie, f))
-
-    def _on_add_response(
-        self, op: PendingAddOp, index: int, bookie: str, future: asyncio.Future[protocol.Response]
+    def _send(
+        self,
+        op: PendingAddOp,
+        index: int,
+        bookie: str,
+        request_id: int | None = None,
+        frame: bytes | None = None,
     ) -> None:
+        if frame is None or request_id is None:  # a re-send after an ensemble change
+            request_id = self._bk.clients.next_request_id()
+            frame = protocol.encode(
+                protocol.AddRequest(
+                    request_id, self.ledger_id, op.entry_id, self._recovery, op.data
+                )
+            )
+        self._bk.clients.get(bookie).send_frame(
+            request_id, frame, lambda outcome: self._on_add_response(op, index, bookie, outcome)
+        )
+
+    def _on_add_response(self, op: PendingAddOp, index: int, bookie: str, outcome: object) -> None:
         if self.metadata.last_ensemble[index] != bookie:
             return  # the bookie was replaced meanwhile: its answer no longer counts
-        error = future.exception()
-        if error is not None:
+        if isinstance(outcome, BaseException):
             # Even when the add already has Qa acks: with Qw > Qa a silent failure would
             # leave every later entry one copy short. Replace the bookie now.
-            self._on_bookie_failed(index, bookie, str(error))
+            self._on_bookie_failed(index, bookie, str(outcome))
             return
-        response = future.result()
+        response: protocol.Response = outcome  # type: ignore[assignment]
         status = response.status
         if status == protocol.Status.FENCED:
             self._fail_all(

@@ -1,0 +1,163 @@
+"""Storage benchmark: ledger adds through three bookie processes, against the raw disk.
+
+Prints one JSON object. For each entry size: entries/s, MB/s (payload) and add latency
+p50/p99 for E=3 Qw=3 Qa=2 with fsync on, three bookies as separate processes on this
+machine; and the raw reference measured in the same run on the same disk: the same
+entry bytes appended to Qw files with one fdatasync per group of the size the bookies'
+journals actually formed (their mean group), the Qw copies written one after another
+(so "times Qw"). ``ratio`` is ours / raw in entries per second.
+
+    python bench/storage.py [--entries-1k 40000] [--entries-64k 3000] [--dir bench/out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from georep.processes import start_bookie  # noqa: E402
+from georep.storage import entry as entry_format  # noqa: E402
+from georep.storage import protocol  # noqa: E402
+from georep.storage.client.bookie_client import BookieClient  # noqa: E402
+from georep.storage.client.bookkeeper import BookKeeper  # noqa: E402
+from georep.storage.meta.store import MetadataStore  # noqa: E402
+
+IN_FLIGHT_MAX = 2000
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    index = min(len(sorted_values) - 1, int(fraction * len(sorted_values)))
+    return sorted_values[index]
+
+
+async def journal_stats(addresses: list[str]) -> dict[str, dict]:
+    stats = {}
+    for address in addresses:
+        client = BookieClient(address)
+        answer = await client.request(protocol.HealthRequest(0))
+        stats[address] = json.loads(answer.stats_json)["journal"]
+        await client.close()
+    return stats
+
+
+async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) -> dict:
+    before = await journal_stats(addresses)
+    writer = await bk.create_ledger(ensemble_size=3, write_quorum=3, ack_quorum=2)
+    payload = os.urandom(size)
+    latencies: list[float] = []
+    gate = asyncio.Semaphore(IN_FLIGHT_MAX)
+    loop = asyncio.get_running_loop()
+
+    def done(started: float, future: asyncio.Future) -> None:
+        gate.release()
+        if not future.cancelled() and future.exception() is None:
+            latencies.append(loop.time() - started)
+
+    started_all = time.perf_counter()
+    futures = []
+    for _ in range(count):
+        await gate.acquire()
+        future = await writer.add_async(payload)
+        future.add_done_callback(lambda f, t=loop.time(): done(t, f))
+        futures.append(future)
+    await asyncio.gather(*futures)
+    wall = time.perf_counter() - started_all
+    await writer.close()
+    after = await journal_stats(addresses)
+    groups = sum(after[a]["groups"] - before[a]["groups"] for a in addresses)
+    records = sum(after[a]["records"] - before[a]["records"] for a in addresses)
+    latencies.sort()
+    return {
+        "entries": count,
+        "wall_s": round(wall, 3),
+        "entries_per_s": round(count / wall),
+        "mb_per_s": round(count * size / wall / 1e6, 2),
+        "add_latency_ms_p50": round(percentile(latencies, 0.50) * 1000, 2),
+        "add_latency_ms_p99": round(percentile(latencies, 0.99) * 1000, 2),
+        "journal_groups": groups,
+        "journal_records_per_group_mean": round(records / max(groups, 1), 1),
+    }
+
+
+def run_raw(directory: Path, size: int, count: int, records_per_group: float,
+            copies: int) -> dict:
+    """The same bytes (entry header + payload per entry), ``copies`` times, appended with
+    one fdatasync per group of ``records_per_group`` entries."""
+    data = entry_format.encode(1, 0, -1, size, os.urandom(size))
+    group = max(1, round(records_per_group))
+    chunk = data * group
+    started = time.perf_counter()
+    for copy in range(copies):
+        path = directory / f"raw-{copy}.bin"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        try:
+            written = 0
+            while written < count:
+                n = min(group, count - written)
+                os.write(fd, chunk if n == group else data * n)
+                os.fdatasync(fd)
+                written += n
+        finally:
+            os.close(fd)
+        path.unlink()
+    wall = time.perf_counter() - started
+    return {
+        "entries_per_s": round(count / wall),
+        "mb_per_s": round(count * size / wall / 1e6, 2),
+        "records_per_fdatasync": group,
+        "wall_s": round(wall, 3),
+    }
+
+
+async def main(args: argparse.Namespace) -> dict:
+    args.dir.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="storage-", dir=args.dir))
+    store = await MetadataStore.open(f"sqlite:///{root / 'metadata.db'}")
+    bookies = [await start_bookie(root / f"bookie-{n}", metadata_url=store.url)
+               for n in range(3)]
+    addresses = [b.detail for b in bookies]
+    bk = BookKeeper(store)
+    results: dict = {
+        "benchmark": "storage",
+        "config": {"ensemble_size": 3, "write_quorum": 3, "ack_quorum": 2, "fsync": True,
+                   "bookies": "3 processes", "in_flight_max": IN_FLIGHT_MAX},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "sizes": {},
+    }
+    try:
+        for size, count in ((1024, args.entries_1k), (65536, args.entries_64k)):
+            await run_ours(bk, addresses, size, min(count, 500))  # warm-up
+            ours = await run_ours(bk, addresses, size, count)
+            raw = run_raw(root, size, count, ours["journal_records_per_group_mean"] / 3, 3)
+            results["sizes"][f"{size // 1024}KiB"] = {
+                "ours": ours, "raw_reference": raw,
+                "ratio": round(ours["entries_per_s"] / raw["entries_per_s"], 3),
+            }
+    finally:
+        await bk.close()
+        for bookie in bookies:
+            await bookie.terminate()
+        await store.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--entries-1k", type=int, default=40000)
+    parser.add_argument("--entries-64k", type=int, default=3000)
+    parser.add_argument("--dir", type=Path, default=Path("bench/out"))
+    import uvloop
+
+    print(json.dumps(uvloop.run(main(parser.parse_args())), indent=2))
