@@ -64,6 +64,8 @@ connection_requests_in_flight_max = 20_000
 bookie_connections_max = 1_024
 
 # --- metadata, leases, auto-recovery ------------------------------------------------
+#: How long a SQLite metadata transaction waits for another process's write lock.
+sqlite_busy_timeout_s_max = 30.0
 #: A bookie's registration lease; it renews at a third of this.
 bookie_lease_s_default = 10.0
 #: Auditor leadership lease.

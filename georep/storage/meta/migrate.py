@@ -40,11 +40,10 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
+from georep import limits
 from georep.invariant import invariant
 from georep.storage.errors import InvalidArgument
 
-#: How long a SQLite connection waits for another process's lock before failing.
-sqlite_busy_timeout_s = 30.0
 #: Key of the PostgreSQL advisory lock that serializes migrations of one database.
 postgres_migration_lock_key = zlib.crc32(b"georep.migrations")
 #: Alembic script directory, as a package resource.
@@ -91,7 +90,7 @@ def create_engine(url: str, **engine_options: object) -> Engine:
     if not os.path.isdir(directory):
         raise InvalidArgument(f"metadata URL {url!r}: directory {directory} does not exist")
     engine = sqlalchemy.create_engine(
-        parsed, connect_args={"timeout": sqlite_busy_timeout_s}, **engine_options
+        parsed, connect_args={"timeout": limits.sqlite_busy_timeout_s_max}, **engine_options
     )
 
     @event.listens_for(engine, "connect")
@@ -99,7 +98,7 @@ def create_engine(url: str, **engine_options: object) -> Engine:
         # No implicit BEGIN from pysqlite: the "begin" hook below emits it.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {int(sqlite_busy_timeout_s * 1000)}")
+        cursor.execute(f"PRAGMA busy_timeout = {int(limits.sqlite_busy_timeout_s_max * 1000)}")
         cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = FULL")
         cursor.execute("PRAGMA foreign_keys = ON")
