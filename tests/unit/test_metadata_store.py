@@ -90,7 +90,7 @@ async def test_sqlite_connection_settings(tmp_path) -> None:
             pragma = connection.exec_driver_sql
             assert pragma("PRAGMA journal_mode").scalar() == "wal"
             assert pragma("PRAGMA synchronous").scalar() == 2  # FULL
-            assert pragma("PRAGMA busy_timeout").scalar() == migrate.sqlite_busy_timeout_s * 1000
+            assert pragma("PRAGMA busy_timeout").scalar() == limits.sqlite_busy_timeout_s_max * 1000
             assert pragma("PRAGMA foreign_keys").scalar() == 1
     finally:
         engine.dispose()
