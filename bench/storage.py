@@ -14,23 +14,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from georep.processes import start_bookie  # noqa: E402
-from georep.storage import entry as entry_format  # noqa: E402
-from georep.storage import protocol  # noqa: E402
-from georep.storage.client.bookie_client import BookieClient  # noqa: E402
-from georep.storage.client.bookkeeper import BookKeeper  # noqa: E402
-from georep.storage.meta.store import MetadataStore  # noqa: E402
+from georep.processes import start_bookie
+from georep.storage import entry as entry_format
+from georep.storage import protocol
+from georep.storage.client.bookie_client import BookieClient
+from georep.storage.client.bookkeeper import BookKeeper
+from georep.storage.meta.store import MetadataStore
 
 IN_FLIGHT_MAX = 2000
 
@@ -68,7 +66,7 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
     for _ in range(count):
         await gate.acquire()
         future = await writer.add_async(payload)
-        future.add_done_callback(lambda f, t=loop.time(): done(t, f))
+        future.add_done_callback(functools.partial(done, loop.time()))
         futures.append(future)
     await asyncio.gather(*futures)
     wall = time.perf_counter() - started_all
@@ -89,8 +87,7 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
     }
 
 
-def run_raw(directory: Path, size: int, count: int, records_per_group: float,
-            copies: int) -> dict:
+def run_raw(directory: Path, size: int, count: int, records_per_group: float, copies: int) -> dict:
     """The same bytes (entry header + payload per entry), ``copies`` times, appended with
     one fdatasync per group of ``records_per_group`` entries."""
     data = entry_format.encode(1, 0, -1, size, os.urandom(size))
@@ -123,16 +120,24 @@ async def main(args: argparse.Namespace) -> dict:
     args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="storage-", dir=args.dir))
     store = await MetadataStore.open(f"sqlite:///{root / 'metadata.db'}")
-    bookies = [await start_bookie(root / f"bookie-{n}", metadata_url=store.url)
-               for n in range(3)]
+    bookies = [await start_bookie(root / f"bookie-{n}", metadata_url=store.url) for n in range(3)]
     addresses = [b.detail for b in bookies]
     bk = BookKeeper(store)
     results: dict = {
         "benchmark": "storage",
-        "config": {"ensemble_size": 3, "write_quorum": 3, "ack_quorum": 2, "fsync": True,
-                   "bookies": "3 processes", "in_flight_max": IN_FLIGHT_MAX},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
+        "config": {
+            "ensemble_size": 3,
+            "write_quorum": 3,
+            "ack_quorum": 2,
+            "fsync": True,
+            "bookies": "3 processes",
+            "in_flight_max": IN_FLIGHT_MAX,
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
         "sizes": {},
     }
     try:
@@ -141,7 +146,8 @@ async def main(args: argparse.Namespace) -> dict:
             ours = await run_ours(bk, addresses, size, count)
             raw = run_raw(root, size, count, ours["journal_records_per_group_mean"] / 3, 3)
             results["sizes"][f"{size // 1024}KiB"] = {
-                "ours": ours, "raw_reference": raw,
+                "ours": ours,
+                "raw_reference": raw,
                 "ratio": round(ours["entries_per_s"] / raw["entries_per_s"], 3),
             }
     finally:
