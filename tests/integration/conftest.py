@@ -7,8 +7,8 @@ from tests.integration.storage_cluster import StorageCluster
 async def cluster_factory(tmp_path):
     clusters: list[StorageCluster] = []
 
-    async def make(bookies: int = 3) -> StorageCluster:
-        cluster = StorageCluster(tmp_path / f"cluster-{len(clusters)}")
+    async def make(bookies: int = 3, bookie_args: tuple[str, ...] = ()) -> StorageCluster:
+        cluster = StorageCluster(tmp_path / f"cluster-{len(clusters)}", bookie_args)
         clusters.append(cluster)
         return await cluster.start(bookies)
 

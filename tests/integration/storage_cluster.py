@@ -17,8 +17,9 @@ LEASE_S = 1.5
 
 
 class StorageCluster:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, bookie_args: tuple[str, ...] = ()) -> None:
         self.root = root
+        self.bookie_args = bookie_args
         self.url = f"sqlite:///{root / 'metadata.db'}"
         self.store: MetadataStore | None = None
         self.bookies: dict[str, ManagedProcess] = {}
@@ -39,7 +40,7 @@ class StorageCluster:
             directory,
             port=port,
             metadata_url=self.url,
-            extra=["--fault-injection", "--lease-s", str(LEASE_S)],
+            extra=["--fault-injection", "--lease-s", str(LEASE_S), *self.bookie_args],
         )
         self.bookies[process.detail] = process
         self.dirs[process.detail] = directory

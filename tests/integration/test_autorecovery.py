@@ -103,3 +103,18 @@ async def test_two_workers_compete_for_one_ledger(cluster_factory):
     metadata = await assert_fully_replicated(cluster, ledger_id, 100)
     assert victim not in metadata.bookies()
     assert await cluster.store.list_underreplicated() == []
+
+
+async def test_autorecovery_inside_bookie_processes(cluster_factory):
+    """`georep bookie --autorecovery`: the surviving bookies elect an auditor among
+    themselves and repair the ledger with no other process involved."""
+    cluster = await cluster_factory(4, bookie_args=("--autorecovery",))
+    ledger_id, ensemble = await closed_ledger(cluster, entries=60)
+    victim = ensemble[2]
+    await cluster.kill(victim)
+    for _ in range(300):
+        if victim not in (await cluster.store.get_ledger(ledger_id)).bookies():
+            break
+        await asyncio.sleep(0.1)
+    metadata = await assert_fully_replicated(cluster, ledger_id, 60)
+    assert victim not in metadata.bookies()

@@ -67,6 +67,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fault-injection", action="store_true", help="accept FAULT requests (tests only)"
     )
+    parser.add_argument(
+        "--autorecovery",
+        action="store_true",
+        help="also run an auditor candidate and a replication worker in this process "
+        "(needs --metadata)",
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> BookieConfig:
@@ -84,7 +90,7 @@ def config_from_args(args: argparse.Namespace) -> BookieConfig:
     )
 
 
-async def serve(config: BookieConfig) -> int:
+async def serve(config: BookieConfig, *, autorecovery: bool = False) -> int:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_exception_handler)
     if not config.fsync:
@@ -94,9 +100,20 @@ async def serve(config: BookieConfig) -> int:
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
+    recovery = None
+    if autorecovery:
+        from georep.storage.meta.store import MetadataStore
+        from georep.storage.replication.autorecovery import AutoRecovery
+
+        store = await MetadataStore.open(config.metadata_url)
+        recovery = AutoRecovery(store, holder=f"bookie {bookie.address}")
+        await recovery.start()
     print(f"{READY_PREFIX} {bookie.address}", flush=True)
     await stopping.wait()
     log.info("signal received; stopping")
+    if recovery is not None:
+        await recovery.stop()
+        await store.close()
     await bookie.stop()
     return 0
 
@@ -113,8 +130,10 @@ def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    if args.autorecovery and not args.metadata:
+        raise SystemExit("georep bookie: --autorecovery needs --metadata URL")
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency
-        return asyncio.run(serve(config))
-    return uvloop.run(serve(config))
+        return asyncio.run(serve(config, autorecovery=args.autorecovery))
+    return uvloop.run(serve(config, autorecovery=args.autorecovery))
