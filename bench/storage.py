@@ -3,9 +3,9 @@
 Prints one JSON object. For each entry size: entries/s, MB/s (payload) and add latency
 p50/p99 for E=3 Qw=3 Qa=2 with fsync on, three bookies as separate processes on this
 machine; and the raw reference measured in the same run on the same disk: the same
-entry bytes appended to Qw files with one fdatasync per group of the size the bookies'
-journals actually formed (their mean group), the Qw copies written one after another
-(so "times Qw"). ``ratio`` is ours / raw in entries per second.
+entry bytes appended to Qw files with one fdatasync per as many entries as the bookies'
+journals covered with one fdatasync (their mean), the Qw copies written one after
+another (so "times Qw"). ``ratio`` is ours / raw in entries per second.
 
     python bench/storage.py [--entries-1k 40000] [--entries-64k 3000] [--dir bench/out]
 """
@@ -72,7 +72,7 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
     wall = time.perf_counter() - started_all
     await writer.close()
     after = await journal_stats(addresses)
-    groups = sum(after[a]["groups"] - before[a]["groups"] for a in addresses)
+    syncs = sum(after[a]["fsyncs"] - before[a]["fsyncs"] for a in addresses)
     records = sum(after[a]["records"] - before[a]["records"] for a in addresses)
     latencies.sort()
     return {
@@ -82,8 +82,8 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
         "mb_per_s": round(count * size / wall / 1e6, 2),
         "add_latency_ms_p50": round(percentile(latencies, 0.50) * 1000, 2),
         "add_latency_ms_p99": round(percentile(latencies, 0.99) * 1000, 2),
-        "journal_groups": groups,
-        "journal_records_per_group_mean": round(records / max(groups, 1), 1),
+        "journal_fdatasyncs": syncs,
+        "journal_records_per_fdatasync_mean": round(records / max(syncs, 1), 1),
     }
 
 
@@ -144,7 +144,7 @@ async def main(args: argparse.Namespace) -> dict:
         for size, count in ((1024, args.entries_1k), (65536, args.entries_64k)):
             await run_ours(bk, addresses, size, min(count, 500))  # warm-up
             ours = await run_ours(bk, addresses, size, count)
-            raw = run_raw(root, size, count, ours["journal_records_per_group_mean"] / 3, 3)
+            raw = run_raw(root, size, count, ours["journal_records_per_fdatasync_mean"], 3)
             results["sizes"][f"{size // 1024}KiB"] = {
                 "ours": ours,
                 "raw_reference": raw,

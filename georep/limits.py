@@ -46,6 +46,8 @@ ensemble_size_max = 64
 #: A journal group closes after this long, or at ``journal_group_bytes_max``.
 journal_group_wait_ms_default = 2
 journal_group_bytes_max = 4 * MIB
+#: Full groups waiting while a sync runs are written together and synced once, up to this.
+journal_sync_bytes_max = 32 * MIB
 #: A journal file rolls over at this size.
 journal_file_bytes_max = 256 * MIB
 #: Adds waiting for the journal; past this the bookie stops reading from connections.
@@ -81,6 +83,7 @@ audit_interval_s_default = 5.0
 invariant(bookie_frame_bytes_max > entry_payload_bytes_max + entry_header_bytes)
 invariant(journal_group_bytes_max <= journal_file_bytes_max)
 invariant(journal_file_bytes_max >= 2 * bookie_frame_bytes_max)
+invariant(journal_group_bytes_max <= journal_sync_bytes_max <= journal_file_bytes_max)
 invariant(write_cache_bytes_max >= 2 * bookie_frame_bytes_max)
 invariant(speculative_read_timeout_ms_default < bookie_request_timeout_ms_default)
 invariant(pending_adds_bytes_max >= bookie_frame_bytes_max)
@@ -118,3 +121,98 @@ invariant(pulsar_frame_bytes_max < 2**31)
 # Each batched message costs at least 6 bytes (size prefix + payload_size field), so a
 # count limit above this could never be reached within one message.
 invariant(pulsar_batch_messages_count_max * 6 <= pulsar_message_bytes_max)
+
+# --- embedded broker (broker/) -----------------------------------------------------------
+#: Characters of a tenant or namespace name (Pulsar's rule: ``[-=:.\w]+``).
+tenant_name_chars_max = 64
+namespace_name_chars_max = 64
+#: Characters of a topic's local name (after ``tenant/namespace/``), partition suffix
+#: included.
+topic_local_name_chars_max = 96
+#: Partitions a partitioned topic may have.
+partitions_count_max = 1_024
+#: Connections one broker serves at once; more are closed right after accept.
+broker_connections_max = 4_096
+#: Producers and consumers one connection may open.
+producers_per_connection_max = 10_000
+consumers_per_connection_max = 10_000
+#: Seconds a connection may take to send CONNECT.
+connect_handshake_s_max = 10.0
+#: A connection idle this long is sent a PING; one still silent a second interval later
+#: is closed (Pulsar's ``keepAliveIntervalSeconds``).
+keepalive_interval_s_default = 30.0
+#: Publishes one connection may have waiting for storage before the broker stops reading
+#: from it (Pulsar's ``maxPendingPublishRequestsPerConnection``).
+pending_publishes_per_connection_max = 1_000
+#: Bytes of MESSAGE frames queued for one connection before its dispatch pauses.
+connection_dispatch_buffer_bytes_max = 8 * MIB
+#: Entries a dispatcher reads from its cursor in one round.
+dispatcher_read_entries_max = 100
+#: Entries a Shared or Key_Shared dispatcher holds for redelivery; above it, it stops
+#: reading new entries until the held ones are dispatched or acknowledged.
+dispatcher_replay_entries_max = 10_000
+#: Messages delivered to one consumer and not yet acknowledged before dispatch to it
+#: pauses (Pulsar's ``maxUnackedMessagesPerConsumer``).
+consumer_unacked_messages_max = 50_000
+#: Positions of partially acknowledged batches one subscription remembers.
+subscription_partial_batches_max = 100_000
+#: Marker positions a subscription remembers while waiting for its MDP to reach them.
+subscription_markers_max = 10_000
+#: Producer names whose highest sequence id a topic remembers for deduplication.
+dedup_producers_count_max = 10_000
+#: The deduplication state is snapshotted into its cursor every this many entries; on
+#: topic load at most about this many entries are scanned to rebuild it.
+dedup_snapshot_entries_interval = 1_000
+#: Entries read per round when scanning a topic (dedup recovery, seek by publish time).
+topic_scan_read_entries_max = 500
+#: Key_Shared hash space: a key's hash is taken modulo this (Pulsar's ``DEFAULT_RANGE_SIZE``).
+key_shared_hash_range_size = 2**16
+#: Records the broker catalog (tenants, namespaces, partitioned topics) may hold.
+catalog_records_max = 100_000
+
+# A topic's managed-ledger name, ``tenant/namespace/persistent/local``, must fit a metadata
+# name (255 characters).
+invariant(tenant_name_chars_max + namespace_name_chars_max + topic_local_name_chars_max + 13 <= 255)
+invariant(dispatcher_read_entries_max <= read_batch_entries_max)
+invariant(dispatcher_read_entries_max <= dispatcher_replay_entries_max)
+invariant(topic_scan_read_entries_max <= read_batch_entries_max)
+invariant(dedup_snapshot_entries_interval >= topic_scan_read_entries_max)
+invariant(connection_dispatch_buffer_bytes_max >= pulsar_frame_bytes_max)
+invariant(keepalive_interval_s_default > connect_handshake_s_max)
+invariant(key_shared_hash_range_size <= 2**31)
+
+# --- managed ledgers and cursors (storage/managed_ledger) ---------------------------
+#: Characters of a managed ledger's name (a topic partition's log) and of a cursor's name
+#: (a subscription): both are metadata names.
+managed_ledger_name_chars_max = 255
+cursor_name_chars_max = 255
+#: Entries one ``ManagedLedger.read`` or ``ManagedCursor.read_entries`` may return.
+managed_ledger_read_entries_max = 5_000
+#: Appends admitted to a managed ledger and not yet confirmed (sent to its ledger, or
+#: queued behind a rollover); ``append_async`` waits for room past these (backpressure).
+managed_ledger_pending_appends_count_max = 10_000
+managed_ledger_pending_appends_bytes_max = 64 * MIB
+#: Ledgers one managed ledger lists. At this many, rollover stops (the current ledger
+#: grows on) until trimming makes room.
+managed_ledger_ledgers_count_max = 10_000
+#: Cursors one managed ledger may have.
+managed_ledger_cursors_count_max = 1_000
+#: Read handles of closed ledgers a managed ledger keeps open (least recently used go).
+managed_ledger_read_handles_cached_max = 64
+#: Individually deleted ranges a cursor keeps in memory. Past it the highest range is
+#: forgotten: its entries count as unacknowledged again and are redelivered.
+cursor_ranges_count_max = 100_000
+#: Ranges each persisted cursor state holds, lowest first. Ranges above them are
+#: acknowledged in memory only: a crash forgets them and they are redelivered.
+cursor_ranges_persisted_max = 10_000
+#: Bytes of a cursor's properties (UTF-8 JSON), persisted with every state.
+cursor_properties_bytes_max = 2 * MIB
+#: Bytes of one persisted cursor state: fixed part, ranges (32 bytes each), properties.
+cursor_state_bytes_max = 64 + 32 * cursor_ranges_persisted_max + cursor_properties_bytes_max
+
+invariant(managed_ledger_pending_appends_count_max <= pending_adds_count_max)
+invariant(managed_ledger_pending_appends_bytes_max <= pending_adds_bytes_max)
+invariant(managed_ledger_pending_appends_bytes_max >= entry_payload_bytes_max)
+invariant(managed_ledger_read_entries_max <= read_batch_entries_max)
+invariant(cursor_ranges_persisted_max <= cursor_ranges_count_max)
+invariant(cursor_state_bytes_max <= entry_payload_bytes_max)

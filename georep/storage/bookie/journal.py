@@ -355,7 +355,15 @@ class Journal:
         loop = asyncio.get_running_loop()
         while True:
             if self._closed:
-                group = self._closed.popleft()
+                # Groups that filled up while the last sync ran: write them all and sync
+                # once (BookKeeper's force-write thread merges pending flushes the same way).
+                groups = [self._closed.popleft()]
+                size = groups[0].bytes
+                while (
+                    self._closed and size + self._closed[0].bytes <= limits.journal_sync_bytes_max
+                ):
+                    size += self._closed[0].bytes
+                    groups.append(self._closed.popleft())
             else:
                 group = self._group
                 if not group.waiters:
@@ -369,17 +377,19 @@ class Journal:
                         await self._sleep(loop, delay)
                         continue
                 self._group = _Group()
+                groups = [group]
             if self._failed is None:
                 try:
-                    await loop.run_in_executor(self._executor, self._write_group, group)
+                    await loop.run_in_executor(self._executor, self._write_groups, groups)
                 except Exception as exc:  # an I/O error, or a bug: either way, no more acks
                     log.critical("journal write failed; the bookie takes no more writes: %s", exc)
                     self._failed = JournalFailed(f"journal write failed: {exc}")
             error = self._failed
-            self._queued -= len(group.waiters)
-            tokens = group.tokens
-            for index, waiter in enumerate(group.waiters):
-                waiter(tokens[index], error)
+            for group in groups:
+                self._queued -= len(group.waiters)
+                tokens = group.tokens
+                for index, waiter in enumerate(group.waiters):
+                    waiter(tokens[index], error)
             for hook in self.group_done_hooks:
                 hook()
 
@@ -396,11 +406,12 @@ class Journal:
             if handle is not None:
                 handle.cancel()
 
-    def _write_group(self, group: _Group) -> None:
-        """In the journal thread: one write, one fdatasync."""
-        if self._file_bytes + group.bytes > self.file_bytes_max:
+    def _write_groups(self, groups: list[_Group]) -> None:
+        """In the journal thread: write the groups in order, then one fdatasync."""
+        size = sum(group.bytes for group in groups)
+        if self._file_bytes + size > self.file_bytes_max:
             self._roll(self._file_id + 1)
-        data = b"".join(group.chunks)
+        data = b"".join(chunk for group in groups for chunk in group.chunks)
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
@@ -409,10 +420,11 @@ class Journal:
             os.fdatasync(self._fd)
             self.stats.fsyncs += 1
         self._file_bytes += len(data)
-        self.stats.groups += 1
-        self.stats.records += len(group.waiters)
+        self.stats.groups += len(groups)
         self.stats.bytes_written += len(data)
-        self.stats.group_records_max = max(self.stats.group_records_max, len(group.waiters))
+        for group in groups:
+            self.stats.records += len(group.waiters)
+            self.stats.group_records_max = max(self.stats.group_records_max, len(group.waiters))
         self._synced = Position(self._file_id, self._file_bytes)
 
     def _roll(self, file_id: int) -> None:
