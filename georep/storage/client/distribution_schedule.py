@@ -23,7 +23,7 @@ of its Qw bookies would have it, leaving at most ``Qw - Qa`` that could say no.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from georep import limits
 from georep.invariant import invariant
@@ -35,6 +35,7 @@ class Quorums:
     ensemble_size: int
     write_quorum: int
     ack_quorum: int
+    _write_sets: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not (self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1):
@@ -46,11 +47,16 @@ class Quorums:
             raise InvalidArgument(
                 f"ensemble size {self.ensemble_size} exceeds {limits.ensemble_size_max}"
             )
+        # Write sets repeat with period E: computed once, looked up per entry.
+        size = self.ensemble_size
+        table = tuple(
+            tuple((start + i) % size for i in range(self.write_quorum)) for start in range(size)
+        )
+        object.__setattr__(self, "_write_sets", table)
 
     def write_set(self, entry_id: int) -> tuple[int, ...]:
         invariant(entry_id >= 0, f"write set of negative entry {entry_id}")
-        size = self.ensemble_size
-        return tuple((entry_id + i) % size for i in range(self.write_quorum))
+        return self._write_sets[entry_id % self.ensemble_size]
 
     @property
     def missing_quorum(self) -> int:
@@ -65,32 +71,42 @@ class Quorums:
 
 
 class AckSet:
-    """Which ensemble indices confirmed one entry; met at Qa distinct ones."""
+    """Which ensemble indices confirmed one entry; met at Qa distinct ones.
 
-    __slots__ = ("_ack_quorum", "_acked")
+    A bitmask of indices and a count: one is made per add, tens of thousands a second.
+    """
+
+    __slots__ = ("_ack_quorum", "_count", "_mask")
 
     def __init__(self, ack_quorum: int) -> None:
         self._ack_quorum = ack_quorum
-        self._acked: set[int] = set()
+        self._mask = 0
+        self._count = 0
 
     def add(self, index: int) -> bool:
         """Record a confirmation; True when the quorum is met."""
-        self._acked.add(index)
-        return len(self._acked) >= self._ack_quorum
+        bit = 1 << index
+        if not self._mask & bit:
+            self._mask |= bit
+            self._count += 1
+        return self._count >= self._ack_quorum
 
     def remove(self, index: int) -> None:
         """Forget a confirmation (its bookie was replaced by an ensemble change)."""
-        self._acked.discard(index)
+        bit = 1 << index
+        if self._mask & bit:
+            self._mask &= ~bit
+            self._count -= 1
 
     def __contains__(self, index: int) -> bool:
-        return index in self._acked
+        return bool(self._mask & (1 << index))
 
     @property
     def met(self) -> bool:
-        return len(self._acked) >= self._ack_quorum
+        return self._count >= self._ack_quorum
 
     def __len__(self) -> int:
-        return len(self._acked)
+        return self._count
 
 
 class CoverageSet:

@@ -24,6 +24,7 @@ ensemble changes expect the ledger IN_RECOVERY.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import deque
 from typing import TYPE_CHECKING
@@ -207,7 +208,7 @@ class LedgerHandle:
                 )
             )
         self._bk.clients.get(bookie).send_frame(
-            request_id, frame, lambda outcome: self._on_add_response(op, index, bookie, outcome)
+            request_id, frame, functools.partial(self._on_add_response, op, index, bookie)
         )
 
     def _on_add_response(self, op: PendingAddOp, index: int, bookie: str, outcome: object) -> None:
