@@ -62,6 +62,7 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
             latencies.append(loop.time() - started)
 
     started_all = time.perf_counter()
+    cpu_before = time.process_time()
     futures = []
     for _ in range(count):
         await gate.acquire()
@@ -70,6 +71,7 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
         futures.append(future)
     await asyncio.gather(*futures)
     wall = time.perf_counter() - started_all
+    client_cpu = time.process_time() - cpu_before
     await writer.close()
     after = await journal_stats(addresses)
     syncs = sum(after[a]["fsyncs"] - before[a]["fsyncs"] for a in addresses)
@@ -82,6 +84,7 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
         "mb_per_s": round(count * size / wall / 1e6, 2),
         "add_latency_ms_p50": round(percentile(latencies, 0.50) * 1000, 2),
         "add_latency_ms_p99": round(percentile(latencies, 0.99) * 1000, 2),
+        "client_cpu_fraction": round(client_cpu / wall, 2),
         "journal_fdatasyncs": syncs,
         "journal_records_per_fdatasync_mean": round(records / max(syncs, 1), 1),
     }
