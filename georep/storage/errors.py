@@ -78,3 +78,24 @@ class JournalFailed(StorageError):
 
 class MetadataUnavailable(StorageError):
     """The metadata database could not be reached or stayed locked past its timeout."""
+
+
+class ManagedLedgerError(StorageError):
+    """Base of the operating errors of managed ledgers and cursors."""
+
+
+class ManagedLedgerFenced(ManagedLedgerError):
+    """Another owner opened the managed ledger (or its cursor) since this one did: this
+    instance may write no more. Close it; the new owner has the log."""
+
+
+class ManagedLedgerClosed(ManagedLedgerError):
+    """The managed ledger (or cursor) was closed or deleted by this process."""
+
+
+class NoSuchManagedLedger(ManagedLedgerError):
+    """No managed ledger of that name exists in the metadata store."""
+
+
+class NoSuchCursor(ManagedLedgerError):
+    """No cursor of that name exists on the managed ledger."""
