@@ -137,4 +137,52 @@ class LeaseRow(Base):
     version: Mapped[int] = mapped_column(Integer)
 
 
+#: A managed ledger's name (a topic partition) and a cursor's name (a subscription).
+managed_name_chars_max = 255
+
+
+class ManagedLedgerRow(Base):
+    """A managed ledger: a topic partition's log as an ordered list of ledgers.
+
+    ``ledgers`` is JSON ``[[ledger_id, entries, size_bytes, created_at, closed_at], ...]``
+    in id order; the last one is the current ledger, written by the owner, whose entries
+    and size read 0 and ``closed_at`` null until it is closed. Opening the log as its new
+    owner, rolling over and trimming each CAS this row: ``version`` is the ownership token.
+    """
+
+    __tablename__ = "managed_ledgers"
+    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
+
+    name: Mapped[str] = mapped_column(String(managed_name_chars_max), primary_key=True)
+    ledgers: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class ManagedCursorRow(Base):
+    """A cursor (subscription) of a managed ledger.
+
+    Its state lives in the entries of its own ledger, ``cursor_ledger_id``; the row points
+    at that ledger and keeps the mark-delete position and properties as of when the
+    ledger was started (a fallback if the ledger is ever lost). Deleting the managed
+    ledger deletes its cursors.
+    """
+
+    __tablename__ = "managed_cursors"
+    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
+
+    managed_ledger: Mapped[str] = mapped_column(
+        String(managed_name_chars_max),
+        ForeignKey("managed_ledgers.name", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    name: Mapped[str] = mapped_column(String(managed_name_chars_max), primary_key=True)
+    cursor_ledger_id: Mapped[int | None] = mapped_column(BigInteger)
+    mark_delete_ledger_id: Mapped[int] = mapped_column(BigInteger)
+    mark_delete_entry_id: Mapped[int] = mapped_column(BigInteger)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)
+
+
 metadata = Base.metadata
