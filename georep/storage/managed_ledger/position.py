@@ -1,0 +1,66 @@
+"""A position in a managed ledger: (ledger id, entry id), ordered as a tuple.
+
+Ledger ids only grow (the metadata store never reuses one), and a managed ledger's
+ledgers are listed in id order, so tuple order is log order: (7, 12) < (9, 0) < (9, 1).
+
+Not every position names an entry. ``(L, -1)`` means "before the first entry of ledger
+L" and is what a mark-delete position looks like when nothing of L is acknowledged yet;
+``(L, n)`` for a ledger L of n entries means "after the last entry of L". Such positions
+still order correctly against every entry, which is all cursors need. The sentinels
+``Position.EARLIEST`` and ``Position.LATEST`` lie before and after every entry.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from georep.storage.errors import InvalidArgument
+
+_ID_MAX = 2**63 - 1
+
+
+class Position(NamedTuple):
+    ledger_id: int
+    entry_id: int
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        """``"12:5"`` -> Position(12, 5); InvalidArgument otherwise."""
+        ledger, sep, entry = text.partition(":")
+        try:
+            if not sep:
+                raise ValueError(text)
+            return cls.checked(int(ledger), int(entry))
+        except ValueError:
+            raise InvalidArgument(f"not a position (ledger:entry): {text!r}") from None
+
+    @classmethod
+    def checked(cls, ledger_id: object, entry_id: object) -> Position:
+        """A position from untrusted ints: both within -1..2**63-1."""
+        for value in (ledger_id, entry_id):
+            if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= _ID_MAX:
+                raise InvalidArgument(f"position ids must be ints in -1..2**63-1: {value!r}")
+        return cls(ledger_id, entry_id)  # type: ignore[arg-type]
+
+    def predecessor(self) -> Position:
+        """The position just before this one in the same ledger: (L, e) -> (L, e - 1).
+        For e = 0 that is (L, -1), "before ledger L", which is after every entry of
+        earlier ledgers."""
+        return Position(self.ledger_id, self.entry_id - 1)
+
+    def next_in_ledger(self) -> Position:
+        """(L, e) -> (L, e + 1), whether or not ledger L has that entry."""
+        return Position(self.ledger_id, self.entry_id + 1)
+
+    @property
+    def is_entry_id(self) -> bool:
+        """Whether this can name an entry (ids >= 0), not whether the entry exists."""
+        return self.ledger_id >= 0 and self.entry_id >= 0
+
+
+# Class attributes set after the class: a NamedTuple body turns annotations into fields.
+Position.EARLIEST = Position(-1, -1)  # type: ignore[attr-defined]
+Position.LATEST = Position(_ID_MAX, _ID_MAX)  # type: ignore[attr-defined]

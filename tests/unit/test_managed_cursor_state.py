@@ -1,0 +1,137 @@
+"""The persisted cursor state: round trips, the worked example, and refusal of anything
+malformed; plus Position and ManagedLedgerConfig checks."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from georep import limits
+from georep.storage.errors import CorruptEntry, InvalidArgument
+from georep.storage.managed_ledger import cursor_state
+from georep.storage.managed_ledger.config import ManagedLedgerConfig
+from georep.storage.managed_ledger.cursor_state import CursorState
+from georep.storage.managed_ledger.position import Position
+
+P = Position
+
+
+def test_worked_example() -> None:
+    state = CursorState(P(7, 41), ((P(7, 43), P(7, 45)),), {})
+    data = cursor_state.encode(state)
+    assert len(data) == 59 and data.endswith(b"{}")
+    assert cursor_state.decode(data) == state
+
+
+@st.composite
+def states(draw) -> CursorState:
+    mark_delete = P(draw(st.integers(0, 2**40)), draw(st.integers(-1, 2**40)))
+    ends = sorted(set(draw(st.lists(st.integers(1, 10_000), max_size=40, unique=True))))
+    if len(ends) % 2:
+        ends.pop()
+    ranges = tuple(
+        (P(mark_delete.ledger_id + 1, low), P(mark_delete.ledger_id + 1, high))
+        for low, high in zip(ends[::2], ends[1::2], strict=True)
+    )
+    properties = draw(st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=5))
+    return CursorState(mark_delete, ranges, properties)
+
+
+@given(states())
+def test_round_trip(state: CursorState) -> None:
+    assert cursor_state.decode(cursor_state.encode(state)) == state
+
+
+def test_largest_state_fits_an_entry() -> None:
+    ranges = tuple((P(2, 2 * i), P(2, 2 * i)) for i in range(limits.cursor_ranges_persisted_max))
+    state = CursorState(P(1, 5), ranges, {"k": "v" * (limits.cursor_properties_bytes_max - 20)})
+    data = cursor_state.encode(state)
+    assert len(data) <= limits.cursor_state_bytes_max <= limits.entry_payload_bytes_max
+    assert cursor_state.decode(data) == state
+
+
+def test_encode_refuses_what_it_could_not_store() -> None:
+    with pytest.raises(InvalidArgument):
+        cursor_state.encode(
+            CursorState(P(1, 1), ((P(1, 3), P(1, 3)),) * (limits.cursor_ranges_persisted_max + 1))
+        )
+    with pytest.raises(InvalidArgument):
+        cursor_state.encode_properties({"k": "v" * limits.cursor_properties_bytes_max})
+    with pytest.raises(InvalidArgument):
+        cursor_state.encode_properties({"k": 1})  # type: ignore[dict-item]
+
+
+GOOD = cursor_state.encode(
+    CursorState(P(3, 1), ((P(3, 3), P(3, 4)), (P(4, 0), P(4, 0))), {"a": "b"})
+)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        GOOD[:-1],  # truncated properties
+        GOOD + b" ",  # trailing byte
+        b"\x02" + GOOD[1:],  # unknown format version
+        GOOD[:17] + struct.pack(">I", 3) + GOOD[21:],  # claims a third range
+        # second range below the first
+        GOOD[:53] + struct.pack(">qqqq", 3, 0, 3, 0) + GOOD[85:],
+        # first range not above the MDP
+        GOOD[:21] + struct.pack(">qqqq", 3, 1, 3, 2) + GOOD[53:],
+        GOOD[:-13] + struct.pack(">I", 5) + b"[1,2]",  # properties not an object
+        GOOD[:-13] + struct.pack(">I", 5) + b"\xff\xfe{}}",  # not UTF-8
+        GOOD[:-13] + struct.pack(">I", 7) + b'{"a":1}',  # not strings
+    ],
+)
+def test_decode_refuses_malformed_states(data: bytes) -> None:
+    with pytest.raises(CorruptEntry):
+        cursor_state.decode(data)
+
+
+# --- Position -----------------------------------------------------------------------
+def test_position_order_and_helpers() -> None:
+    assert P.EARLIEST < P(0, 0) < P(7, 12) < P(9, -1) < P(9, 0) < P.LATEST
+    assert P(9, 0).predecessor() == P(9, -1) and P(9, 0).next_in_ledger() == P(9, 1)
+    assert str(P(12, 5)) == "12:5" and P.parse("12:5") == P(12, 5)
+    assert not P(3, -1).is_entry_id and P(3, 0).is_entry_id
+
+
+@pytest.mark.parametrize("text", ["", "12", "a:b", "1:2:3", "-2:0", "1:99999999999999999999"])
+def test_position_parse_refuses(text: str) -> None:
+    with pytest.raises(InvalidArgument):
+        P.parse(text)
+
+
+# --- config -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"ensemble_size": 2, "write_quorum": 3},
+        {"ack_quorum": 0},
+        {"ensemble_size": limits.ensemble_size_max + 1},
+        {"rollover_entries_max": 0},
+        {"rollover_bytes_max": -1},
+        {"rollover_age_s_max": math.nan},
+        {"retention_s": -1},
+        {"retention_bytes": True},
+        {"cursor_persist_interval_ms": -1},
+        {"cursor_ranges_persisted_max": limits.cursor_ranges_persisted_max + 1},
+        {"cursor_ranges_persisted_max": 0},
+        {"cursor_rollover_entries_max": 0},
+    ],
+)
+def test_config_refuses(changes) -> None:
+    with pytest.raises(InvalidArgument):
+        ManagedLedgerConfig(**changes)
+
+
+def test_config_defaults() -> None:
+    config = ManagedLedgerConfig()
+    assert (config.ensemble_size, config.write_quorum, config.ack_quorum) == (3, 2, 2)
+    assert config.rollover_entries_max == 50_000 and config.rollover_bytes_max == 256 * 2**20
+    assert config.rollover_age_s_max == 4 * 3600 and not config.has_retention
+    assert ManagedLedgerConfig(retention_s=math.inf).has_retention
