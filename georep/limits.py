@@ -218,3 +218,46 @@ invariant(managed_ledger_pending_appends_bytes_max >= entry_payload_bytes_max)
 invariant(managed_ledger_read_entries_max <= read_batch_entries_max)
 invariant(cursor_ranges_persisted_max <= cursor_ranges_count_max)
 invariant(cursor_state_bytes_max <= entry_payload_bytes_max)
+
+# --- cluster admin REST (broker/admin) ------------------------------------------------
+#: Bytes of one admin request body; a larger one is refused with 413 before it is parsed.
+admin_request_body_bytes_max = 1 * MIB
+#: Tenants the metadata store may hold, and namespaces across all tenants.
+tenants_count_max = 10_000
+namespaces_count_max = 50_000
+#: Roles in a tenant's ``adminRoles`` and clusters in its ``allowedClusters``.
+tenant_admin_roles_count_max = 256
+tenant_allowed_clusters_count_max = 256
+#: Characters of one role or cluster name.
+role_name_chars_max = 255
+cluster_name_chars_max = 64
+#: Characters of a subscription name (it names the topic's cursor).
+subscription_name_chars_max = 255
+#: Positions one admin ``acknowledge`` request may carry.
+acknowledge_positions_count_max = 10_000
+#: Namespace policies, as Pulsar bounds them (Java ints): retention in minutes (-1 means
+#: keep forever), a message TTL in seconds (0 means none).
+retention_minutes_max = 2**31 - 1
+retention_size_mb_max = 2**63 - 1
+message_ttl_s_max = 2**31 - 1
+#: Messages one ``skip`` request may skip.
+skip_messages_count_max = 2**63 - 1
+#: Characters of an admin bearer token: at least the minimum (so a token is not guessable
+#: by hand), at most the maximum (an Authorization header stays small).
+admin_token_chars_min = 16
+admin_token_chars_max = 1_024
+#: Tokens of each role (admin, read-only) the admin REST accepts.
+admin_tokens_count_max = 64
+
+invariant(tenants_count_max + namespaces_count_max <= catalog_records_max)
+invariant(subscription_name_chars_max <= cursor_name_chars_max)
+invariant(cluster_name_chars_max == tenant_name_chars_max)
+# Each acknowledged position costs at most ~64 bytes of JSON (two 19-digit ids and keys).
+invariant(acknowledge_positions_count_max * 64 <= admin_request_body_bytes_max)
+invariant(admin_token_chars_min <= admin_token_chars_max)
+# A tenant body with every role and cluster at full length must fit one request.
+invariant(
+    tenant_admin_roles_count_max * (role_name_chars_max + 3)
+    + tenant_allowed_clusters_count_max * (cluster_name_chars_max + 3)
+    <= admin_request_body_bytes_max
+)

@@ -186,3 +186,52 @@ class ManagedCursorRow(Base):
 
 
 metadata = Base.metadata
+
+
+class TenantRow(Base):
+    """A tenant (Pulsar's ``TenantInfo``): who administers it and where it may live.
+
+    ``admin_roles`` and ``allowed_clusters`` are JSON lists of names. A tenant is deleted
+    only when it has no namespace left (the store checks in the deleting transaction).
+    """
+
+    __tablename__ = "tenants"
+    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
+
+    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    admin_roles: Mapped[list[Any]] = mapped_column(JSON)
+    allowed_clusters: Mapped[list[Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class NamespaceRow(Base):
+    """A namespace of a tenant, with its policies.
+
+    Retention is both columns or neither (NULL: the broker's default); -1 means unlimited,
+    as in Pulsar. ``message_ttl_s`` NULL or 0 means messages never expire. Policies are
+    changed by CAS on ``version``.
+    """
+
+    __tablename__ = "namespaces"
+    __table_args__ = (
+        CheckConstraint("version >= 1", name="version"),
+        CheckConstraint(
+            "(retention_time_minutes IS NULL) = (retention_size_mb IS NULL)",
+            name="retention_pair",
+        ),
+        CheckConstraint(
+            "retention_time_minutes >= -1 AND retention_size_mb >= -1", name="retention"
+        ),
+        CheckConstraint("message_ttl_s >= 0", name="message_ttl_s"),
+    )
+
+    tenant: Mapped[str] = mapped_column(
+        String(name_chars_max), ForeignKey("tenants.name"), primary_key=True
+    )
+    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    retention_time_minutes: Mapped[int | None] = mapped_column(Integer)
+    retention_size_mb: Mapped[int | None] = mapped_column(BigInteger)
+    message_ttl_s: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)

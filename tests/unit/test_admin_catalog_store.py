@@ -1,0 +1,138 @@
+"""MetadataStore tenants and namespaces (revision 0003), on SQLite and, with
+GEOREP_TEST_POSTGRES_URL, PostgreSQL: outcomes of create and delete, CAS on updates,
+checks on the way in."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from georep import limits
+from georep.storage.errors import BadVersion, InvalidArgument
+from georep.storage.meta.store import CatalogOutcome, MetadataStore
+
+DONE, EXISTS, MISSING = CatalogOutcome.DONE, CatalogOutcome.EXISTS, CatalogOutcome.MISSING
+
+
+async def test_tenant_create_get_list_delete(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    assert await store.list_tenants() == []
+    assert await store.create_tenant("t1", admin_roles=["ops", "ops", "dev"]) is DONE
+    assert await store.create_tenant("t1") is EXISTS
+    assert await store.create_tenant("t0", allowed_clusters=["A", "B"]) is DONE
+    assert await store.list_tenants() == ["t0", "t1"]
+    tenant = await store.get_tenant("t1")
+    assert tenant is not None
+    assert (tenant.admin_roles, tenant.allowed_clusters, tenant.version) == (("ops", "dev"), (), 1)
+    assert await store.get_tenant("nope") is None
+    assert await store.delete_tenant("t1") is DONE
+    assert await store.delete_tenant("t1") is MISSING
+    assert await store.list_tenants() == ["t0"]
+
+
+async def test_tenant_update_is_compare_and_set(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    await store.create_tenant("t", admin_roles=["a"])
+    first = await store.get_tenant("t")
+    assert first is not None
+    second = await store.update_tenant(dataclasses.replace(first, admin_roles=("b",)))
+    assert (second.admin_roles, second.version) == (("b",), 2)
+    with pytest.raises(BadVersion):
+        await store.update_tenant(dataclasses.replace(first, admin_roles=("c",)))
+    stored = await store.get_tenant("t")
+    assert stored is not None and stored.admin_roles == ("b",)
+    await store.delete_tenant("t")
+    with pytest.raises(BadVersion):
+        await store.update_tenant(second)
+
+
+async def test_namespace_lifecycle_and_policies(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    assert await store.create_namespace("t", "ns") is MISSING  # no tenant
+    await store.create_tenant("t")
+    assert await store.create_namespace("t", "ns", retention=(60, 100), message_ttl_s=30) is DONE
+    assert await store.create_namespace("t", "ns") is EXISTS
+    assert await store.create_namespace("t", "a") is DONE
+    assert await store.list_namespaces("t") == ["a", "ns"]
+    assert await store.list_namespaces("other") == []
+    record = await store.get_namespace("t", "ns")
+    assert record is not None
+    assert (record.retention, record.message_ttl_s, record.version) == ((60, 100), 30, 1)
+    updated = await store.update_namespace(
+        dataclasses.replace(record, retention=(-1, -1), message_ttl_s=None)
+    )
+    assert (updated.retention, updated.message_ttl_s, updated.version) == ((-1, -1), None, 2)
+    with pytest.raises(BadVersion):
+        await store.update_namespace(dataclasses.replace(record, retention=None))
+    assert await store.delete_tenant("t") is CatalogOutcome.NOT_EMPTY
+    assert await store.delete_namespace("t", "ns") is DONE
+    assert await store.delete_namespace("t", "ns") is MISSING
+    assert await store.get_namespace("t", "ns") is None
+    assert await store.delete_namespace("t", "a") is DONE
+    assert await store.delete_tenant("t") is DONE
+
+
+async def test_concurrent_policy_updates_one_wins(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    await store.create_tenant("t")
+    await store.create_namespace("t", "ns")
+    record = await store.get_namespace("t", "ns")
+    assert record is not None
+    results = await asyncio.gather(
+        *(
+            store.update_namespace(dataclasses.replace(record, message_ttl_s=ttl))
+            for ttl in (10, 20, 30, 40)
+        ),
+        return_exceptions=True,
+    )
+    winners = [result for result in results if not isinstance(result, BaseException)]
+    assert len(winners) == 1
+    assert all(isinstance(result, BadVersion) for result in results if result not in winners)
+    stored = await store.get_namespace("t", "ns")
+    assert stored is not None and stored.message_ttl_s == winners[0].message_ttl_s
+
+
+async def test_concurrent_creates_one_done(metadata_store: MetadataStore) -> None:
+    store = metadata_store
+    outcomes = await asyncio.gather(*(store.create_tenant("t") for _ in range(5)))
+    assert sorted(outcome.value for outcome in outcomes) == ["done"] + ["exists"] * 4
+    outcomes = await asyncio.gather(*(store.create_namespace("t", "ns") for _ in range(5)))
+    assert sorted(outcome.value for outcome in outcomes) == ["done"] + ["exists"] * 4
+
+
+async def test_tenant_count_limit(metadata_store: MetadataStore, monkeypatch) -> None:
+    monkeypatch.setattr(limits, "tenants_count_max", 2)
+    monkeypatch.setattr(limits, "namespaces_count_max", 1)
+    store = metadata_store
+    assert await store.create_tenant("a") is DONE
+    assert await store.create_tenant("b") is DONE
+    assert await store.create_tenant("c") is CatalogOutcome.FULL
+    assert await store.create_namespace("a", "x") is DONE
+    assert await store.create_namespace("a", "y") is CatalogOutcome.FULL
+    assert await store.list_tenants() == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda store: store.create_tenant(""),
+        lambda store: store.create_tenant("x" * 256),
+        lambda store: store.create_tenant("t", admin_roles="ops"),
+        lambda store: store.create_tenant("t", allowed_clusters=[7]),
+        lambda store: store.create_namespace("t", "ns", retention=(-2, 0)),
+        lambda store: store.create_namespace("t", "ns", retention=(1, 2, 3)),
+        lambda store: store.create_namespace("t", "ns", message_ttl_s=-1),
+        lambda store: store.create_namespace("t", "ns", message_ttl_s=True),
+        lambda store: store.create_namespace("t", "ns", message_ttl_s=2**31),
+        lambda store: store.update_tenant("t"),
+        lambda store: store.update_namespace(None),
+    ],
+)
+async def test_bad_arguments_are_refused_before_storage(
+    metadata_store: MetadataStore, call
+) -> None:
+    with pytest.raises(InvalidArgument):
+        await call(metadata_store)
+    assert await metadata_store.list_tenants() == []
