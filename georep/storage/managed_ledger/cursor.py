@@ -1,0 +1,507 @@
+"""A cursor: one subscription's acknowledgements and read position on a managed ledger.
+
+State: the mark-delete position (MDP; everything <= it is acknowledged), the
+individually deleted ranges above it, and string properties (see ``ack_state.py``).
+``read_position`` is where dispatch reads next; it is not persisted: a restored cursor
+reads again from just after its MDP, skipping acknowledged ranges.
+
+Persistence: Pulsar's way, a ledger of the cursor's own. Every persisted state is one
+entry of that ledger (format in ``cursor_state.py``); the metadata store's cursor row
+only names the ledger (``cursor_ledger_id``). Acknowledgements come many times a second
+and an entry is a journal group commit on the bookies, while the metadata store is one
+SQLite file shared with every bookie's lease: the ledger keeps the hot path off it, and
+fencing the cursor's ledger fences a stale owner's acknowledgements for free.
+
+Durability: ``mark_delete``, ``delete``, ``reset`` and ``set_properties`` change the
+state in memory at once, then return only when a persisted state that includes the change
+is durable. Changes are numbered; one write at a time carries the newest state and
+releases every caller whose change it includes, so a burst of acknowledgements costs one
+write per round trip, not one each (``cursor_persist_interval_ms`` can wait to gather
+more). After kill -9 the cursor is restored exactly as last persisted, so every
+acknowledgement that returned is there.
+
+The bound: each persisted state holds the lowest ``cursor_ranges_persisted_max`` ranges
+(config, at most ``limits.cursor_ranges_persisted_max``). Acknowledgements in ranges
+above those are kept in memory only: they return, dispatch skips them, but a crash
+forgets them and they are delivered again (at-least-once, as in Pulsar). ``stats()``
+counts them as ``ranges_unpersisted``. In memory a cursor keeps at most
+``limits.cursor_ranges_count_max`` ranges; past that the highest range is forgotten at
+once (also redelivered). Nothing unacknowledged is ever treated as acknowledged.
+
+Opening as a new owner (``recover``): fence and close the previous cursor ledger (the old
+owner's next persist fails: ManagedLedgerFenced), read its last entry, start a new
+ledger with that state as its first entry, CAS the row to the new ledger (a concurrent
+opener loses: ManagedLedgerFenced), delete the old ledger. The cursor's ledger also
+rolls over this way after ``cursor_rollover_entries_max`` states or
+``cursor_rollover_bytes_max`` bytes, and when a write to it fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import types
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from georep import limits
+from georep.storage.client.ledger_handle import LedgerHandle
+from georep.storage.errors import (
+    BadVersion,
+    CorruptEntry,
+    InvalidArgument,
+    LedgerFenced,
+    ManagedLedgerClosed,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    NoSuchCursor,
+    NoSuchLedger,
+    NoSuchManagedLedger,
+    StorageError,
+)
+from georep.storage.managed_ledger import cursor_state
+from georep.storage.managed_ledger.ack_state import AckState
+from georep.storage.managed_ledger.cursor_state import CursorState
+from georep.storage.managed_ledger.position import Position
+from georep.storage.managed_ledger.range_set import RangeSet
+from georep.storage.meta.store import ManagedCursorInfo
+
+if TYPE_CHECKING:
+    from georep.storage.managed_ledger.managed_ledger import ManagedLedger
+
+log = logging.getLogger(__name__)
+
+
+class ManagedCursor:
+    """Create with :meth:`ManagedLedger.open_cursor`, not directly."""
+
+    def __init__(
+        self,
+        managed_ledger: ManagedLedger,
+        info: ManagedCursorInfo,
+        state: CursorState,
+        ledger: LedgerHandle,
+        ledger_bytes: int,
+    ) -> None:
+        self.name = info.name
+        self._ml = managed_ledger
+        self._info = info
+        self._acks = AckState(state.mark_delete, RangeSet.of(list(state.ranges)))
+        self._properties: dict[str, str] = dict(state.properties)
+        self.read_position = managed_ledger.next_position(state.mark_delete)
+        self._ledger: LedgerHandle | None = ledger
+        self._ledger_entries = 1  # the state it was started with
+        self._ledger_bytes = ledger_bytes
+        self._ledger_broken = False
+        self._generation = 0  # numbers every change of the state
+        self._durable_generation = 0  # the newest change a durable state includes
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._persist_task: asyncio.Task[None] | None = None
+        self._read_lock = asyncio.Lock()
+        self._state: Literal["open", "fenced", "closed"] = "open"
+        self._error: ManagedLedgerError | None = None
+        self._persisted = state
+        self._stats = {"persists": 0, "persist_failures": 0, "ledger_switches": 0}
+
+    # --- creating and restoring -----------------------------------------------------
+    @classmethod
+    async def create(
+        cls, managed_ledger: ManagedLedger, name: str, mark_delete: Position
+    ) -> ManagedCursor:
+        """A new cursor at ``mark_delete``, durable when this returns."""
+        state = CursorState(mark_delete)
+        ledger, size = await _start_ledger(managed_ledger, name, state)
+        try:
+            info = await managed_ledger._store.create_managed_cursor(
+                managed_ledger.name,
+                name,
+                cursor_ledger_id=ledger.ledger_id,
+                mark_delete=tuple(mark_delete),  # type: ignore[arg-type]
+                properties={},
+            )
+        except (BadVersion, NoSuchManagedLedger) as error:
+            await managed_ledger._delete_ledgers([ledger.ledger_id])
+            raise ManagedLedgerFenced(
+                f"cursor {name!r} of {managed_ledger.name}: created by another owner ({error})"
+            ) from None
+        log.info(
+            "managed ledger %s: cursor %r created at %s", managed_ledger.name, name, mark_delete
+        )
+        return cls(managed_ledger, info, state, ledger, size)
+
+    @classmethod
+    async def recover(cls, managed_ledger: ManagedLedger, info: ManagedCursorInfo) -> ManagedCursor:
+        """Restore the cursor of ``info`` as last persisted, fencing its previous owner
+        (steps in the module docstring)."""
+        state = await _last_state(managed_ledger, info)
+        previous_ledger_id = info.cursor_ledger_id
+        ledger, size = await _start_ledger(managed_ledger, info.name, state)
+        try:
+            info = await managed_ledger._store.update_managed_cursor(
+                info.replace(
+                    cursor_ledger_id=ledger.ledger_id,
+                    mark_delete=tuple(state.mark_delete),
+                    properties=dict(state.properties),
+                )
+            )
+        except (BadVersion, NoSuchCursor) as error:
+            await managed_ledger._delete_ledgers([ledger.ledger_id])
+            raise ManagedLedgerFenced(
+                f"cursor {info.name!r} of {managed_ledger.name}: opened by another owner ({error})"
+            ) from None
+        if previous_ledger_id is not None:
+            await managed_ledger._delete_ledgers([previous_ledger_id])
+        return cls(managed_ledger, info, state, ledger, size)
+
+    # --- acknowledgement state ------------------------------------------------------
+    @property
+    def mark_delete_position(self) -> Position:
+        return self._acks.mark_delete_position
+
+    @property
+    def individually_deleted(self) -> RangeSet:
+        """The acknowledged ranges above the MDP. Read it; change it only through the
+        methods, which persist."""
+        return self._acks.individually_deleted
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        """A read-only view; change with :meth:`set_properties` or ``mark_delete(...,
+        properties=...)``, which persist."""
+        return types.MappingProxyType(self._properties)
+
+    def is_acknowledged(self, position: Position) -> bool:
+        return self._acks.is_acknowledged(position)
+
+    @property
+    def backlog(self) -> int:
+        """Entries after the MDP not individually deleted."""
+        acknowledged = sum(
+            self._ml.entries_in(low, high) for low, high in self.individually_deleted
+        )
+        return self._ml.entries_after(self.mark_delete_position) - acknowledged
+
+    async def mark_delete(
+        self, position: Position, *, properties: Mapping[str, str] | None = None
+    ) -> None:
+        """Acknowledge everything <= ``position`` (no-op for an older one: the MDP never
+        moves back); with ``properties``, replace the properties in the same persisted
+        state. Returns once durable."""
+        self._check_open()
+        self._check_in_log(position)
+        encoded = None if properties is None else cursor_state.encode_properties(properties)
+        changed = self._acks.mark_delete(position, self._ml)
+        if encoded is not None:
+            self._properties = dict(properties)  # type: ignore[arg-type]
+            changed = True
+        if changed:
+            self._changed()
+        await self._wait_durable()
+
+    async def delete(self, positions: Iterable[Position]) -> None:
+        """Acknowledge each position individually; the MDP advances over the
+        acknowledged prefix. Every position above the MDP must be an entry of the log
+        (InvalidArgument, nothing applied, otherwise). Returns once durable."""
+        self._check_open()
+        positions = list(positions)
+        for position in positions:
+            if not isinstance(position, Position):
+                raise InvalidArgument(f"not a Position: {position!r}")
+            if position > self.mark_delete_position and not self._ml.is_entry(position):
+                raise InvalidArgument(f"{position} is not an entry of {self._ml.name}")
+        if self._acks.acknowledge(positions, self._ml):
+            self._changed()
+        await self._wait_durable()
+
+    async def reset(self, position: Position) -> None:
+        """Admin reset: acknowledged = everything before ``position`` (clamped to the
+        log), ranges cleared, read from ``position``. May move the MDP back. Returns
+        once durable."""
+        self._check_open()
+        if not isinstance(position, Position):
+            raise InvalidArgument(f"not a Position: {position!r}")
+        start = self._ml.position_at_or_after(position)
+        self._acks.reset(start)
+        self.read_position = start
+        self._changed()
+        await self._wait_durable()
+
+    async def set_properties(self, properties: Mapping[str, str]) -> None:
+        """Replace the properties; returns once durable."""
+        self._check_open()
+        cursor_state.encode_properties(properties)  # InvalidArgument before any change
+        self._properties = dict(properties)
+        self._changed()
+        await self._wait_durable()
+
+    def _check_in_log(self, position: Position) -> None:
+        if not isinstance(position, Position):
+            raise InvalidArgument(f"not a Position: {position!r}")
+        if position >= self._ml.tail_position:
+            raise InvalidArgument(
+                f"{position} is past the last entry of {self._ml.name} ({self._ml.last_confirmed})"
+            )
+
+    def _changed(self) -> None:
+        self._generation += 1
+        next_unread = self._ml.next_position(self.mark_delete_position)
+        if self.read_position < next_unread:
+            self.read_position = next_unread
+
+    # --- reading --------------------------------------------------------------------
+    async def read_entries(self, count_max: int) -> list[tuple[Position, bytes]]:
+        """Up to ``count_max`` unacknowledged entries from ``read_position`` on, in
+        order, skipping acknowledged ones; advances ``read_position`` past what it
+        returns. Empty when caught up (see ``ManagedLedger.wait_for_entries_after``)."""
+        if not 1 <= count_max <= limits.managed_ledger_read_entries_max:
+            raise InvalidArgument(
+                f"count_max must be 1..{limits.managed_ledger_read_entries_max}, got {count_max}"
+            )
+        async with self._read_lock:
+            self._check_open()
+            result: list[tuple[Position, bytes]] = []
+            while len(result) < count_max:
+                start = self._skip_acknowledged(self.read_position)
+                self.read_position = start
+                wanted = count_max - len(result)
+                entries = await self._ml.read(start, wanted)
+                if not entries:
+                    break
+                result += [(p, data) for p, data in entries if not self.is_acknowledged(p)]
+                self.read_position = max(self.read_position, self._ml.next_position(entries[-1][0]))
+                if len(entries) < wanted:
+                    break  # the end of the log
+            return result
+
+    def _skip_acknowledged(self, position: Position) -> Position:
+        ml = self._ml
+        position = max(position, ml.next_position(self.mark_delete_position))
+        while (covering := self.individually_deleted.range_of(position)) is not None:
+            position = ml.next_position(covering[1])
+        return position
+
+    def rewind(self) -> None:
+        """Read again from the first unacknowledged entry (redelivery)."""
+        self.read_position = self._ml.next_position(self.mark_delete_position)
+
+    def seek(self, position: Position) -> None:
+        """Read next from ``position`` (never before the first unacknowledged entry)."""
+        if not isinstance(position, Position):
+            raise InvalidArgument(f"not a Position: {position!r}")
+        self.read_position = max(position, self._ml.next_position(self.mark_delete_position))
+
+    # --- persisting -----------------------------------------------------------------
+    async def _wait_durable(self) -> None:
+        generation = self._generation
+        if generation <= self._durable_generation:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append((generation, future))
+        if self._persist_task is None:
+            self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
+        await future
+
+    async def _persist_loop(self) -> None:
+        interval_s = self._ml.config.cursor_persist_interval_ms / 1000
+        try:
+            while self._waiters and self._state == "open":
+                if interval_s > 0:
+                    await asyncio.sleep(interval_s)
+                generation = self._generation
+                state = self._snapshot()
+                try:
+                    await self._write(state)
+                except StorageError as error:
+                    self._stats["persist_failures"] += 1
+                    self._release_waiters(generation, error)
+                    continue
+                self._durable_generation = generation
+                self._persisted = state
+                self._stats["persists"] += 1
+                self._release_waiters(generation, None)
+        finally:
+            self._persist_task = None
+            if self._waiters and self._state != "open":
+                self._release_waiters(self._generation, self._error)
+
+    def _release_waiters(self, generation: int, error: BaseException | None) -> None:
+        waiting = []
+        for waiter_generation, future in self._waiters:
+            if waiter_generation > generation:
+                waiting.append((waiter_generation, future))
+            elif not future.done():
+                if error is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(error)
+        self._waiters = waiting
+
+    def _snapshot(self) -> CursorState:
+        ranges_max = self._ml.config.cursor_ranges_persisted_max
+        return CursorState(
+            self.mark_delete_position,
+            tuple(self.individually_deleted.ranges(ranges_max)),
+            dict(self._properties),
+        )
+
+    async def _write(self, state: CursorState) -> None:
+        data = cursor_state.encode(state)
+        config = self._ml.config
+        ledger = self._ledger
+        if (
+            ledger is None
+            or self._ledger_broken
+            or self._ledger_entries >= config.cursor_rollover_entries_max
+            or self._ledger_bytes >= config.cursor_rollover_bytes_max
+        ):
+            await self._switch_ledger(state)
+            return
+        try:
+            await ledger.add(data)
+        except LedgerFenced as error:
+            self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: {error}"))
+            raise self._error from None  # type: ignore[misc]
+        except StorageError as error:
+            log.warning(
+                "cursor %r: ledger %d failed (%s); moving on", self.name, ledger.ledger_id, error
+            )
+            self._ledger_broken = True
+            await self._switch_ledger(state)
+            return
+        self._ledger_entries += 1
+        self._ledger_bytes += len(data)
+
+    async def _switch_ledger(self, state: CursorState) -> None:
+        """Start a new ledger holding ``state``, point the row at it, drop the old one."""
+        ledger, size = await _start_ledger(self._ml, self.name, state)
+        try:
+            info = await self._ml._store.update_managed_cursor(
+                self._info.replace(
+                    cursor_ledger_id=ledger.ledger_id,
+                    mark_delete=tuple(state.mark_delete),
+                    properties=dict(state.properties),
+                )
+            )
+        except (BadVersion, NoSuchCursor) as error:
+            await self._ml._delete_ledgers([ledger.ledger_id])
+            self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: its row changed: {error}"))
+            raise self._error from None  # type: ignore[misc]
+        except StorageError:
+            await self._ml._delete_ledgers([ledger.ledger_id])
+            raise
+        old, self._ledger = self._ledger, ledger
+        self._info = info
+        self._ledger_entries, self._ledger_bytes = 1, size
+        self._ledger_broken = False
+        self._stats["ledger_switches"] += 1
+        if old is not None:
+            await _close_quietly(old)
+            await self._ml._delete_ledgers([old.ledger_id])
+
+    # --- state, closing -------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def fence(self, error: ManagedLedgerError) -> None:
+        """Another owner has this cursor: fail what waits, refuse what comes."""
+        if self._state != "open":
+            return
+        self._state = "fenced"
+        self._error = error
+        self._release_waiters(self._generation, error)
+
+    async def close(self, *, flush: bool = True) -> int | None:
+        """Persist what is pending (with ``flush``), close the cursor's ledger; returns
+        its id. Idempotent."""
+        if self._state == "open" and flush and self._generation > self._durable_generation:
+            try:
+                await self._wait_durable()
+            except StorageError as error:
+                log.warning("cursor %r: last persist before close failed: %s", self.name, error)
+        if self._state == "open":
+            self._error = ManagedLedgerClosed(f"cursor {self.name!r} is closed")
+        self._state = "closed" if self._state == "open" else self._state
+        self._release_waiters(self._generation, self._error or ManagedLedgerClosed(self.name))
+        if self._persist_task is not None:
+            await asyncio.gather(self._persist_task, return_exceptions=True)
+        ledger, self._ledger = self._ledger, None
+        if ledger is None:
+            return None
+        await _close_quietly(ledger)
+        return ledger.ledger_id
+
+    def stats(self) -> dict[str, Any]:
+        ranges = len(self.individually_deleted)
+        persisted_max = self._ml.config.cursor_ranges_persisted_max
+        return {
+            "state": self._state,
+            "mark_delete_position": str(self.mark_delete_position),
+            "read_position": str(self.read_position),
+            "backlog": self.backlog,
+            "individually_deleted_ranges": ranges,
+            "ranges_persisted": min(ranges, persisted_max),
+            "ranges_unpersisted": max(0, ranges - persisted_max),
+            "ranges_dropped": self.individually_deleted.dropped_ranges,
+            "persisted_mark_delete_position": str(self._persisted.mark_delete),
+            "cursor_ledger_id": self._ledger.ledger_id if self._ledger else None,
+            **self._stats,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"ManagedCursor({self.name!r}, mdp={self.mark_delete_position}, "
+            f"ranges={len(self.individually_deleted)}, read={self.read_position})"
+        )
+
+
+# --- helpers ---------------------------------------------------------------------------
+async def _start_ledger(
+    managed_ledger: ManagedLedger, name: str, state: CursorState
+) -> tuple[LedgerHandle, int]:
+    """A new cursor ledger whose first entry is ``state``; with its size in bytes."""
+    data = cursor_state.encode(state)
+    ledger = await managed_ledger._create_ledger_for_cursor(name)
+    try:
+        await ledger.add(data)
+    except BaseException:
+        await managed_ledger._delete_ledgers([ledger.ledger_id])
+        raise
+    return ledger, len(data)
+
+
+async def _last_state(managed_ledger: ManagedLedger, info: ManagedCursorInfo) -> CursorState:
+    """The last state persisted in the cursor's ledger, which is fenced and closed first;
+    the row's state when there is no ledger or it holds nothing."""
+    fallback = CursorState(Position(*info.mark_delete), (), dict(info.properties))
+    if info.cursor_ledger_id is None:
+        return fallback
+    try:
+        handle = await managed_ledger._bk.open_ledger(info.cursor_ledger_id, recovery=True)
+    except NoSuchLedger:
+        log.error(
+            "cursor %r of %s: its ledger %d is gone; restoring the row's older state "
+            "(acknowledgements since are redelivered)",
+            info.name,
+            managed_ledger.name,
+            info.cursor_ledger_id,
+        )
+        return fallback
+    last = handle.last_add_confirmed
+    if last < 0:
+        return fallback
+    (entry,) = await handle.read(last, last)
+    try:
+        return cursor_state.decode(entry.payload)
+    except CorruptEntry as error:
+        raise CorruptEntry(
+            f"cursor {info.name!r} of {managed_ledger.name}: the last state in ledger "
+            f"{info.cursor_ledger_id} is unreadable: {error}"
+        ) from None
+
+
+async def _close_quietly(ledger: LedgerHandle) -> None:
+    try:
+        await ledger.close()
+    except StorageError as error:
+        log.info("closing cursor ledger %d: %s", ledger.ledger_id, error)
