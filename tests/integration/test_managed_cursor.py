@@ -157,9 +157,11 @@ async def test_state_survives_close_and_the_cursor_ledger_rolls_over(cluster_fac
     assert restored.backlog == 20 - 2 - 6
 
 
-async def test_acks_are_grouped_into_few_writes(cluster_factory, factories):
+@pytest.mark.parametrize("interval_ms", [0, 5])
+async def test_acks_are_grouped_into_few_writes(cluster_factory, factories, interval_ms):
     cluster = await cluster_factory(3)
-    ml = await factories(cluster).open("t/group", SMALL)
+    config = ManagedLedgerConfig(cursor_persist_interval_ms=interval_ms)
+    ml = await factories(cluster).open("t/group", config)
     cursor = await ml.open_cursor("sub", start="earliest")
     p = await append_all(ml, 100)
     before = cursor.stats()["persists"]

@@ -17,6 +17,7 @@ from georep.storage.errors import (
     NoSuchEntry,
     NoSuchLedger,
     NoSuchManagedLedger,
+    StorageError,
 )
 from georep.storage.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from tests.conftest import ManualClock
@@ -323,3 +324,30 @@ async def test_factory_open_list_delete(cluster_factory, factories):
     assert fresh is not ml and fresh.last_confirmed is None and not fresh.cursors
     with pytest.raises(InvalidArgument):
         await factory.open("", SMALL)
+
+
+async def test_appends_resume_on_a_new_ledger_after_a_storage_outage(cluster_factory, factories):
+    cluster = await cluster_factory(3)  # E=3 of 3 bookies: one lost stops the writer
+    ml = await factories(cluster).open("t/outage", SMALL)
+    before = await ml.append(b"before")
+    victim = next(iter(cluster.bookies))
+    await cluster.kill(victim)
+    futures = [await ml.append_async(b"during") for _ in range(3)]
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    failed = [r for r in results if isinstance(r, StorageError)]
+    assert failed and not any(isinstance(r, ManagedLedgerFenced) for r in failed)
+
+    await cluster.restart(victim)
+    for _ in range(200):  # until the bookie has registered again
+        try:
+            after = await ml.append(b"after")
+            break
+        except StorageError:
+            await asyncio.sleep(0.05)
+    else:
+        pytest.fail("appends did not resume")
+    assert not ml.is_fenced and after.ledger_id > before.ledger_id
+    log = await ml.read(Position.EARLIEST, 100)
+    assert [p for p, _ in log] == sorted(p for p, _ in log)
+    assert log[0] == (before, b"before") and log[-1] == (after, b"after")
+    assert {data for _, data in log} <= {b"before", b"during", b"after"}
