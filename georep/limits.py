@@ -158,8 +158,10 @@ consumer_unacked_messages_max = 50_000
 subscription_partial_batches_max = 100_000
 #: Marker positions a subscription remembers while waiting for its MDP to reach them.
 subscription_markers_max = 10_000
+#: Characters of a producer name (deduplication keeps names in its cursor's properties).
+producer_name_chars_max = 256
 #: Producer names whose highest sequence id a topic remembers for deduplication.
-dedup_producers_count_max = 10_000
+dedup_producers_count_max = 5_000
 #: The deduplication state is snapshotted into its cursor every this many entries; on
 #: topic load at most about this many entries are scanned to rebuild it.
 dedup_snapshot_entries_interval = 1_000
@@ -167,8 +169,10 @@ dedup_snapshot_entries_interval = 1_000
 topic_scan_read_entries_max = 500
 #: Key_Shared hash space: a key's hash is taken modulo this (Pulsar's ``DEFAULT_RANGE_SIZE``).
 key_shared_hash_range_size = 2**16
-#: Records the broker catalog (tenants, namespaces, partitioned topics) may hold.
+#: Records the broker catalog (partitioned topics) may hold.
 catalog_records_max = 100_000
+#: Seconds the broker trusts that a namespace it saw in the metadata store still exists.
+namespace_cache_s_default = 5.0
 
 # A topic's managed-ledger name, ``tenant/namespace/persistent/local``, must fit a metadata
 # name (255 characters).
@@ -261,3 +265,9 @@ invariant(
     + tenant_allowed_clusters_count_max * (cluster_name_chars_max + 3)
     <= admin_request_body_bytes_max
 )
+
+# --- embedded broker, relations with managed ledgers (broker/) ---------------------------
+# The dedup snapshot (name -> sequence id, JSON) must fit a cursor's properties.
+invariant(dedup_producers_count_max * (producer_name_chars_max + 32) <= cursor_properties_bytes_max)
+invariant(dispatcher_read_entries_max <= managed_ledger_read_entries_max)
+invariant(topic_scan_read_entries_max <= managed_ledger_read_entries_max)

@@ -1,0 +1,94 @@
+"""Operating errors of the embedded broker.
+
+Each error names the Pulsar ``ServerError`` a client is answered with, so a handler can
+refuse a request in one line (``commands.error_reply(command, error.server_error,
+str(error))``) and the client reacts as it would to a Pulsar broker: ``ConsumerBusy``
+fails the subscribe at once, ``ServiceNotReady`` makes the client retry, and so on.
+Broken invariants are not here: they raise ``InvariantViolation`` and stop the process.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+
+
+class BrokerError(Exception):
+    """Base of every broker operating error."""
+
+    server_error: ClassVar[int] = pb.UNKNOWN_ERROR
+
+
+class InvalidTopicName(BrokerError):
+    """A topic, tenant or namespace name the broker cannot accept.
+
+    Answered TOPIC_NOT_FOUND (with the reason in the message), not INVALID_TOPIC_NAME: the
+    C++ client retries InvalidTopicName until its operation timeout, while no topic of
+    such a name can ever be found, so the client should fail at once."""
+
+    server_error = pb.TOPIC_NOT_FOUND
+
+
+class TopicNotFound(BrokerError):
+    """The topic, or the namespace it would live in, does not exist."""
+
+    server_error = pb.TOPIC_NOT_FOUND
+
+
+class NamespaceNotFound(TopicNotFound):
+    """The tenant or namespace does not exist."""
+
+
+class TopicExists(BrokerError):
+    """A topic of that name already exists (creating a partitioned topic over it)."""
+
+    server_error = pb.NOT_ALLOWED_ERROR
+
+
+class SubscriptionNotFound(BrokerError):
+    server_error = pb.SUBSCRIPTION_NOT_FOUND
+
+
+class ConsumerBusy(BrokerError):
+    """An exclusive subscription already has a consumer, or the subscription is of
+    another type and still has consumers."""
+
+    server_error = pb.CONSUMER_BUSY
+
+
+class ConsumerAssignError(BrokerError):
+    """Key_Shared could not give the consumer a hash range."""
+
+    server_error = pb.CONSUMER_ASSIGN_ERROR
+
+
+class ProducerBusy(BrokerError):
+    """A producer of that name is already connected, or the topic has an exclusive one."""
+
+    server_error = pb.PRODUCER_BUSY
+
+
+class NotAllowed(BrokerError):
+    """A request the broker understands but refuses (a reserved name, cumulative ack on a
+    Shared subscription, unsubscribing while others are connected, ...)."""
+
+    server_error = pb.NOT_ALLOWED_ERROR
+
+
+class ServiceNotReady(BrokerError):
+    """Try again soon: the topic is loading, fenced after a storage failure, or closing."""
+
+    server_error = pb.SERVICE_NOT_READY
+
+
+class PersistenceError(BrokerError):
+    """Storage refused or failed a write."""
+
+    server_error = pb.PERSISTENCE_ERROR
+
+
+class TooManyRequests(BrokerError):
+    """A per-connection limit (producers, consumers) was reached."""
+
+    server_error = pb.TOO_MANY_REQUESTS
