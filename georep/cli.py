@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "georep.storage.replication.autorecovery",
         "run an auditor candidate and a replication worker",
     ),
+    "cluster": ("georep.broker.main", "run the embedded cluster: broker, bookies, metadata"),
     "demo": ("georep.demo", "end-to-end demo on the embedded default"),
 }
 

@@ -1,0 +1,232 @@
+"""The embedded cluster: metadata store, bookies, ledger client, managed ledgers, broker.
+
+Start order (stop is the reverse):
+
+1. the metadata store: SQLite at ``DATA/metadata.db`` unless a URL is given, migrated to
+   head;
+2. bookies: ``bookie_count`` in-process bookies under ``DATA/bookies/bookie-N`` (each
+   registers itself in the store), or none when external addresses are given. An
+   in-process bookie keeps its port across restarts (``DATA/bookies/ports.json``): ledger
+   metadata names bookies by address, so a bookie that came back elsewhere would leave
+   every ledger pointing at a dead address;
+3. the ledger client (BookKeeper) and the managed-ledger factory, whose ledgers use the
+   configured ensemble and quorums;
+4. the broker service (catalog with tenant ``public`` and namespace ``public/default``)
+   and the Pulsar protocol server;
+5. the admin HTTP server, if an admin port is set: ``admin.create_admin_app(cluster)`` is
+   the seam the admin REST API is built on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from georep.broker.server import BrokerServer
+from georep.broker.service import BrokerConfig, BrokerService
+from georep.storage.bookie.bookie import Bookie, BookieConfig
+from georep.storage.client.bookkeeper import BookKeeper
+from georep.storage.errors import NotEnoughBookies
+from georep.storage.meta.store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+#: Seconds to wait for enough bookies to be registered at start.
+_BOOKIES_WAIT_S = 30.0
+
+
+@dataclass
+class ClusterConfig:
+    name: str
+    data_dir: Path
+    broker_host: str = "127.0.0.1"
+    #: 0: any free port
+    broker_port: int = 0
+    #: None: no admin HTTP server; 0: any free port
+    admin_port: int | None = None
+    metadata_url: str | None = None
+    #: Addresses of external bookies; empty: run ``bookie_count`` in-process bookies.
+    bookies: list[str] = field(default_factory=list)
+    bookie_count: int = 3
+    ensemble_size: int = 3
+    write_quorum: int = 2
+    ack_quorum: int = 2
+    #: False skips fsync in the in-process bookies: tests and benchmarks only; a power
+    #: loss then loses acknowledged data (a process crash does not).
+    fsync: bool = True
+    bookie_lease_s: float | None = None
+
+    def __post_init__(self) -> None:
+        self.data_dir = Path(self.data_dir)
+        if not 1 <= self.ack_quorum <= self.write_quorum <= self.ensemble_size:
+            raise ValueError(
+                "need ensemble >= write quorum >= ack quorum >= 1, got"
+                f" {self.ensemble_size}/{self.write_quorum}/{self.ack_quorum}"
+            )
+        if not self.bookies and self.bookie_count < self.ensemble_size:
+            raise ValueError(
+                f"{self.bookie_count} bookies cannot hold an ensemble of {self.ensemble_size}"
+            )
+
+    @property
+    def metadata(self) -> str:
+        return self.metadata_url or f"sqlite:///{self.data_dir / 'metadata.db'}"
+
+
+class Cluster:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        managed_ledger_factory: Callable[[BookKeeper, MetadataStore, ClusterConfig], object]
+        | None = None,
+    ) -> None:
+        self.config = config
+        self._factory_maker = managed_ledger_factory or _real_factory
+        self.store: MetadataStore | None = None
+        self.bookies: list[Bookie] = []
+        self.bookkeeper: BookKeeper | None = None
+        self.factory = None
+        self.service: BrokerService | None = None
+        self.server: BrokerServer | None = None
+        self.admin_url: str | None = None
+        self._admin_runner = None
+
+    @property
+    def broker_url(self) -> str:
+        return self.server.url if self.server is not None else ""
+
+    async def start(self) -> Cluster:
+        config = self.config
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.store = await MetadataStore.open(config.metadata)
+            if not config.bookies:
+                await self._start_bookies()
+            await self._wait_for_bookies()
+            self.bookkeeper = BookKeeper(self.store)
+            self.factory = self._factory_maker(self.bookkeeper, self.store, config)
+            self.service = await BrokerService.start(
+                BrokerConfig(
+                    cluster_name=config.name,
+                    managed_ledger_config=self._ledger_config(),
+                ),
+                self.factory,
+                self.store,
+            )
+            self.server = BrokerServer(self.service, config.broker_host, config.broker_port)
+            await self.server.start()
+            self.service.config.service_url = self.server.url
+            if config.admin_port is not None:
+                await self._start_admin()
+        except BaseException:
+            await self.stop()
+            raise
+        log.info("cluster %s ready: %s", config.name, self.broker_url)
+        return self
+
+    def _ledger_config(self):
+        from georep.storage.managed_ledger import ManagedLedgerConfig
+
+        return ManagedLedgerConfig(
+            ensemble_size=self.config.ensemble_size,
+            write_quorum=self.config.write_quorum,
+            ack_quorum=self.config.ack_quorum,
+        )
+
+    async def _start_bookies(self) -> None:
+        root = self.config.data_dir / "bookies"
+        root.mkdir(exist_ok=True)
+        ports_file = root / "ports.json"
+        ports = json.loads(ports_file.read_text()) if ports_file.exists() else {}
+        for index in range(self.config.bookie_count):
+            name = f"bookie-{index}"
+            options = {}
+            if self.config.bookie_lease_s is not None:
+                options["lease_s"] = self.config.bookie_lease_s
+            bookie = Bookie(
+                BookieConfig(
+                    data_dir=root / name,
+                    host=self.config.broker_host,
+                    port=int(ports.get(name, 0)),
+                    fsync=self.config.fsync,
+                    **options,
+                ),
+                metadata_store=self.store,
+            )
+            await bookie.start()
+            self.bookies.append(bookie)
+            ports[name] = int(bookie.address.rsplit(":", 1)[1])
+        ports_file.write_text(json.dumps(ports, indent=1, sort_keys=True))
+
+    async def _wait_for_bookies(self) -> None:
+        needed = self.config.ensemble_size
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _BOOKIES_WAIT_S
+        while True:
+            alive = await self.store.list_bookies()
+            if len(alive) >= needed:
+                return
+            if loop.time() > deadline:
+                raise NotEnoughBookies(
+                    f"{len(alive)} bookies registered after {_BOOKIES_WAIT_S} s; need {needed}"
+                )
+            await asyncio.sleep(0.2)
+
+    async def _start_admin(self) -> None:
+        from aiohttp import web
+
+        try:
+            from georep.broker.admin import create_admin_app
+        except ImportError:  # the admin REST is not built yet: the port stays unused
+            log.info("no admin app (georep.broker.admin.create_admin_app); admin port unused")
+            self.admin_url = f"http://{self.config.broker_host}:{self.config.admin_port}"
+            return
+        app = create_admin_app(self)
+        self._admin_runner = web.AppRunner(app, access_log=None)
+        await self._admin_runner.setup()
+        site = web.TCPSite(self._admin_runner, self.config.broker_host, self.config.admin_port)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # the port chosen for 0
+        self.admin_url = f"http://{self.config.broker_host}:{port}"
+
+    async def stop(self) -> None:
+        """Stop in reverse order; safe to call on a partly started cluster."""
+        steps: list[tuple[str, Callable[[], object]]] = []
+        if self._admin_runner is not None:
+            steps.append(("admin", self._admin_runner.cleanup))
+        if self.server is not None:
+            steps.append(("server", self.server.close))
+        if self.service is not None:
+            steps.append(("service", self.service.close))
+        if self.factory is not None:
+            steps.append(("managed ledgers", self.factory.close))
+        if self.bookkeeper is not None:
+            steps.append(("ledger client", self.bookkeeper.close))
+        for bookie in reversed(self.bookies):
+            steps.append((f"bookie {bookie.config.data_dir.name}", bookie.stop))
+        if self.store is not None:
+            steps.append(("metadata store", self.store.close))
+        for what, step in steps:
+            try:
+                await _maybe_await(step())
+            except Exception:
+                log.warning("stopping %s failed", what, exc_info=True)
+        self._admin_runner = self.server = self.service = self.factory = None
+        self.bookkeeper = self.store = None
+        self.bookies = []
+
+
+def _real_factory(bookkeeper: BookKeeper, store: MetadataStore, config: ClusterConfig):
+    from georep.storage.managed_ledger import ManagedLedgerFactory
+
+    return ManagedLedgerFactory(bookkeeper, store)
+
+
+async def _maybe_await(result) -> None:
+    if hasattr(result, "__await__"):
+        await result

@@ -1,0 +1,141 @@
+"""Dispatchers: what moves entries from a subscription's cursor to its consumers.
+
+One asyncio task per dispatcher runs rounds while they make progress and sleeps on an
+event otherwise; anything that may let it make progress wakes it: new entries on the
+topic, FLOW, an acknowledgement, a consumer joining or leaving, a redelivery request.
+A round reads at most ``limits.dispatcher_read_entries_max`` entries, so one busy
+subscription never holds the event loop for long.
+
+Reads that move the cursor's read position (reads, rewinds, resets) happen under the
+subscription's ``cursor_lock``, so a seek never interleaves with a read in flight. After
+a read returns the dispatcher checks that what it read for is still true (the consumer is
+still active, no rewind was asked meanwhile) and otherwise drops the entries: they are
+read again after the rewind.
+
+The kinds (one module each):
+
+- ``single_active_dispatcher``: Exclusive and Failover, one active consumer at a time;
+- ``shared_dispatcher``: Shared, round-robin over consumers with permits;
+- ``key_shared_dispatcher``: Key_Shared, each key's hash owned by one consumer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from georep.broker.consumer import Consumer, SubType
+from georep.broker.entry import Entry
+from georep.invariant import InvariantViolation, invariant
+
+if TYPE_CHECKING:
+    from georep.broker.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+#: Rounds run back to back before the dispatcher yields to the event loop once.
+_ROUNDS_PER_YIELD = 4
+#: Pause after an unexpected error in a round (a storage read failed, say).
+_ERROR_BACKOFF_S = 0.5
+
+
+class Dispatcher(ABC):
+    def __init__(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        self.consumers: list[Consumer] = []
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self.stats = {"rounds": 0, "entries_read": 0, "read_errors": 0}
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.subscription})"
+
+    @property
+    def cursor(self):
+        return self.subscription.cursor
+
+    # -- what the subscription calls --
+
+    @abstractmethod
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach ``consumer`` or raise a BrokerError (ConsumerBusy, ...)."""
+
+    @abstractmethod
+    def remove_consumer(self, consumer: Consumer) -> None:
+        """Detach ``consumer``; what it held unacknowledged is delivered again."""
+
+    @abstractmethod
+    def redeliver(self, consumer: Consumer, positions: list[tuple[int, int]] | None) -> None:
+        """Deliver again what ``consumer`` holds (all of it when ``positions`` is None)."""
+
+    def acknowledged(self, positions: list[tuple[int, int]]) -> None:  # noqa: B027 - a hook
+        """Entries acknowledged individually (a dispatcher holding them for replay drops them)."""
+
+    @abstractmethod
+    def cursor_was_reset(self) -> None:
+        """The cursor was reset (seek): forget positions held for redelivery."""
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    async def close(self) -> None:
+        self._closed = True
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    # -- the loop --
+
+    async def _run(self) -> None:
+        while not self._closed:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            try:
+                rounds = 0
+                while not self._closed and await self._round():
+                    self.stats["rounds"] += 1
+                    rounds += 1
+                    if rounds % _ROUNDS_PER_YIELD == 0:
+                        await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                raise
+            except InvariantViolation as error:
+                asyncio.get_running_loop().call_exception_handler(
+                    {"message": f"{self}: invariant violated", "exception": error}
+                )
+                raise
+            except Exception as error:
+                self.stats["read_errors"] += 1
+                log.warning("%s: dispatch round failed: %s", self, error)
+                await asyncio.sleep(_ERROR_BACKOFF_S)
+                self.wake()
+
+    @abstractmethod
+    async def _round(self) -> bool:
+        """Dispatch what can be dispatched now; True if another round may do more."""
+
+    async def _read_new(self, count: int) -> list[Entry]:
+        """Read up to ``count`` entries at the cursor's read position (which moves)."""
+        invariant(count > 0, "read of no entries")
+        async with self.subscription.cursor_lock:
+            raw = await self.cursor.read_entries(count)
+        self.stats["entries_read"] += len(raw)
+        return [Entry.of(tuple(position), data) for position, data in raw]
+
+
+def new_dispatcher(subscription: Subscription, sub_type: int) -> Dispatcher:
+    # Imported here: each kind's module imports this one.
+    if sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):
+        from georep.broker.single_active_dispatcher import SingleActiveConsumerDispatcher
+
+        return SingleActiveConsumerDispatcher(subscription, sub_type)
+    if sub_type == SubType.SHARED:
+        from georep.broker.shared_dispatcher import SharedDispatcher
+
+        return SharedDispatcher(subscription)
+    invariant(sub_type == SubType.KEY_SHARED, f"unknown subscription type {sub_type}")
+    from georep.broker.key_shared_dispatcher import KeySharedDispatcher
+
+    return KeySharedDispatcher(subscription)

@@ -1,0 +1,105 @@
+"""``georep cluster``: run the embedded cluster as a process (on uvloop).
+
+Once the broker serves it prints one line to stdout,
+``CLUSTER_READY pulsar://HOST:BROKER_PORT http://HOST:ADMIN_PORT``, so a parent process (a
+test harness, ``georep up``) learns the ports it got with port 0. SIGTERM and SIGINT stop
+it cleanly: connections closed, acknowledgements and deduplication state persisted,
+ledgers closed, bookies checkpointed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from georep.broker.cluster import Cluster, ClusterConfig
+from georep.invariant import InvariantViolation
+
+log = logging.getLogger(__name__)
+
+READY_PREFIX = "CLUSTER_READY"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", required=True, help="cluster name")
+    parser.add_argument("--data", required=True, type=Path, help="data directory")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    parser.add_argument("--broker-port", type=int, default=6650, help="Pulsar protocol port")
+    parser.add_argument("--admin-port", type=int, default=8080, help="admin HTTP port")
+    parser.add_argument(
+        "--metadata",
+        default=None,
+        metavar="URL",
+        help="metadata store URL (default: SQLite under --data)",
+    )
+    parser.add_argument(
+        "--bookies",
+        default="",
+        metavar="HOST:PORT,...",
+        help="external bookies (default: three in-process bookies under --data)",
+    )
+    parser.add_argument("--ensemble", type=int, default=3, help="ensemble size E")
+    parser.add_argument("--write-quorum", type=int, default=2, help="write quorum Qw")
+    parser.add_argument("--ack-quorum", type=int, default=2, help="ack quorum Qa")
+    parser.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="DANGER: in-process bookies never fsync; a power loss loses acknowledged "
+        "messages (a process crash does not). For tests and benchmarks only.",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> ClusterConfig:
+    bookies = [b.strip() for b in args.bookies.split(",") if b.strip()]
+    return ClusterConfig(
+        name=args.name,
+        data_dir=args.data,
+        broker_host=args.host,
+        broker_port=args.broker_port,
+        admin_port=args.admin_port,
+        metadata_url=args.metadata,
+        bookies=bookies,
+        ensemble_size=args.ensemble,
+        write_quorum=args.write_quorum,
+        ack_quorum=args.ack_quorum,
+        fsync=not args.no_fsync,
+    )
+
+
+async def serve(config: ClusterConfig) -> int:
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_exception_handler)
+    cluster = await Cluster(config).start()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(f"{READY_PREFIX} {cluster.broker_url} {cluster.admin_url or ''}".rstrip(), flush=True)
+    await stopping.wait()
+    log.info("signal received; stopping")
+    await cluster.stop()
+    return 0
+
+
+def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    exception = context.get("exception")
+    if isinstance(exception, InvariantViolation):
+        # A broken invariant is a bug: stop rather than serve from state we don't trust.
+        log.critical("invariant violated: %s", context.get("message"), exc_info=exception)
+        logging.shutdown()
+        os._exit(70)
+    loop.default_exception_handler(context)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+    except ValueError as error:
+        log.error("%s", error)
+        return 2
+    import uvloop
+
+    return uvloop.run(serve(config))

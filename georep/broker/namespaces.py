@@ -1,0 +1,68 @@
+"""Which namespaces exist, as the broker sees them.
+
+Tenants and namespaces live in the metadata store (tables ``tenants`` and ``namespaces``),
+kept by the cluster admin REST; the broker only reads them, to refuse topics of a
+namespace that does not exist, and creates the defaults, tenant ``public`` with namespace
+``public/default``, when the cluster starts.
+
+Every lookup, producer and consumer asks, so answers are cached: a namespace seen to exist
+is trusted for ``limits.namespace_cache_s_default`` seconds (or until :meth:`forget`, which
+the admin REST calls when it deletes one); a missing one is asked again each time, so a
+namespace just created is usable at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from georep import limits
+from georep.broker.topic_name import check_namespace
+
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "public/default"
+
+
+class Namespaces:
+    def __init__(
+        self,
+        store,
+        *,
+        cache_s: float = limits.namespace_cache_s_default,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._cache_s = cache_s
+        self._clock = clock
+        #: namespace -> when it was last seen to exist
+        self._seen: dict[str, float] = {}
+
+    async def exists(self, namespace: str) -> bool:
+        seen = self._seen.get(namespace)
+        now = self._clock()
+        if seen is not None and now - seen < self._cache_s:
+            return True
+        tenant, _, name = namespace.partition("/")
+        found = await self._store.get_namespace(tenant, name) is not None
+        if found:
+            if len(self._seen) >= limits.namespaces_count_max:
+                self._seen.clear()
+            self._seen[namespace] = now
+        else:
+            self._seen.pop(namespace, None)
+        return found
+
+    def forget(self, namespace: str) -> None:
+        self._seen.pop(namespace, None)
+
+    async def ensure(self, namespace: str) -> None:
+        """Create ``namespace`` (and its tenant) unless they exist."""
+        check_namespace(namespace)
+        tenant, _, name = namespace.partition("/")
+        if await self._store.get_tenant(tenant) is None:
+            await self._store.create_tenant(tenant)
+        if await self._store.get_namespace(tenant, name) is None:
+            await self._store.create_namespace(tenant, name)
+
+    async def ensure_defaults(self) -> None:
+        await self.ensure(DEFAULT_NAMESPACE)

@@ -1,0 +1,157 @@
+"""One producer on a topic: SENDs in, receipts out, in order.
+
+Each SEND becomes an entry of the topic (the frame's headers and payload, stored as
+received) unless deduplication (``deduplication.py``) finds its sequence id already
+pushed. Every SEND gets exactly one answer, in the order the SENDs arrived, whatever
+order storage completes them in: the producer keeps a queue of sends and, whenever one
+completes, answers from the head while the head is done. The client relies on this: a
+receipt for anything but the oldest pending sequence id makes it drop the connection.
+
+Answers: SEND_RECEIPT with the entry's message id; for a duplicate, SEND_RECEIPT with
+message id (-1, -1) as Pulsar does; SEND_ERROR when storage failed (the topic then fences
+itself and closes its producers, which reconnect and resend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from georep.broker.deduplication import DupStatus
+from georep.broker.errors import BrokerError, PersistenceError
+from georep.broker.message_id import message_id
+from georep.broker.protocol import commands
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+
+if TYPE_CHECKING:
+    from georep.broker.connection import ServerConnection
+    from georep.broker.protocol.frames import Frame
+    from georep.broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+_DUPLICATE_ID = (-1, -1)
+
+
+@dataclass(slots=True)
+class _PendingSend:
+    sequence_id: int
+    highest_sequence_id: int
+    #: Resolves to the entry's position, or None for a duplicate.
+    future: asyncio.Future
+
+
+class Producer:
+    def __init__(
+        self,
+        *,
+        topic: PersistentTopic,
+        connection: ServerConnection,
+        producer_id: int,
+        name: str,
+        access_mode: int = pb.PRODUCER_ACCESS_SHARED,
+        user_provided_name: bool = True,
+    ) -> None:
+        self.topic = topic
+        self.connection = connection
+        self.producer_id = producer_id
+        self.name = name
+        self.access_mode = access_mode
+        self.user_provided_name = user_provided_name
+        self.closed = False
+        self._pending: collections.deque[_PendingSend] = collections.deque()
+        self.stats = {"messages_in": 0, "entries_in": 0, "bytes_in": 0, "duplicates": 0}
+
+    def __repr__(self) -> str:
+        return f"Producer({self.producer_id} {self.name!r} on {self.topic.name})"
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def send(self, frame: Frame) -> None:
+        """Take one SEND; its answer comes later, in order."""
+        send = frame.command.send
+        sequence_id = send.sequence_id
+        highest = highest_sequence_id(sequence_id, send.highest_sequence_id, send.num_messages)
+        loop = asyncio.get_running_loop()
+        dedup = self.topic.dedup
+        status = dedup.check(self.name, sequence_id)
+        if status is DupStatus.DUPLICATE:
+            future = loop.create_future()
+            future.set_result(None)
+            self.stats["duplicates"] += 1
+        elif status is DupStatus.IN_FLIGHT:
+            future = loop.create_future()
+            waiter = dedup.wait_persisted(self.name, highest)
+            waiter.add_done_callback(lambda done: _chain(done, future))
+            self.stats["duplicates"] += 1
+        else:
+            try:
+                future = self.topic.publish(self.name, highest, frame.headers_and_payload)
+            except BrokerError as error:
+                future = loop.create_future()
+                future.set_exception(error)
+            else:
+                self.stats["messages_in"] += max(1, send.num_messages)
+                self.stats["entries_in"] += 1
+                self.stats["bytes_in"] += len(frame.headers_and_payload)
+        self._pending.append(_PendingSend(sequence_id, highest, future))
+        self.connection.publish_started()
+        future.add_done_callback(self._answer_ready)
+
+    def _answer_ready(self, _future: asyncio.Future) -> None:
+        while self._pending and self._pending[0].future.done():
+            pending = self._pending.popleft()
+            self.connection.publish_finished()
+            if self.closed:
+                continue
+            self.connection.send_command(self._answer(pending))
+
+    def _answer(self, pending: _PendingSend) -> pb.BaseCommand:
+        future = pending.future
+        error = future.exception() if not future.cancelled() else PersistenceError("cancelled")
+        if error is not None:
+            server_error = (
+                error.server_error if isinstance(error, BrokerError) else pb.PERSISTENCE_ERROR
+            )
+            return commands.send_error(
+                self.producer_id, pending.sequence_id, server_error, str(error) or repr(error)
+            )
+        position = future.result()
+        if position is None:
+            data = message_id(_DUPLICATE_ID)
+        else:
+            data = message_id(tuple(position), self.topic.name.partition_index)
+        return commands.send_receipt(
+            self.producer_id, pending.sequence_id, data, pending.highest_sequence_id
+        )
+
+    def close(self) -> None:
+        """Stop answering: the client closed the producer or its connection is gone.
+        Sends in flight still complete in storage."""
+        if not self.closed:
+            self.closed = True
+            self.topic.remove_producer(self)
+
+
+def highest_sequence_id(sequence_id: int, highest: int, messages: int) -> int:
+    """The last sequence id an entry carries. The C++ client never sets
+    ``highest_sequence_id``: a batch of n carries ids ``sequence_id .. sequence_id + n - 1``
+    (the client numbers messages consecutively), so that is its highest. The same rule
+    applies when the state is rebuilt from stored metadata (``deduplication.py``)."""
+    return max(sequence_id, highest, sequence_id + max(1, messages) - 1)
+
+
+def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(None)

@@ -1,0 +1,124 @@
+"""The Pulsar protocol server: asyncio glue between sockets and ``ServerConnection``.
+
+One ``asyncio.Protocol`` per socket feeds bytes to its connection and tells it when the
+socket's write buffer passes ``limits.connection_dispatch_buffer_bytes_max`` (dispatch to
+that connection's consumers pauses until the client reads). One ticker task calls every
+connection's ``tick`` each second (handshake deadline, keep-alive). Past
+``limits.broker_connections_max`` connections a new socket is closed at once.
+
+Stopping: stop accepting, close every connection ("broker stopping"), and wait for their
+producers and consumers to be detached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from georep import limits
+from georep.broker.connection import ServerConnection
+from georep.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+_TICK_S = 1.0
+
+
+class _PulsarProtocol(asyncio.Protocol):
+    def __init__(self, server: BrokerServer) -> None:
+        self._server = server
+        self._connection: ServerConnection | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peername = transport.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        if len(self._server.connections) >= limits.broker_connections_max:
+            log.warning("refusing %s: %d connections open", peer, len(self._server.connections))
+            transport.close()
+            return
+        transport.set_write_buffer_limits(high=limits.connection_dispatch_buffer_bytes_max)
+        self._connection = ServerConnection(
+            self._server.service, transport, peer=peer, clock=self._server.clock
+        )
+        self._server.connections.add(self._connection)
+
+    def data_received(self, data: bytes) -> None:
+        if self._connection is not None:
+            self._connection.data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._connection is not None:
+            self._connection.connection_lost(exc)
+            self._server.forget(self._connection)
+
+    def pause_writing(self) -> None:
+        if self._connection is not None:
+            self._connection.set_writable(False)
+
+    def resume_writing(self) -> None:
+        if self._connection is not None:
+            self._connection.set_writable(True)
+
+
+class BrokerServer:
+    def __init__(
+        self,
+        service: BrokerService,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.service = service
+        self.host = host
+        self.port = port
+        self.clock = clock
+        self.connections: set[ServerConnection] = set()
+        self._cleanups: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+        self._ticker: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _PulsarProtocol(self), self.host, self.port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ticker = loop.create_task(self._tick())
+        log.info("Pulsar protocol on %s:%d", self.host, self.port)
+
+    @property
+    def url(self) -> str:
+        return f"pulsar://{self.host}:{self.port}"
+
+    def forget(self, connection: ServerConnection) -> None:
+        self.connections.discard(connection)
+        if connection.cleanup is not None and not connection.cleanup.done():
+            self._cleanups.add(connection.cleanup)
+            connection.cleanup.add_done_callback(self._cleanups.discard)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(_TICK_S)
+            now = self.clock()
+            for connection in list(self.connections):
+                connection.tick(now)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+        for connection in list(self.connections):
+            connection.close("broker stopping")
+            self.forget(connection)
+        if self._cleanups:
+            await asyncio.gather(*self._cleanups, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)

@@ -1,0 +1,412 @@
+"""A subscription: a durable cursor on the topic, its consumers, and its dispatcher.
+
+Acknowledgement state lives in three places, from durable to fleeting:
+
+1. the cursor: mark-delete position (MDP) and individually deleted ranges, persisted by
+   the managed ledger and restored on restart;
+2. :class:`CursorUpdates`: acknowledgements taken from clients and not yet persisted,
+   written to the cursor by one flusher task in groups (one ``mark_delete`` and one
+   ``delete`` per round, however many ACK commands arrived meanwhile);
+3. in memory only: partially acknowledged batches (entry -> bitset of the members still
+   unacknowledged) and redelivery counts. After a restart a partially acknowledged batch
+   is delivered whole again; the client's own tracker filters what it acknowledged
+   before, and a new client gets the whole batch (at-least-once).
+
+Batches: an entry of a batch is deleted on the cursor only when every member is
+acknowledged. Worked example, a batch of 3 at (5, 7): ``ack (5,7) ack_set=[0b110]``
+(member 0 done) leaves 0b110 remembered; ``ack (5,7) ack_set=[0b011]`` (member 2 done,
+as the client's bitset says) leaves 0b010; ``ack (5,7)`` without a bitset (member 1,
+the last) deletes (5,7) on the cursor. A redelivered (5,7) carries ``ack_set`` = the
+remembered bits, so the client skips the members already acknowledged.
+
+Markers (entries with ``marker_type``): never dispatched. The dispatcher hands them to
+:meth:`Subscription.note_marker`; a marker is deleted on the cursor only when it is the
+entry right after the MDP, so acknowledging it moves the MDP over it and never leaves a
+hole in a lagging subscription's acknowledged ranges (the failure mode of Pulsar issue
+10054, where dispatchers auto-acknowledged markers wherever they were read). Example:
+MDP (5,2), marker at (5,4) read while (5,3) is unacknowledged: nothing happens; when
+(5,3) is acknowledged the MDP reaches (5,3), the marker is next, and it is deleted too,
+so the MDP reaches (5,4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from georep import limits
+from georep.broker.consumer import Consumer, SubType
+from georep.broker.entry import Entry
+from georep.broker.errors import ConsumerBusy, NotAllowed
+from georep.broker.message_id import position_of, unacknowledged_bits
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.storage.errors import StorageError
+from georep.storage.managed_ledger import Position as LogPosition
+
+if TYPE_CHECKING:
+    from georep.broker.dispatcher import Dispatcher
+    from georep.broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+Position = tuple[int, int]
+
+#: Seconds between retries of a cursor write that failed, and how many retries.
+_CURSOR_RETRY_S = 0.5
+_CURSOR_RETRIES_MAX = 20
+
+SHARED_TYPES = frozenset({SubType.SHARED, SubType.KEY_SHARED})
+
+
+class CursorUpdates:
+    """Acknowledgements on their way to the cursor, written by one task in groups.
+
+    ``mark_delete(p)`` and ``delete(ps)`` return at once; ``covers(p)`` answers whether
+    ``p`` is acknowledged but maybe not yet persisted; ``flush()`` waits until everything
+    handed in so far is durable (or given up after retries, which is logged: the
+    messages will then be delivered again after a restart, never lost).
+    """
+
+    def __init__(self, cursor, on_flushed) -> None:
+        self._cursor = cursor
+        self._on_flushed = on_flushed
+        self._mark_delete: Position | None = None
+        self._deletes: set[Position] = set()
+        self._in_flight_mark_delete: Position | None = None
+        self._in_flight_deletes: frozenset[Position] = frozenset()
+        self._task: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.stats = {"flushes": 0, "failures": 0}
+
+    def mark_delete(self, position: Position) -> None:
+        if self._mark_delete is None or position > self._mark_delete:
+            self._mark_delete = position
+            self._deletes = {p for p in self._deletes if p > position}
+        self._kick()
+
+    def delete(self, positions: list[Position]) -> None:
+        floor = self._mark_delete
+        self._deletes.update(p for p in positions if floor is None or p > floor)
+        self._kick()
+
+    def covers(self, position: Position) -> bool:
+        for floor in (self._mark_delete, self._in_flight_mark_delete):
+            if floor is not None and position <= floor:
+                return True
+        return position in self._deletes or position in self._in_flight_deletes
+
+    @property
+    def mark_delete_target(self) -> Position | None:
+        """The highest mark-delete asked for and not yet persisted."""
+        targets = [p for p in (self._mark_delete, self._in_flight_mark_delete) if p is not None]
+        return max(targets) if targets else None
+
+    async def flush(self) -> None:
+        while not self._idle.is_set():
+            await self._idle.wait()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+    def _kick(self) -> None:
+        if self._task is None or self._task.done():
+            self._idle.clear()
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        try:
+            while self._mark_delete is not None or self._deletes:
+                mark_delete, self._mark_delete = self._mark_delete, None
+                deletes, self._deletes = frozenset(self._deletes), set()
+                self._in_flight_mark_delete = mark_delete
+                self._in_flight_deletes = deletes
+                try:
+                    await self._write(mark_delete, deletes)
+                finally:
+                    self._in_flight_mark_delete = None
+                    self._in_flight_deletes = frozenset()
+                self.stats["flushes"] += 1
+                self._on_flushed()
+        finally:
+            self._idle.set()
+
+    async def _write(self, mark_delete: Position | None, deletes: frozenset[Position]) -> None:
+        for attempt in range(_CURSOR_RETRIES_MAX):
+            try:
+                current = self._cursor.mark_delete_position
+                if mark_delete is not None and mark_delete > current:
+                    await self._cursor.mark_delete(LogPosition(*mark_delete))
+                    current = self._cursor.mark_delete_position
+                remaining = sorted(LogPosition(*p) for p in deletes if p > current)
+                if remaining:
+                    await self._cursor.delete(remaining)
+                return
+            except asyncio.CancelledError:
+                raise
+            except StorageError as error:  # retry: the acks are still wanted
+                self.stats["failures"] += 1
+                log.warning(
+                    "cursor %s: persisting acknowledgements failed (attempt %d): %s",
+                    self._cursor.name,
+                    attempt + 1,
+                    error,
+                )
+                await asyncio.sleep(_CURSOR_RETRY_S)
+        log.error(
+            "cursor %s: giving up persisting acknowledgements; they will be delivered again",
+            self._cursor.name,
+        )
+
+
+class Subscription:
+    def __init__(self, topic: PersistentTopic, name: str, cursor, *, durable: bool = True) -> None:
+        self.topic = topic
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.sub_type: int | None = None
+        self.dispatcher: Dispatcher | None = None
+        #: entry -> bits of the batch members still unacknowledged
+        self.partial_batches: dict[Position, int] = {}
+        self.redelivery_counts: dict[Position, int] = {}
+        self._markers: set[Position] = set()
+        self.updates = CursorUpdates(cursor, self._after_flush)
+        #: Held by whoever moves the cursor's read position (dispatch reads, rewind, reset).
+        self.cursor_lock = asyncio.Lock()
+        self.closed = False
+        self.stats = {"messages_acked": 0, "markers_skipped": 0, "redeliveries": 0}
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.topic.name} {self.name!r})"
+
+    @property
+    def ledger(self):
+        return self.topic.ledger
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return list(self.dispatcher.consumers) if self.dispatcher is not None else []
+
+    # -- consumers --
+
+    async def add_consumer(self, consumer: Consumer) -> None:
+        from georep.broker.dispatcher import new_dispatcher  # dispatchers import this module
+
+        if self.closed:
+            raise ConsumerBusy(f"subscription {self.name!r} is closing")
+        if self.dispatcher is not None and self.dispatcher.consumers:
+            if consumer.sub_type != self.sub_type:
+                current = SubType.Name(self.sub_type)
+                raise ConsumerBusy(
+                    f"subscription {self.name!r} is {current} and has consumers;"
+                    f" cannot attach a {SubType.Name(consumer.sub_type)} consumer"
+                )
+        elif self.dispatcher is None or self.sub_type != consumer.sub_type:
+            if self.dispatcher is not None:
+                await self.dispatcher.close()
+            self.sub_type = consumer.sub_type
+            self.dispatcher = new_dispatcher(self, consumer.sub_type)
+        self.dispatcher.add_consumer(consumer)
+
+    async def remove_consumer(self, consumer: Consumer) -> None:
+        """The consumer closed or its connection went away: redeliver what it held.
+        Returns once the acknowledgements taken so far are persisted."""
+        self._detach(consumer)
+        await self.updates.flush()
+        if not self.durable and not self.consumers and not self.closed:
+            await self.topic.delete_subscription(self.name)
+
+    def _detach(self, consumer: Consumer) -> None:
+        consumer.closed = True
+        if self.dispatcher is not None and consumer in self.dispatcher.consumers:
+            self.dispatcher.remove_consumer(consumer)
+
+    def can_unsubscribe(self, consumer: Consumer) -> bool:
+        return self.consumers == [consumer]
+
+    # -- what dispatchers ask --
+
+    def is_acknowledged(self, position: Position) -> bool:
+        return self.updates.covers(position) or self.cursor.is_acknowledged(position)
+
+    def deliverable(self, entries: list[Entry]) -> list[Entry]:
+        """``entries`` without markers (noted for MDP advancement) and without entries
+        acknowledged since they were read."""
+        out = []
+        for entry in entries:
+            if entry.is_marker:
+                self.note_marker(entry.position)
+            elif not self.is_acknowledged(entry.position):
+                out.append(entry)
+        return out
+
+    def send(self, consumer: Consumer, entry: Entry) -> None:
+        consumer.send(
+            entry,
+            self.redelivery_counts.get(entry.position, 0),
+            self.partial_batches.get(entry.position),
+        )
+
+    def count_redelivery(self, positions: list[Position]) -> None:
+        for position in positions:
+            self.redelivery_counts[position] = self.redelivery_counts.get(position, 0) + 1
+        self.stats["redeliveries"] += len(positions)
+
+    def note_marker(self, position: Position) -> None:
+        self.stats["markers_skipped"] += 1
+        if len(self._markers) >= limits.subscription_markers_max:
+            # Too many markers waiting for the MDP: acknowledge this one where it is. It
+            # leaves a hole in the ranges, which is the lesser harm than forgetting it.
+            log.warning(
+                "%s: %d markers pending; deleting %s individually",
+                self,
+                len(self._markers),
+                position,
+            )
+            self.updates.delete([position])
+            return
+        self._markers.add(position)
+        self._advance_over_markers()
+
+    # -- acknowledgements --
+
+    def acknowledge(self, consumer: Consumer, ack: pb.Ack) -> None:
+        if ack.ack_type == pb.Ack.CUMULATIVE:
+            self._acknowledge_cumulative(consumer, ack)
+        else:
+            self._acknowledge_individual(consumer, ack)
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
+
+    def _in_range(self, position: Position) -> bool:
+        """An entry of the log above the MDP (anything else a client acknowledges is
+        ignored: already acknowledged, or not a message of this topic)."""
+        return (
+            position[0] >= 0
+            and position[1] >= 0
+            and position > self.cursor.mark_delete_position
+            and self.ledger.is_entry(LogPosition(*position))
+        )
+
+    def _acknowledge_cumulative(self, consumer: Consumer, ack: pb.Ack) -> None:
+        if self.sub_type in SHARED_TYPES:
+            raise NotAllowed(
+                f"cumulative acknowledgement on a {SubType.Name(self.sub_type)} subscription"
+            )
+        if len(ack.message_id) != 1:
+            raise NotAllowed(f"a cumulative ack names one message, not {len(ack.message_id)}")
+        data = ack.message_id[0]
+        position = position_of(data)
+        if not self._in_range(position):
+            return
+        remaining = unacknowledged_bits(data.ack_set)
+        target: Position | None = position
+        if remaining is not None:
+            self._merge_partial(position, remaining)
+            target = (position[0], position[1] - 1) if position[1] > 0 else None
+        if target is None:
+            return
+        for held in list(self.partial_batches):
+            if held <= target:
+                del self.partial_batches[held]
+        for held in [p for p in self.redelivery_counts if p <= target]:
+            del self.redelivery_counts[held]
+        for member in self.consumers:
+            member.acknowledged_up_to(target)
+        self.stats["messages_acked"] += 1
+        self.updates.mark_delete(target)
+
+    def _acknowledge_individual(self, consumer: Consumer, ack: pb.Ack) -> None:
+        whole: list[Position] = []
+        for data in ack.message_id:
+            position = position_of(data)
+            if not self._in_range(position):
+                continue
+            remaining = unacknowledged_bits(data.ack_set)
+            if remaining is not None and self._merge_partial(position, remaining):
+                continue
+            whole.append(position)
+        if not whole:
+            return
+        others = [c for c in self.consumers if c is not consumer]
+        for position in whole:
+            self.partial_batches.pop(position, None)
+            self.redelivery_counts.pop(position, None)
+            if not consumer.acknowledged(position):
+                for other in others:
+                    if other.acknowledged(position):
+                        break
+        if self.dispatcher is not None:
+            self.dispatcher.acknowledged(whole)
+        self.stats["messages_acked"] += len(whole)
+        self.updates.delete(whole)
+
+    def _merge_partial(self, position: Position, remaining: int) -> bool:
+        """Record a partial batch ack; True while some members remain unacknowledged."""
+        merged = self.partial_batches.get(position, remaining) & remaining
+        if merged == 0:
+            self.partial_batches.pop(position, None)
+            return False
+        if position not in self.partial_batches and (
+            len(self.partial_batches) >= limits.subscription_partial_batches_max
+        ):
+            return True  # cannot remember more: the batch is delivered whole again
+        self.partial_batches[position] = merged
+        return True
+
+    def _after_flush(self) -> None:
+        self._advance_over_markers()
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
+
+    def _advance_over_markers(self) -> None:
+        if not self._markers:
+            return
+        mark_delete = tuple(self.cursor.mark_delete_position)
+        target = self.updates.mark_delete_target
+        if target is not None and target > mark_delete:
+            return  # a mark-delete is on its way; look again once it is persisted
+        self._markers = {p for p in self._markers if p > mark_delete}
+        following = self.ledger.next_position(self.cursor.mark_delete_position)
+        if tuple(following) in self._markers:
+            self._markers.discard(tuple(following))
+            self.updates.delete([tuple(following)])
+
+    # -- redelivery, reset, removal --
+
+    def redeliver(self, consumer: Consumer, message_ids: list[pb.MessageIdData]) -> None:
+        if self.dispatcher is None:
+            return
+        positions = [position_of(data) for data in message_ids] if message_ids else None
+        self.dispatcher.redeliver(consumer, positions)
+
+    async def reset_cursor(self, position) -> None:
+        """Seek: every consumer is disconnected (the clients reconnect and read from
+        ``position``), partial state is dropped, and the cursor is reset."""
+        for consumer in self.consumers:
+            consumer.connection.close_consumer_from_broker(consumer)
+            self._detach(consumer)
+        async with self.cursor_lock:
+            await self.updates.flush()
+            await self.cursor.reset(LogPosition(*position))
+            self.partial_batches.clear()
+            self.redelivery_counts.clear()
+            self._markers.clear()
+            if self.dispatcher is not None:
+                self.dispatcher.cursor_was_reset()
+
+    async def close(self, *, disconnect: bool = True) -> None:
+        self.closed = True
+        for consumer in self.consumers:
+            if disconnect:
+                consumer.connection.close_consumer_from_broker(consumer)
+            consumer.closed = True
+        if self.dispatcher is not None:
+            await self.dispatcher.close()
+        with contextlib.suppress(Exception):
+            await self.updates.flush()
+        self.updates.close()

@@ -1,0 +1,325 @@
+"""A persistent topic: one managed ledger, its producers and its subscriptions.
+
+Publishing: ``publish`` hands the entry to the managed ledger (``append_async``, which
+confirms in order), records the sequence id with deduplication, and when storage confirms
+wakes every subscription's dispatcher. If a write fails the topic *fences*: it refuses
+new publishes and closes every producer (the clients reconnect and resend what they had
+pending), until all writes in flight have completed; then deduplication forgets what was
+pushed and not persisted, and the topic takes producers again. Without the fence a later
+write could succeed after an earlier one failed, and the resent earlier message would
+land after it (or be dropped as a duplicate of a higher sequence id).
+
+Subscriptions are created on first subscribe and kept while the topic is loaded; their
+cursors persist in the managed ledger. Cursors named ``pulsar.*`` are the broker's own
+(deduplication; non-durable readers under ``pulsar.reader.``) and are never
+subscriptions. A subscription name starting with ``pulsar.`` is refused, as in Pulsar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from georep import limits
+from georep.broker.consumer import Consumer
+from georep.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
+from georep.broker.deduplication import MessageDeduplication
+from georep.broker.entry import parse_metadata
+from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.subscription import Subscription
+from georep.broker.topic_name import TopicName
+from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
+from georep.storage.managed_ledger import Position
+
+if TYPE_CHECKING:
+    from georep.broker.producer import Producer
+
+log = logging.getLogger(__name__)
+
+SYSTEM_CURSOR_PREFIX = "pulsar."
+READER_CURSOR_PREFIX = "pulsar.reader."
+
+
+def is_system_cursor(name: str) -> bool:
+    return name.startswith(SYSTEM_CURSOR_PREFIX)
+
+
+class PersistentTopic:
+    def __init__(
+        self,
+        name: TopicName,
+        ledger,
+        *,
+        on_dead: Callable[[PersistentTopic], None] = lambda _topic: None,
+    ) -> None:
+        self.name = name
+        self.ledger = ledger
+        self._on_dead = on_dead
+        #: Entries handed to ``publish`` and not yet handed to the managed ledger.
+        self._appends: collections.deque[tuple[bytes, asyncio.Future]] = collections.deque()
+        self._appender: asyncio.Task[None] | None = None
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.dedup = MessageDeduplication(ledger, is_connected=lambda n: n in self.producers)
+        self._fenced = False
+        self._pending_publishes = 0
+        self._subscribe_lock = asyncio.Lock()
+        self.closed = False
+        self.stats = {"publish_failures": 0, "fences": 0}
+
+    def __repr__(self) -> str:
+        return f"PersistentTopic({self.name})"
+
+    @classmethod
+    async def load(cls, name: TopicName, ledger, **options) -> PersistentTopic:
+        topic = cls(name, ledger, **options)
+        for cursor_name in list(ledger.cursors):
+            if cursor_name.startswith(READER_CURSOR_PREFIX):  # left by a crash
+                await ledger.delete_cursor(cursor_name)
+        await topic.dedup.recover()
+        return topic
+
+    # -- producers --
+
+    def add_producer(self, producer: Producer) -> None:
+        if self.closed:
+            raise ServiceNotReady(f"topic {self.name} is closing")
+        if self._fenced:
+            raise ServiceNotReady(f"topic {self.name} is fenced after a storage failure")
+        if producer.name in self.producers:
+            raise ProducerBusy(f"producer {producer.name!r} is already connected to {self.name}")
+        exclusive = pb.PRODUCER_ACCESS_EXCLUSIVE
+        if self.producers and (
+            producer.access_mode == exclusive
+            or any(p.access_mode == exclusive for p in self.producers.values())
+        ):
+            raise ProducerBusy(f"topic {self.name} has an exclusive producer, or you asked for one")
+        self.producers[producer.name] = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+
+    def publish(self, producer_name: str, highest_sequence_id: int, data: bytes) -> asyncio.Future:
+        """Queue ``data`` for the managed ledger; the future resolves to its position once
+        durable. Entries reach the ledger in call order, so positions follow it too."""
+        if self._fenced or self.closed:
+            raise ServiceNotReady(f"topic {self.name} is not taking writes now; retry")
+        self.dedup.record_pushed(producer_name, highest_sequence_id)
+        future = asyncio.get_running_loop().create_future()
+        self._appends.append((data, future))
+        if self._appender is None or self._appender.done():
+            self._appender = asyncio.get_running_loop().create_task(self._append_queued())
+        self._pending_publishes += 1
+
+        def done(completed: asyncio.Future) -> None:
+            self._pending_publishes -= 1
+            error = completed.exception() if not completed.cancelled() else None
+            if completed.cancelled() or error is not None:
+                self.stats["publish_failures"] += 1
+                self._fence(error or asyncio.CancelledError())
+            else:
+                self.dedup.record_persisted(producer_name, highest_sequence_id, completed.result())
+                self.notify_new_entries()
+            if self._fenced and self._pending_publishes == 0:
+                self._unfence()
+
+        future.add_done_callback(done)
+        return future
+
+    async def _append_queued(self) -> None:
+        while self._appends:
+            data, future = self._appends.popleft()
+            if future.done():
+                continue
+            try:
+                stored = await self.ledger.append_async(data)
+            except asyncio.CancelledError:
+                future.cancel()
+                raise
+            except Exception as error:
+                if not future.done():
+                    future.set_exception(error)
+                continue
+            stored.add_done_callback(lambda done, target=future: _copy_outcome(done, target))
+
+    def _fence(self, error: BaseException) -> None:
+        if not self._fenced:
+            self._fenced = True
+            self.stats["fences"] += 1
+            log.warning("topic %s fenced after a failed write: %r", self.name, error)
+            queued, self._appends = self._appends, collections.deque()
+            for _data, future in queued:  # not yet sent: fail them, keep the order
+                if not future.done():
+                    future.set_exception(
+                        ServiceNotReady(f"topic {self.name}: an earlier write failed")
+                    )
+            for producer in list(self.producers.values()):
+                producer.connection.close_producer_from_broker(producer)
+            if isinstance(error, ManagedLedgerFenced | ManagedLedgerClosed):
+                self._on_dead(self)  # another owner has the log: this instance is done
+        if self._pending_publishes == 0:
+            self._unfence()
+
+    def _unfence(self) -> None:
+        if self.closed:
+            return
+        self.dedup.reset_pushed(ServiceNotReady(f"topic {self.name}: an earlier write failed"))
+        self._fenced = False
+        log.info("topic %s takes writes again", self.name)
+
+    def notify_new_entries(self) -> None:
+        for subscription in self.subscriptions.values():
+            if subscription.dispatcher is not None:
+                subscription.dispatcher.wake()
+
+    # -- subscriptions --
+
+    async def subscribe(
+        self, consumer_factory, command: pb.Subscribe
+    ) -> tuple[Subscription, Consumer]:
+        """Find or create the subscription ``command`` names and attach a consumer made by
+        ``consumer_factory(subscription)``."""
+        name = command.subscription
+        if not name:
+            raise NotAllowed("empty subscription name")
+        if is_system_cursor(name):
+            raise NotAllowed(f"subscription name {name!r} is reserved (pulsar.*)")
+        if self.closed:
+            raise ServiceNotReady(f"topic {self.name} is closing")
+        async with self._subscribe_lock:
+            subscription = self.subscriptions.get(name)
+            if subscription is None:
+                subscription = await self._new_subscription(command)
+                self.subscriptions[name] = subscription
+            consumer = consumer_factory(subscription)
+            await subscription.add_consumer(consumer)
+        return subscription, consumer
+
+    async def _new_subscription(self, command: pb.Subscribe) -> Subscription:
+        name = command.subscription
+        if command.durable:
+            if command.initial_position == pb.Subscribe.EARLIEST:
+                start = "earliest"
+            else:
+                start = "latest"
+            cursor = await self.ledger.open_cursor(name, start=start)
+            return Subscription(self, name, cursor, durable=True)
+        start = _reader_start(command)
+        cursor = await self.ledger.open_cursor(f"{READER_CURSOR_PREFIX}{name}", start=start)
+        return Subscription(self, name, cursor, durable=False)
+
+    async def delete_subscription(self, name: str) -> None:
+        subscription = self.subscriptions.pop(name, None)
+        if subscription is None:
+            if name in _cursor_names(self.ledger) and not is_system_cursor(name):
+                await self.ledger.delete_cursor(name)
+                return
+            raise SubscriptionNotFound(f"no subscription {name!r} on {self.name}")
+        await subscription.close()
+        await self.ledger.delete_cursor(subscription.cursor.name)
+
+    def subscription_names(self) -> list[str]:
+        return sorted(n for n in _cursor_names(self.ledger) if not is_system_cursor(n))
+
+    # -- reading --
+
+    async def last_message_id(self) -> tuple[tuple[int, int], int]:
+        """((ledger id, entry id), batch index) of the last entry; entry id -1 if the
+        topic is empty. The batch index is that of the last message of a batch."""
+        last = self.ledger.last_confirmed
+        if last is None:
+            return (self.ledger.tail_position.ledger_id, -1), -1
+        metadata = parse_metadata(await self.ledger.read_entry(last))
+        if metadata is not None and metadata.HasField("num_messages_in_batch"):
+            return tuple(last), max(0, metadata.num_messages_in_batch - 1)
+        return tuple(last), -1
+
+    async def seek_target(self, target):
+        """The position a subscription reset to ``target`` ("earliest", "latest" or a
+        position) should read next, clamped to the entries that exist."""
+        last = self.ledger.last_confirmed
+        after_last = self.ledger.next_position(last) if last is not None else None
+        first = self.ledger.first_position
+        if target == "latest":
+            return after_last if after_last is not None else first
+        if target == "earliest":
+            return first if first is not None else after_last
+        position = Position(*target)
+        if after_last is not None and position >= tuple(after_last):
+            return after_last
+        if first is not None and position < tuple(first):
+            return first
+        return position
+
+    async def find_by_publish_time(self, publish_time_ms: int):
+        """The first entry published at or after ``publish_time_ms`` (a linear scan from
+        the oldest entry, ``limits.topic_scan_read_entries_max`` at a time), or the end."""
+        last = self.ledger.last_confirmed
+        position = self.ledger.first_position
+        while position is not None and last is not None and tuple(position) <= tuple(last):
+            batch = await self.ledger.read(position, limits.topic_scan_read_entries_max)
+            if not batch:
+                break
+            for entry_position, data in batch:
+                metadata = parse_metadata(data)
+                if metadata is not None and metadata.publish_time >= publish_time_ms:
+                    return entry_position
+            position = self.ledger.next_position(batch[-1][0])
+        return await self.seek_target("latest")
+
+    # -- life cycle --
+
+    async def close(self) -> None:
+        """Disconnect producers and consumers (they reconnect elsewhere or later), persist
+        what is pending, and close the ledger."""
+        if self.closed:
+            return
+        self.closed = True
+        for producer in list(self.producers.values()):
+            producer.connection.close_producer_from_broker(producer)
+        for subscription in list(self.subscriptions.values()):
+            await subscription.close()
+        for _data, future in self._appends:
+            if not future.done():
+                future.set_exception(ServiceNotReady(f"topic {self.name} is closing"))
+        self._appends.clear()
+        await self.dedup.close()
+        await self.ledger.close()
+
+
+def _cursor_names(ledger) -> list[str]:
+    return list(ledger.cursors)
+
+
+def _copy_outcome(source: asyncio.Future, target: asyncio.Future) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())
+    else:
+        target.set_result(source.result())
+
+
+def _reader_start(command: pb.Subscribe):
+    """Where a non-durable cursor starts: at the given message id (the client drops what
+    it should not see, honouring its own ``start_message_id_inclusive``), or at either end."""
+    from georep.broker.message_id import EARLIEST, LATEST, position_of
+
+    if not command.HasField("start_message_id"):
+        return "earliest" if command.initial_position == pb.Subscribe.EARLIEST else "latest"
+    position = position_of(command.start_message_id)
+    if position == EARLIEST or position[0] < 0:
+        return "earliest"
+    if position == LATEST:
+        return "latest"
+    return Position(*position)
+
+
+__all__ = ["DEDUP_CURSOR", "PersistentTopic", "is_system_cursor"]

@@ -1,0 +1,248 @@
+"""Test harness for the embedded broker, driven by the official pulsar-client.
+
+The client's calls block, and the broker runs on asyncio, so the two never share a
+thread:
+
+- :class:`InProcessCluster` runs a ``Cluster`` (in-process bookies, SQLite metadata) on an
+  event loop in a background thread; the test drives pulsar-client from its own thread and
+  may look at broker state with :meth:`InProcessCluster.call` (runs a coroutine function
+  on the broker's loop and returns its result);
+- :class:`ClusterProcess` runs ``georep cluster`` as a child process: started, waited for
+  (``CLUSTER_READY``), stopped with SIGTERM or killed with SIGKILL, restarted on the same
+  data directory and ports.
+
+:func:`client` makes a pulsar.Client with short timeouts and quiet logs; close it (the
+``with closing(client(...))`` form does). Topic names should be unique per test
+(:func:`unique_topic`): one cluster serves a whole test module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pulsar
+
+from georep.broker.cluster import Cluster, ClusterConfig
+
+#: Client-side deadlines: short, so a broker bug fails a test fast instead of hanging it.
+OPERATION_TIMEOUT_S = 10
+RECEIVE_TIMEOUT_MS = 5_000
+#: How long a test waits for something that should not come.
+QUIET_MS = 500
+
+_topics = itertools.count()
+
+
+def unique_topic(prefix: str = "t") -> str:
+    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:8]}-{next(_topics)}"
+
+
+def client(url: str, **options: Any) -> pulsar.Client:
+    options.setdefault("operation_timeout_seconds", OPERATION_TIMEOUT_S)
+    options.setdefault("connection_timeout_ms", 3_000)
+    options.setdefault("logger", pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    return pulsar.Client(url, **options)
+
+
+@contextlib.contextmanager
+def open_client(url: str, **options: Any) -> Iterator[pulsar.Client]:
+    pulsar_client = client(url, **options)
+    try:
+        yield pulsar_client
+    finally:
+        pulsar_client.close()
+
+
+def receive_all(consumer: pulsar.Consumer, count: int, *, ack: bool = True) -> list[pulsar.Message]:
+    """Receive exactly ``count`` messages (each within RECEIVE_TIMEOUT_MS), acking each."""
+    out = []
+    for _ in range(count):
+        message = consumer.receive(timeout_millis=RECEIVE_TIMEOUT_MS)
+        if ack:
+            consumer.acknowledge(message)
+        out.append(message)
+    return out
+
+
+def receive_none(consumer: pulsar.Consumer, wait_ms: int = QUIET_MS) -> list[bytes]:
+    """What arrives within ``wait_ms`` (expected: nothing)."""
+    extra = []
+    with contextlib.suppress(pulsar.Timeout):
+        while True:
+            extra.append(consumer.receive(timeout_millis=wait_ms).data())
+    return extra
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class InProcessCluster:
+    """A Cluster on an event loop in a daemon thread."""
+
+    def __init__(self, data_dir: Path, **config: Any) -> None:
+        config.setdefault("name", "test")
+        config.setdefault("fsync", False)
+        self.config = ClusterConfig(data_dir=data_dir, **config)
+        self.cluster: Cluster | None = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._errors: list[dict] = []
+        self._loop.set_exception_handler(self._record_error)
+
+    def _record_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        self._errors.append(context)
+        loop.default_exception_handler(context)
+
+    @property
+    def errors(self) -> list[dict]:
+        """What the loop's exception handler saw: must stay empty."""
+        return list(self._errors)
+
+    @property
+    def url(self) -> str:
+        return self.cluster.broker_url
+
+    def start(self) -> InProcessCluster:
+        self._thread.start()
+        self.cluster = self._run(Cluster(self.config).start(), timeout_s=60)
+        return self
+
+    def call(self, function: Callable[[Cluster], Any], timeout_s: float = 30) -> Any:
+        """Run ``function(cluster)`` (a coroutine function or a plain one) on the loop."""
+
+        async def run() -> Any:
+            result = function(self.cluster)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+
+        return self._run(run(), timeout_s)
+
+    def _run(self, coroutine, timeout_s: float) -> Any:
+        future: Future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return future.result(timeout_s)
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self._run(self.cluster.stop(), timeout_s=60)
+            self.cluster = None
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        if not self._loop.is_running():
+            self._loop.close()
+
+
+class ClusterProcess:
+    """``georep cluster`` as a child process, restartable on the same directory and ports."""
+
+    def __init__(self, data_dir: Path, *, name: str = "test", fsync: bool = False) -> None:
+        self.data_dir = data_dir
+        self.name = name
+        self.fsync = fsync
+        self.broker_port = free_port()
+        self.admin_port = free_port()
+        self.process: subprocess.Popen | None = None
+        self.ready_line = ""
+        self.log_path = data_dir.parent / f"{data_dir.name}.log"
+
+    @property
+    def url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.broker_port}"
+
+    def start(self, timeout_s: float = 60) -> str:
+        args = [
+            sys.executable,
+            "-m",
+            "georep",
+            "cluster",
+            "--name",
+            self.name,
+            "--data",
+            str(self.data_dir),
+            "--broker-port",
+            str(self.broker_port),
+            "--admin-port",
+            str(self.admin_port),
+        ]
+        if not self.fsync:
+            args.append("--no-fsync")
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        log.close()
+        lines: list[str] = []
+        reader = threading.Thread(target=self._read_ready, args=(lines,), daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if not lines or not lines[-1].startswith("CLUSTER_READY"):
+            self.kill()
+            raise RuntimeError(f"georep cluster did not start; see {self.log_path}")
+        self.ready_line = lines[-1]
+        return self.ready_line
+
+    def _read_ready(self, lines: list[str]) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = raw.decode(errors="replace").strip()
+            lines.append(line)
+            if line.startswith("CLUSTER_READY"):
+                # keep draining stdout so the child never blocks on a full pipe
+                threading.Thread(target=self._drain, daemon=True).start()
+                return
+
+    def _drain(self) -> None:
+        with contextlib.suppress(Exception):
+            for _ in self.process.stdout:
+                pass
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown path runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def terminate(self, timeout_s: float = 30) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.wait()
+
+
+def wait_until(condition: Callable[[], Any], timeout_s: float = 10, interval_s: float = 0.05):
+    """Poll ``condition`` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {timeout_s} s")
+        time.sleep(interval_s)

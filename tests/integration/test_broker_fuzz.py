@@ -1,0 +1,232 @@
+"""Protocol fuzz against a live broker: malformed, oversized and mutated frames.
+
+Every case must end in an error reply or a closed connection, never in a crashed broker
+(the loop's exception handler sees nothing) or a touched topic: the victim topic's last
+entry and its subscription's mark-delete position are the same afterwards, and a real
+client still produces and consumes. Random cases print their seed on failure.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+
+import pulsar
+import pytest
+
+from georep import limits
+from georep.broker.protocol import commands, frames
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.protocol.commands import Type
+from georep.broker.protocol.errors import PulsarProtocolError
+from georep.broker.topic_name import TopicName
+from tests.integration.broker_cluster import InProcessCluster, open_client, receive_all
+
+pytestmark = pytest.mark.timeout(180)
+
+SEED = 4242
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> InProcessCluster:
+    running = InProcessCluster(tmp_path_factory.mktemp("fuzz") / "cluster").start()
+    yield running
+    running.stop()
+    assert running.errors == []
+
+
+@pytest.fixture(scope="module")
+def victim(cluster: InProcessCluster) -> str:
+    topic = "persistent://public/default/victim"
+    with open_client(cluster.url) as client:
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(topic)
+        for n in range(5):
+            producer.send(f"m{n}".encode())
+        receive_all(consumer, 2)
+        consumer.close()
+        producer.close()
+    return topic
+
+
+def state_of(cluster: InProcessCluster, topic: str):
+    def read(c):
+        loaded = c.service.loaded_topic(TopicName.parse(topic))
+        return loaded.ledger.last_confirmed, loaded.ledger.cursors["s"].mark_delete_position
+
+    return cluster.call(read)
+
+
+class Raw:
+    """A raw socket to the broker."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("pulsar://").split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=5)
+        self.decoder = frames.FrameDecoder()
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            pass  # the broker closed already
+
+    def replies(self, wait_s: float = 0.3) -> tuple[list[pb.BaseCommand], bool]:
+        """Commands received within ``wait_s``, and whether the broker closed."""
+        self.sock.settimeout(wait_s)
+        out = []
+        closed = False
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    closed = True
+                    break
+                self.decoder.feed(data)
+                out += [frame.command for frame in self.decoder.frames()]
+        except (TimeoutError, ConnectionResetError):
+            closed = closed or False
+        except PulsarProtocolError:
+            pass
+        return out, closed
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def connect() -> bytes:
+    return frames.encode_command(
+        commands.build(Type.CONNECT, client_version="fuzz", protocol_version=20)
+    )
+
+
+def producer(topic: str, producer_id: int = 1) -> bytes:
+    return frames.encode_command(
+        commands.build(Type.PRODUCER, topic=topic, producer_id=producer_id, request_id=1)
+    )
+
+
+def send(producer_id: int, sequence_id: int, payload: bytes = b"x") -> bytes:
+    metadata = pb.MessageMetadata(producer_name="", sequence_id=sequence_id, publish_time=1)
+    return frames.encode_payload_command(
+        commands.build(Type.SEND, producer_id=producer_id, sequence_id=sequence_id),
+        metadata,
+        payload,
+    )
+
+
+def test_oversized_frame_closes(cluster: InProcessCluster, victim: str) -> None:
+    raw = Raw(cluster.url)
+    raw.send(connect() + struct.pack(">I", limits.pulsar_frame_bytes_max + 1) + b"\x00" * 64)
+    got, closed = raw.replies()
+    assert [c.type for c in got] == [Type.CONNECTED]
+    assert closed
+    raw.close()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\x00\x00\x00\x00",  # a frame too small for its command size
+        b"\x00\x00\x00\x08\x00\x00\x00\x10" + b"\x00" * 8,  # command size beyond the frame
+        b"\x00\x00\x00\x06\x00\x00\x00\x02\xff\xff",  # a command that does not parse
+        frames.encode_command(commands.success(1)),  # a broker-to-client command
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",  # the wrong protocol
+    ],
+)
+def test_malformed_frames_close(cluster: InProcessCluster, victim: str, garbage: bytes) -> None:
+    raw = Raw(cluster.url)
+    raw.send(connect() + garbage)
+    got, closed = raw.replies()
+    assert closed, got
+    raw.close()
+
+
+def test_bad_sends_get_errors_and_store_nothing(cluster: InProcessCluster, victim: str) -> None:
+    before = state_of(cluster, victim)
+    raw = Raw(cluster.url)
+    raw.send(connect() + producer(victim))
+    got, closed = raw.replies()
+    assert [c.type for c in got] == [Type.CONNECTED, Type.PRODUCER_SUCCESS] and not closed
+    corrupt = bytearray(send(1, 100))
+    corrupt[-1] ^= 0x01  # the payload no longer matches its CRC32C
+    overrun = bytearray(send(1, 101, b"p"))
+    metadata = pb.MessageMetadata(producer_name="", sequence_id=101, publish_time=1)
+    size_at = len(overrun) - 1 - len(metadata.SerializeToString()) - 4
+    struct.pack_into(">I", overrun, size_at, 0xFFFF)  # metadata size beyond the frame
+    raw.send(bytes(corrupt) + bytes(overrun))
+    got, closed = raw.replies()
+    assert [(c.type, c.send_error.sequence_id) for c in got] == [
+        (Type.SEND_ERROR, 100),
+        (Type.SEND_ERROR, 101),
+    ]
+    assert got[0].send_error.error == pb.CHECKSUM_ERROR and not closed
+    raw.send(send(2, 102))  # a producer this connection does not have
+    got, closed = raw.replies()
+    assert closed
+    raw.close()
+    assert state_of(cluster, victim) == before
+
+
+def test_bogus_acks_touch_nothing(cluster: InProcessCluster, victim: str) -> None:
+    before = state_of(cluster, victim)
+    raw = Raw(cluster.url)
+    subscribe = commands.build(
+        Type.SUBSCRIBE,
+        topic=victim,
+        subscription="s",
+        sub_type=pb.Subscribe.EXCLUSIVE,
+        consumer_id=1,
+        request_id=2,
+    )
+    raw.send(connect() + frames.encode_command(subscribe))
+    got, _ = raw.replies()
+    assert [c.type for c in got] == [Type.CONNECTED, Type.SUCCESS]
+    for ids in ([(2**64 - 1, 0)], [(10**12, 5)], [(before[0][0], 10**9)], [(0, 0)]):
+        for ack_type in (pb.Ack.INDIVIDUAL, pb.Ack.CUMULATIVE):
+            ack = commands.build(
+                Type.ACK,
+                consumer_id=1,
+                ack_type=ack_type,
+                message_id=[pb.MessageIdData(ledger_id=l_id, entry_id=e_id) for l_id, e_id in ids],
+                request_id=7,
+            )
+            raw.send(frames.encode_command(ack))
+    got, closed = raw.replies()
+    assert not closed and all(c.type == Type.ACK_RESPONSE for c in got)
+    close = commands.build(Type.CLOSE_CONSUMER, consumer_id=1, request_id=9)
+    raw.send(frames.encode_command(close))
+    raw.replies()
+    raw.close()
+    assert state_of(cluster, victim) == before
+
+
+def test_mutated_sessions(cluster: InProcessCluster, victim: str) -> None:
+    before = state_of(cluster, victim)
+    session = (
+        connect()
+        + frames.encode_command(commands.build(Type.LOOKUP, topic=victim, request_id=1))
+        + frames.encode_command(commands.ping())
+        + frames.encode_command(
+            commands.build(Type.GET_TOPICS_OF_NAMESPACE, namespace="public/default", request_id=3)
+        )
+    )
+    rng = random.Random(SEED)
+    for case in range(150):
+        mutated = bytearray(session)
+        for _ in range(rng.randint(1, 4)):
+            position = rng.randrange(len(mutated))
+            mutated[position] = rng.randrange(256)
+        if rng.random() < 0.2:
+            del mutated[rng.randrange(len(mutated)) :]
+        raw = Raw(cluster.url)
+        raw.send(bytes(mutated))
+        raw.replies(0.05)
+        raw.close()
+        assert cluster.errors == [], f"seed {SEED} case {case}: {bytes(mutated)!r}"
+    assert state_of(cluster, victim) == before
+    with open_client(cluster.url) as client:  # still serving
+        consumer = client.subscribe(victim, "s")
+        assert [m.data() for m in receive_all(consumer, 3)] == [b"m2", b"m3", b"m4"]
+        consumer.close()
