@@ -1,0 +1,253 @@
+"""Request bodies and numeric path parts: parsed, checked, and turned into plain values.
+
+Every parser takes decoded JSON (or a path string) and returns typed values, or raises
+``InvalidArgument`` saying what is wrong; none touches storage, so a refused request has
+changed nothing. JSON field names are Pulsar's:
+
+==============================  ==========================================================
+body                            fields
+==============================  ==========================================================
+TenantInfo                      ``adminRoles: [str]``, ``allowedClusters: [str]``
+RetentionPolicies               ``retentionTimeInMinutes: int``, ``retentionSizeInMB: int``
+                                (-1 = unlimited)
+message TTL                     a bare integer, seconds (0 = none)
+partitions                      a bare integer, 1..``limits.partitions_count_max``
+MessageId / ResetCursorData     ``ledgerId``, ``entryId`` (required); ``partitionIndex``,
+                                ``batchIndex``, ``properties`` (accepted, unused) and
+                                ``excluded`` (only false)
+namespace Policies              ``retention_policies``, ``message_ttl_in_seconds``
+georep acknowledge              ``positions: [{ledgerId, entryId}, ...]``
+==============================  ==========================================================
+
+Unknown fields are refused, so that a misspelt field is an error rather than a no-op.
+JSON's ``NaN`` and ``Infinity`` are refused too; booleans are not integers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from georep import limits
+from georep.broker.admin import names
+from georep.broker.admin.cluster_admin import InvalidArgument, Position
+
+_I64_MAX = 2**63 - 1
+
+
+class UnsupportedMediaType(InvalidArgument):
+    status = 415
+
+
+def decode_json(raw: bytes, content_type: str) -> Any:
+    """The JSON document in ``raw``. The media type must be ``application/json`` (which a
+    browser cannot send cross-site without asking first)."""
+    if content_type != "application/json":
+        raise UnsupportedMediaType(
+            f"a request body must be application/json, got {content_type or 'no Content-Type'}"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument("the request body is not UTF-8") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        raise InvalidArgument(f"the request body is not valid JSON: {error}") from None
+    except RecursionError:
+        raise InvalidArgument("the request body nests too deeply") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidArgument(f"{name} is not a valid JSON number here")
+
+
+# --- tenants and namespaces -----------------------------------------------------------
+@dataclass(frozen=True)
+class TenantInfo:
+    admin_roles: tuple[str, ...]
+    allowed_clusters: tuple[str, ...]
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {
+            "adminRoles": list(self.admin_roles),
+            "allowedClusters": list(self.allowed_clusters),
+        }
+
+
+def tenant_info(document: Any) -> TenantInfo:
+    fields = _object(
+        "TenantInfo", document, required=(), optional=("adminRoles", "allowedClusters")
+    )
+    roles = _string_list(
+        "adminRoles", fields.get("adminRoles", []), limits.tenant_admin_roles_count_max, names.role
+    )
+    clusters = _string_list(
+        "allowedClusters",
+        fields.get("allowedClusters", []),
+        limits.tenant_allowed_clusters_count_max,
+        names.cluster,
+    )
+    return TenantInfo(roles, clusters)
+
+
+@dataclass(frozen=True)
+class Retention:
+    time_minutes: int
+    size_mb: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"retentionTimeInMinutes": self.time_minutes, "retentionSizeInMB": self.size_mb}
+
+
+def retention(document: Any) -> Retention:
+    fields = _object(
+        "RetentionPolicies",
+        document,
+        required=("retentionTimeInMinutes", "retentionSizeInMB"),
+        optional=(),
+    )
+    return Retention(
+        _integer("retentionTimeInMinutes", fields["retentionTimeInMinutes"], -1,
+                 limits.retention_minutes_max),
+        _integer("retentionSizeInMB", fields["retentionSizeInMB"], -1,
+                 limits.retention_size_mb_max),
+    )  # fmt: skip
+
+
+def message_ttl(document: Any) -> int:
+    return _integer("message TTL (seconds)", document, 0, limits.message_ttl_s_max)
+
+
+@dataclass(frozen=True)
+class NamespacePolicies:
+    retention: Retention | None = None
+    message_ttl_s: int | None = None
+
+
+def namespace_policies(document: Any) -> NamespacePolicies:
+    if document is None:
+        return NamespacePolicies()
+    fields = _object(
+        "Policies", document, required=(), optional=("retention_policies", "message_ttl_in_seconds")
+    )
+    kept = fields.get("retention_policies")
+    ttl = fields.get("message_ttl_in_seconds")
+    return NamespacePolicies(
+        retention=None if kept is None else retention(kept),
+        message_ttl_s=None if ttl is None else message_ttl(ttl),
+    )
+
+
+# --- topics and subscriptions ---------------------------------------------------------
+def partitions(document: Any) -> int:
+    return _integer("number of partitions", document, 1, limits.partitions_count_max)
+
+
+_MESSAGE_ID_OPTIONAL = ("partitionIndex", "batchIndex", "excluded", "properties")
+
+
+def message_position(document: Any) -> Position:
+    """A MessageId (or Pulsar's ResetCursorData) as a position. ``(-1, -1)`` is the
+    earliest position and ``(2**63-1, 2**63-1)`` the latest, as the client spells them."""
+    fields = _object(
+        "MessageId", document, required=("ledgerId", "entryId"), optional=_MESSAGE_ID_OPTIONAL
+    )
+    ledger_id = _integer("ledgerId", fields["ledgerId"], -1, _I64_MAX)
+    entry_id = _integer("entryId", fields["entryId"], -1, _I64_MAX)
+    if "partitionIndex" in fields:
+        _integer("partitionIndex", fields["partitionIndex"], -1, limits.partitions_count_max - 1)
+    if "batchIndex" in fields:
+        _integer("batchIndex", fields["batchIndex"], -1, limits.pulsar_batch_messages_count_max)
+    excluded = fields.get("excluded", False)
+    if not isinstance(excluded, bool):
+        raise InvalidArgument(f"excluded must be true or false, got {excluded!r}")
+    if excluded:
+        raise InvalidArgument("excluded=true is not supported; give the next position instead")
+    properties = fields.get("properties")
+    if properties is not None and not isinstance(properties, Mapping):
+        raise InvalidArgument("properties must be an object")
+    if (ledger_id == -1) != (entry_id == -1):
+        raise InvalidArgument(
+            f"position {ledger_id}:{entry_id}: only the earliest position (-1:-1) has a -1"
+        )
+    return (ledger_id, entry_id)
+
+
+def acknowledged_positions(document: Any) -> list[Position]:
+    """The distinct positions of a georep acknowledge body, sorted."""
+    fields = _object("acknowledge", document, required=("positions",), optional=())
+    items = fields["positions"]
+    if not isinstance(items, list) or not items:
+        raise InvalidArgument("positions must be a non-empty list of {ledgerId, entryId}")
+    if len(items) > limits.acknowledge_positions_count_max:
+        raise InvalidArgument(
+            f"{len(items)} positions; at most {limits.acknowledge_positions_count_max} a request"
+        )
+    found = set()
+    for index, item in enumerate(items):
+        position = _object(
+            f"positions[{index}]", item, required=("ledgerId", "entryId"), optional=()
+        )
+        found.add(
+            (
+                _integer(f"positions[{index}].ledgerId", position["ledgerId"], 0, _I64_MAX),
+                _integer(f"positions[{index}].entryId", position["entryId"], 0, _I64_MAX),
+            )
+        )
+    return sorted(found)
+
+
+def path_integer(what: str, text: str, minimum: int, maximum: int) -> int:
+    """A decimal integer from a path segment (``/skip/{numMessages}``)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+        raise InvalidArgument(f"{what} must be a decimal integer, got {text!r}")
+    return _integer(what, int(text), minimum, maximum)
+
+
+# --- plumbing -------------------------------------------------------------------------
+def _object(
+    what: str, document: Any, *, required: tuple[str, ...], optional: tuple[str, ...]
+) -> Mapping[str, Any]:
+    if not isinstance(document, dict):
+        raise InvalidArgument(f"{what} must be a JSON object, got {_json_type(document)}")
+    missing = [key for key in required if key not in document]
+    if missing:
+        raise InvalidArgument(f"{what} is missing {', '.join(missing)}")
+    unknown = sorted(set(document) - set(required) - set(optional))
+    if unknown:
+        known = ", ".join((*required, *optional))
+        raise InvalidArgument(f"{what} has unknown fields {', '.join(unknown)}; known: {known}")
+    return document
+
+
+def _integer(what: str, value: Any, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an integer, got {_json_type(value)}")
+    if not minimum <= value <= maximum:
+        raise InvalidArgument(f"{what} must be {minimum}..{maximum}, got {value}")
+    return value
+
+
+def _string_list(what: str, value: Any, count_max: int, check: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise InvalidArgument(f"{what} must be a list of strings, got {_json_type(value)}")
+    if len(value) > count_max:
+        raise InvalidArgument(f"{what} has {len(value)} entries; at most {count_max}")
+    return tuple(dict.fromkeys(check(item) for item in value))
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"

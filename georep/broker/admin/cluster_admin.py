@@ -1,0 +1,246 @@
+"""What the admin REST asks of the cluster: the ``ClusterAdmin`` protocol.
+
+The admin app keeps tenants and namespaces itself (in the metadata store); everything about
+topics and subscriptions it asks the cluster through this protocol. The broker's cluster
+implements it; the app never reaches into the broker otherwise.
+
+Contract, for every method:
+
+- names arrive already validated: a ``namespace`` is ``"tenant/name"`` of an existing
+  namespace, a ``topic`` a :class:`~georep.broker.topic_name.TopicName`, a ``subscription``
+  a non-empty name of at most ``limits.subscription_name_chars_max`` printable characters
+  without ``/``;
+- a position is ``(ledger_id, entry_id)``; :data:`EARLIEST` and :data:`LATEST` are the
+  client's ``MessageId.earliest`` / ``MessageId.latest`` (as in ``broker/message_id.py``);
+- refusals are the typed errors below, which the app answers with the status in
+  parentheses: :class:`NotFound` (404) for a topic or subscription that does not exist,
+  :class:`Conflict` (409) for one that already exists or is busy (a subscription with
+  connected consumers), :class:`InvalidArgument` (400) for a request the cluster cannot
+  honour as asked (a position on no ledger of the topic), :class:`Unavailable` (503) for
+  "try again" (the topic is loading or fenced). The broker's own ``BrokerError``\\ s are
+  also accepted and mapped (see ``middleware.py``). Anything else is a bug: 500, logged.
+- returned documents use Pulsar's JSON field names; the TypedDicts below list the fields
+  the app requires (it checks them on the way out; see ``shapes.py``). More fields are
+  welcome and passed through.
+
+Worked example: ``POST /admin/v2/persistent/public/default/orders/subscription/s/resetcursor``
+with ``{"ledgerId": 7, "entryId": 12}`` becomes ``await cluster.reset_cursor(TopicName(
+public, default, orders), "s", (7, 12))``; a :class:`NotFound` from it answers 404
+``{"reason": "..."}`` with the error's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar, NotRequired, Protocol, TypedDict, runtime_checkable
+
+from georep.broker.topic_name import TopicName
+
+#: ``(ledger_id, entry_id)``.
+Position = tuple[int, int]
+
+_I64_MAX = 2**63 - 1
+#: The client's ``MessageId.earliest``: before the first entry.
+EARLIEST: Position = (-1, -1)
+#: The client's ``MessageId.latest``: after the last entry.
+LATEST: Position = (_I64_MAX, _I64_MAX)
+
+
+# --- errors ---------------------------------------------------------------------------
+class AdminError(Exception):
+    """Base of the errors a ``ClusterAdmin`` (and the app itself) refuses a request with;
+    ``status`` is the HTTP status the app answers."""
+
+    status: ClassVar[int] = 500
+
+
+class InvalidArgument(AdminError):
+    """The request is malformed or asks for something impossible (bad name, bad JSON,
+    a field out of range)."""
+
+    status = 400
+
+
+class NotFound(AdminError):
+    """The tenant, namespace, topic or subscription does not exist."""
+
+    status = 404
+
+
+class Conflict(AdminError):
+    """The resource already exists, is not empty, is busy, or changed concurrently."""
+
+    status = 409
+
+
+class Unavailable(AdminError):
+    """The cluster cannot serve this now; the client may retry."""
+
+    status = 503
+
+
+# --- documents returned ---------------------------------------------------------------
+class ConsumerStats(TypedDict):
+    consumerName: str
+    msgRateOut: float
+    msgThroughputOut: float
+    availablePermits: int
+    unackedMessages: int
+
+
+class SubscriptionStats(TypedDict):
+    #: Messages not yet acknowledged (entries past the mark-delete position, less the
+    #: individually acknowledged ones).
+    msgBacklog: int
+    #: ``Exclusive``, ``Shared``, ``Failover`` or ``Key_Shared``.
+    type: str
+    consumers: list[ConsumerStats]
+    msgRateOut: float
+    msgThroughputOut: float
+
+
+class TopicStats(TypedDict):
+    msgRateIn: float
+    msgThroughputIn: float
+    msgRateOut: float
+    msgThroughputOut: float
+    averageMsgSize: float
+    #: Bytes of the topic's ledgers.
+    storageSize: int
+    #: Bytes not yet acknowledged by the slowest subscription.
+    backlogSize: int
+    publishers: list[dict[str, object]]
+    subscriptions: dict[str, SubscriptionStats]
+
+
+class LedgerInfo(TypedDict):
+    ledgerId: int
+    entries: int
+    size: int
+
+
+class CursorStats(TypedDict):
+    #: ``"L:E"`` (:func:`format_position`).
+    markDeletePosition: str
+    readPosition: str
+    #: ``"[(L:E..L:E], ...]"`` (:func:`format_ranges`).
+    individuallyDeletedMessages: str
+    messagesConsumedCounter: int
+    properties: NotRequired[dict[str, int]]
+
+
+class PersistentTopicInternalStats(TypedDict):
+    entriesAddedCounter: int
+    numberOfEntries: int
+    totalSize: int
+    currentLedgerEntries: int
+    currentLedgerSize: int
+    #: ``"L:E"`` of the last entry written.
+    lastConfirmedEntry: str
+    #: The managed ledger's state, e.g. ``LedgerOpened``.
+    state: str
+    ledgers: list[LedgerInfo]
+    cursors: dict[str, CursorStats]
+
+
+class MessageIdDocument(TypedDict):
+    ledgerId: int
+    entryId: int
+    #: The partition's index, -1 for a non-partitioned topic.
+    partitionIndex: int
+
+
+# --- the protocol ---------------------------------------------------------------------
+@runtime_checkable
+class ClusterAdmin(Protocol):
+    """Topic and subscription administration, implemented by the broker's cluster."""
+
+    async def list_topics(self, namespace: str) -> list[str]:
+        """Full names (``persistent://t/ns/x``) of the namespace's topics: non-partitioned
+        topics and each partition (``...-partition-N``) of partitioned ones, as Pulsar's
+        ``GET /admin/v2/persistent/{tenant}/{namespace}`` lists them."""
+        ...
+
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        """Create ``topic`` with ``partitions`` (1..``limits.partitions_count_max``)
+        partitions. Conflict when a topic (partitioned or not) of that name exists."""
+        ...
+
+    async def partitioned_metadata(self, topic: TopicName) -> int:
+        """Partitions of ``topic``: N for a partitioned topic, 0 for an existing
+        non-partitioned one; NotFound when there is no such topic."""
+        ...
+
+    async def delete_topic(self, topic: TopicName) -> None:
+        """Delete a non-partitioned topic, or a partitioned topic with all its partitions,
+        its subscriptions and its data. NotFound when absent; Conflict while producers or
+        consumers are connected."""
+        ...
+
+    async def topic_stats(self, topic: TopicName) -> TopicStats:
+        """Stats of a non-partitioned topic or one partition; NotFound otherwise."""
+        ...
+
+    async def internal_stats(self, topic: TopicName) -> PersistentTopicInternalStats:
+        """The managed ledger and cursors of a non-partitioned topic or one partition."""
+        ...
+
+    async def last_message_id(self, topic: TopicName) -> MessageIdDocument:
+        """Position of the last entry written (``entryId`` -1 and the current ledger's id
+        when the topic is empty)."""
+        ...
+
+    async def create_subscription(
+        self, topic: TopicName, subscription: str, position: Position | None
+    ) -> None:
+        """A durable subscription whose first message delivered is the one at ``position``
+        (as Pulsar's create-subscription); at :data:`LATEST` when None. For a partitioned
+        topic's base name: on every partition. Conflict when it exists; NotFound when the
+        topic does not."""
+        ...
+
+    async def delete_subscription(self, topic: TopicName, subscription: str) -> None:
+        """NotFound when absent; Conflict while consumers are connected."""
+        ...
+
+    async def reset_cursor(self, topic: TopicName, subscription: str, position: Position) -> None:
+        """Move the subscription so that the next message delivered is the one at
+        ``position`` (:data:`EARLIEST` / :data:`LATEST` allowed); acknowledgements above
+        it are forgotten, connected consumers are redelivered from there."""
+        ...
+
+    async def reset_cursor_by_time(
+        self, topic: TopicName, subscription: str, timestamp_ms: int
+    ) -> None:
+        """Like :meth:`reset_cursor`, to the first message published at or after
+        ``timestamp_ms`` (milliseconds since the epoch)."""
+        ...
+
+    async def skip(self, topic: TopicName, subscription: str, messages: int) -> None:
+        """Acknowledge the next ``messages`` unacknowledged messages of the subscription
+        (Pulsar's ``skip``)."""
+        ...
+
+    async def acknowledge(
+        self, topic: TopicName, subscription: str, positions: Sequence[Position]
+    ) -> None:
+        """Individually acknowledge each of ``positions`` (sorted, distinct, at most
+        ``limits.acknowledge_positions_count_max``), advancing the mark-delete position
+        over any contiguous prefix. Positions already acknowledged are no-ops;
+        InvalidArgument for a position past the last entry."""
+        ...
+
+
+# --- formatting helpers for implementations -------------------------------------------
+def format_position(position: Position) -> str:
+    """``"L:E"``, Pulsar's spelling of a position in internal stats."""
+    ledger_id, entry_id = position
+    return f"{ledger_id}:{entry_id}"
+
+
+def format_ranges(ranges: Iterable[tuple[Position, Position]]) -> str:
+    """Pulsar's ``individuallyDeletedMessages``: each ``(lower, upper)`` range is open below
+    and closed above. Example: entries 3:6, 3:7 and 3:10 acknowledged above a mark-delete
+    position of 3:4 read ``"[(3:5..3:7], (3:9..3:10]]"``; no ranges read ``"[]"``."""
+    parts = [f"({format_position(lower)}..{format_position(upper)}]" for lower, upper in ranges]
+    return "[" + ", ".join(parts) + "]"
