@@ -244,6 +244,8 @@ class Journal:
         self.group_wait_s = group_wait_ms / 1000.0
         self.group_bytes_max = group_bytes_max
         self.file_bytes_max = file_bytes_max
+        #: Groups merged into one write and sync stay within one file.
+        self.sync_bytes_max = min(limits.journal_sync_bytes_max, file_bytes_max)
         self.queue_count_max = queue_count_max
         self.stats = JournalStats()
         #: Called after every group's waiters ran (the server flushes and unpauses here).
@@ -359,9 +361,7 @@ class Journal:
                 # once (BookKeeper's force-write thread merges pending flushes the same way).
                 groups = [self._closed.popleft()]
                 size = groups[0].bytes
-                while (
-                    self._closed and size + self._closed[0].bytes <= limits.journal_sync_bytes_max
-                ):
+                while self._closed and size + self._closed[0].bytes <= self.sync_bytes_max:
                     size += self._closed[0].bytes
                     groups.append(self._closed.popleft())
             else:
