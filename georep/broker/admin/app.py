@@ -1,0 +1,128 @@
+"""The admin REST application: ``create_app`` and a server to run it.
+
+``create_app(settings, cluster)`` is a pure factory: it opens nothing and starts nothing.
+The metadata store is opened by the app's cleanup context when the app starts (and closed
+when it stops); at start the app also creates tenant ``public`` and namespace
+``public/default`` if they are missing, and says in the log whether tokens guard it.
+
+Running it inside a process (what ``georep cluster`` does)::
+
+    server = await AdminServer.start(settings, cluster)   # listens on server.port
+    ...
+    await server.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from georep.broker.admin import openapi
+from georep.broker.admin.cluster_admin import ClusterAdmin
+from georep.broker.admin.metrics import AdminMetrics
+from georep.broker.admin.middleware import answer, guarded
+from georep.broker.admin.routes import ROUTES
+from georep.broker.admin.settings import AdminSettings
+from georep.broker.admin.state import CLUSTER, METRICS, OPENAPI, SETTINGS, STORE
+from georep.broker.admin.tenants import ensure_defaults
+from georep.storage.meta.store import MetadataStore
+
+log = logging.getLogger("georep.broker.admin")
+
+
+def create_app(
+    settings: AdminSettings, cluster: ClusterAdmin, *, store: MetadataStore | None = None
+) -> web.Application:
+    """The admin app for ``cluster``. With ``store`` the app uses that open metadata store
+    (and leaves closing it to its owner) instead of opening ``settings.metadata_url``."""
+    if not isinstance(settings, AdminSettings):
+        raise TypeError(f"settings must be AdminSettings, got {type(settings).__name__}")
+    if not isinstance(cluster, ClusterAdmin):
+        raise TypeError(f"{type(cluster).__name__} does not implement ClusterAdmin")
+    app = web.Application(client_max_size=settings.request_body_bytes_max, middlewares=[answer])
+    app[SETTINGS] = settings
+    app[CLUSTER] = cluster
+    app[METRICS] = AdminMetrics()
+    app[OPENAPI] = openapi.build(ROUTES)
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, guarded(route.handler, route.role))
+    app.cleanup_ctx.append(_metadata_store(store))
+    return app
+
+
+def _metadata_store(given: MetadataStore | None):  # type: ignore[no-untyped-def]
+    async def context(app: web.Application) -> AsyncIterator[None]:
+        settings = app[SETTINGS]
+        store = given or await MetadataStore.open(settings.metadata_url)
+        try:
+            app[STORE] = store
+            await ensure_defaults(store, settings.cluster_name)
+            app[METRICS].watch_store(store.stats)
+            _log_access(settings)
+            yield
+        finally:
+            app[METRICS].watch_store(None)
+            if given is None:
+                await store.close()
+
+    return context
+
+
+def _log_access(settings: AdminSettings) -> None:
+    if settings.open:
+        log.warning(
+            "admin REST is OPEN: no admin token is configured, so anyone who can reach"
+            " port %d may create and delete tenants, namespaces, topics and subscriptions;"
+            " set GEOREP_ADMIN_TOKENS or --admin-token-file to require tokens",
+            settings.port,
+        )
+    else:
+        log.info(
+            "admin REST: mutations need one of %d admin tokens, reads an admin or one of"
+            " %d read-only tokens",
+            len(settings.admin_tokens),
+            len(settings.read_only_tokens),
+        )
+
+
+class AdminServer:
+    """The admin app listening on ``settings.host:settings.port`` (HTTPS when TLS files are
+    set). ``port`` is the bound port, useful when ``settings.port`` is 0."""
+
+    def __init__(self, runner: web.AppRunner, port: int) -> None:
+        self._runner = runner
+        self.port = port
+
+    @classmethod
+    async def start(
+        cls, settings: AdminSettings, cluster: ClusterAdmin, *, store: MetadataStore | None = None
+    ) -> AdminServer:
+        runner = web.AppRunner(create_app(settings, cluster, store=store), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(
+                runner, settings.host, settings.port, ssl_context=_tls_context(settings)
+            )
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        port = runner.addresses[0][1]
+        scheme = "https" if settings.tls_cert_file else "http"
+        log.info("admin REST listening on %s://%s:%d", scheme, settings.host, port)
+        return cls(runner, port)
+
+    async def close(self) -> None:
+        await self._runner.cleanup()
+
+
+def _tls_context(settings: AdminSettings) -> ssl.SSLContext | None:
+    if settings.tls_cert_file is None or settings.tls_key_file is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    return context

@@ -1,0 +1,87 @@
+"""Prometheus metrics of the admin REST, served at ``GET /metrics``.
+
+Each app has its own ``CollectorRegistry`` (no process-global state, so two apps in one
+process, as in tests, do not share counts). The broker may register its own collectors on
+``AdminMetrics.registry`` to have them served at the same endpoint.
+
+Series (labels bounded: ``route`` is the path template, e.g.
+``/admin/v2/tenants/{tenant}``, or ``unmatched``):
+
+- ``georep_admin_requests_total{method, route, status}``
+- ``georep_admin_request_duration_seconds{method, route}`` (histogram)
+- ``georep_admin_auth_refusals_total{status}`` (401 and 403)
+- ``georep_metadata_store_operations_total``, ``..._cas_conflicts_total``,
+  ``..._unavailable_total``: the admin's metadata store's own counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+UNMATCHED_ROUTE = "unmatched"
+
+
+class AdminMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "georep_admin_requests",
+            "Admin REST requests answered, by route template and status.",
+            ("method", "route", "status"),
+            registry=self.registry,
+        )
+        self.request_duration = Histogram(
+            "georep_admin_request_duration_seconds",
+            "Time to answer an admin REST request.",
+            ("method", "route"),
+            registry=self.registry,
+        )
+        self.auth_refusals = Counter(
+            "georep_admin_auth_refusals",
+            "Admin REST requests refused for want of a (sufficient) token.",
+            ("status",),
+            registry=self.registry,
+        )
+        self._store_stats = _StoreStatsCollector()
+        self.registry.register(self._store_stats)
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.requests.labels(method, route, str(status)).inc()
+        self.request_duration.labels(method, route).observe(seconds)
+        if status in (401, 403):
+            self.auth_refusals.labels(str(status)).inc()
+
+    def watch_store(self, stats: Callable[[], Mapping[str, int]] | None) -> None:
+        """Serve the counts ``stats()`` returns (``MetadataStore.stats``); None stops."""
+        self._store_stats.source = stats
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StoreStatsCollector(Collector):
+    _SERIES = (
+        ("operations", "Metadata store operations run."),
+        ("cas_conflicts", "Metadata compare-and-sets lost to a concurrent writer."),
+        ("unavailable", "Metadata operations failed because the database was unavailable."),
+    )
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Mapping[str, int]] | None = None
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        for key, help_text in self._SERIES:
+            yield CounterMetricFamily(f"georep_metadata_store_{key}", help_text)
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        counts = self.source() if self.source is not None else {}
+        for key, help_text in self._SERIES:
+            family = CounterMetricFamily(f"georep_metadata_store_{key}", help_text)
+            family.add_metric([], counts.get(key, 0))
+            yield family

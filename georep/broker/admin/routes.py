@@ -1,0 +1,161 @@
+"""Every route of the admin REST, in one table.
+
+A :class:`Route` says what the app needs to serve it (method, path, handler, the role it
+needs) and what the OpenAPI document says of it (summary, body and answer schemas, the
+statuses it may answer). ``create_app`` registers exactly these; ``openapi.py`` documents
+exactly these; a test checks the two agree.
+
+Paths follow Pulsar's admin v2 wherever Pulsar has the operation, so that ``pulsar-admin``
+habits (and scripts using ``curl``) carry over. Acknowledging given positions has no
+Pulsar equivalent, so it lives under georep's own prefix, ``/admin/georep/v1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from georep.broker.admin import service, tenants, topics
+from georep.broker.admin.auth import Role
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+V2 = "/admin/v2"
+GEOREP_V1 = "/admin/georep/v1"
+OPENAPI_PATH = f"{V2}/openapi.json"
+
+_NAMESPACE = f"{V2}/namespaces/{{tenant}}/{{namespace}}"
+_TOPICS = f"{V2}/persistent/{{tenant}}/{{namespace}}"
+_TOPIC = f"{_TOPICS}/{{topic}}"
+_SUBSCRIPTION = f"{_TOPIC}/subscription/{{subscription}}"
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    role: Role
+    summary: str
+    tag: str
+    #: Component schema name of the JSON body; None for no body.
+    request: str | None = None
+    request_required: bool = True
+    #: Component schema name of the 200 answer; None means 204 No Content.
+    response: str | None = None
+    #: The answer's media type when it is not JSON.
+    response_media_type: str = "application/json"
+
+    @property
+    def operation_id(self) -> str:
+        return self.handler.__name__
+
+
+def _get(path: str, handler: Handler, summary: str, tag: str, response: str) -> Route:
+    return Route("GET", path, handler, Role.READ, summary, tag, response=response)
+
+
+def _change(
+    method: str,
+    path: str,
+    handler: Handler,
+    summary: str,
+    tag: str,
+    request: str | None = None,
+    *,
+    request_required: bool = True,
+) -> Route:
+    return Route(
+        method,
+        path,
+        handler,
+        Role.ADMIN,
+        summary,
+        tag,
+        request=request,
+        request_required=request_required,
+    )
+
+
+ROUTES: tuple[Route, ...] = (
+    # --- service ------------------------------------------------------------------------
+    Route(
+        "GET", "/health", service.health, Role.PUBLIC, "Liveness and metadata store check",
+        "service", response="Health",
+    ),
+    Route(
+        "GET", "/metrics", service.metrics, Role.PUBLIC, "Prometheus metrics", "service",
+        response="PrometheusText", response_media_type="text/plain",
+    ),
+    Route(
+        "GET", OPENAPI_PATH, service.openapi, Role.PUBLIC, "This OpenAPI document", "service",
+        response="OpenAPIDocument",
+    ),
+    # --- clusters and tenants -----------------------------------------------------------
+    _get(f"{V2}/clusters", tenants.list_clusters, "List clusters (this one)", "clusters", "Names"),
+    _get(f"{V2}/tenants", tenants.list_tenants, "List tenants", "tenants", "Names"),
+    _get(f"{V2}/tenants/{{tenant}}", tenants.get_tenant, "Get a tenant's TenantInfo", "tenants",
+         "TenantInfo"),
+    _change("PUT", f"{V2}/tenants/{{tenant}}", tenants.create_tenant, "Create a tenant",
+            "tenants", "TenantInfo"),
+    _change("POST", f"{V2}/tenants/{{tenant}}", tenants.update_tenant,
+            "Replace a tenant's TenantInfo", "tenants", "TenantInfo"),
+    _change("DELETE", f"{V2}/tenants/{{tenant}}", tenants.delete_tenant,
+            "Delete a tenant without namespaces", "tenants"),
+    # --- namespaces ---------------------------------------------------------------------
+    _get(f"{V2}/namespaces/{{tenant}}", tenants.list_namespaces, "List a tenant's namespaces",
+         "namespaces", "Names"),
+    _get(_NAMESPACE, tenants.get_policies, "Get a namespace's policies", "namespaces",
+         "NamespacePolicies"),
+    _change("PUT", _NAMESPACE, tenants.create_namespace, "Create a namespace", "namespaces",
+            "Policies", request_required=False),
+    _change("DELETE", _NAMESPACE, tenants.delete_namespace, "Delete a namespace without topics",
+            "namespaces"),
+    _get(f"{_NAMESPACE}/retention", tenants.get_retention, "Get retention", "namespaces",
+         "RetentionPoliciesOrNull"),
+    _change("POST", f"{_NAMESPACE}/retention", tenants.set_retention, "Set retention",
+            "namespaces", "RetentionPolicies"),
+    _change("DELETE", f"{_NAMESPACE}/retention", tenants.remove_retention, "Remove retention",
+            "namespaces"),
+    _get(f"{_NAMESPACE}/messageTTL", tenants.get_message_ttl, "Get the message TTL (seconds)",
+         "namespaces", "MessageTTLOrNull"),
+    _change("POST", f"{_NAMESPACE}/messageTTL", tenants.set_message_ttl,
+            "Set the message TTL (seconds)", "namespaces", "MessageTTL"),
+    _change("DELETE", f"{_NAMESPACE}/messageTTL", tenants.remove_message_ttl,
+            "Remove the message TTL", "namespaces"),
+    # --- topics -------------------------------------------------------------------------
+    _get(_TOPICS, topics.list_topics, "List a namespace's topics (partitions included)",
+         "topics", "Names"),
+    _change("PUT", f"{_TOPIC}/partitions", topics.create_partitioned_topic,
+            "Create a partitioned topic", "topics", "Partitions"),
+    _get(f"{_TOPIC}/partitions", topics.partitioned_metadata,
+         "Get a topic's partition count (0: not partitioned)", "topics",
+         "PartitionedTopicMetadata"),
+    _change("DELETE", f"{_TOPIC}/partitions", topics.delete_partitioned_topic,
+            "Delete a partitioned topic", "topics"),
+    _change("DELETE", _TOPIC, topics.delete_topic, "Delete a topic", "topics"),
+    _get(f"{_TOPIC}/stats", topics.topic_stats, "Get a topic's stats", "topics", "TopicStats"),
+    _get(f"{_TOPIC}/internalStats", topics.internal_stats,
+         "Get a topic's managed ledger and cursors", "topics", "PersistentTopicInternalStats"),
+    _get(f"{_TOPIC}/lastMessageId", topics.last_message_id, "Get the last message id",
+         "topics", "MessageIdDocument"),
+    # --- subscriptions ------------------------------------------------------------------
+    _change("PUT", _SUBSCRIPTION, topics.create_subscription,
+            "Create a subscription at a position (none: latest)", "subscriptions",
+            "ResetCursorData", request_required=False),
+    _change("DELETE", _SUBSCRIPTION, topics.delete_subscription, "Delete a subscription",
+            "subscriptions"),
+    _change("POST", f"{_SUBSCRIPTION}/resetcursor", topics.reset_cursor,
+            "Reset the cursor to a message id", "subscriptions", "ResetCursorData"),
+    _change("POST", f"{_SUBSCRIPTION}/resetcursor/{{timestamp}}", topics.reset_cursor_by_time,
+            "Reset the cursor to a publish time (ms)", "subscriptions"),
+    _change("POST", f"{_SUBSCRIPTION}/skip/{{numMessages}}", topics.skip,
+            "Skip messages", "subscriptions"),
+    _change("POST",
+            f"{GEOREP_V1}/persistent/{{tenant}}/{{namespace}}/{{topic}}/subscription"
+            "/{subscription}/acknowledge",
+            topics.acknowledge, "Acknowledge positions individually (georep only)",
+            "subscriptions", "AcknowledgeRequest"),
+)  # fmt: skip
