@@ -69,6 +69,9 @@ class MemoryCluster:
         self.calls.append(("list_topics", (namespace,)))
         return sorted(name for name in self.topics if TopicName.parse(name).namespace == namespace)
 
+    async def namespace_deleted(self, namespace: str) -> None:
+        self.calls.append(("namespace_deleted", (namespace,)))
+
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         self.calls.append(("create_partitioned_topic", (topic, partitions)))
         if str(topic) in self.partitioned or str(topic) in self.topics:

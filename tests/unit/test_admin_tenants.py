@@ -89,6 +89,7 @@ async def test_namespace_crud_and_policies_round_trip(metadata_url: str) -> None
 
         assert (await admin.delete(f"{T}/acme")).status == 409  # still has namespaces
         assert (await admin.delete(ns)).status == 204
+        assert ("namespace_deleted", ("acme/orders",)) in admin.cluster.calls
         assert (await admin.delete(ns)).status == 404
         assert (await admin.get(f"{ns}/retention")).status == 404
         assert (await admin.post(f"{ns}/messageTTL", 1)).status == 404

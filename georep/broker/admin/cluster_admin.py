@@ -161,6 +161,12 @@ class ClusterAdmin(Protocol):
         ``GET /admin/v2/persistent/{tenant}/{namespace}`` lists them."""
         ...
 
+    async def namespace_deleted(self, namespace: str) -> None:
+        """The admin has just deleted ``namespace`` (it had no topics) from the metadata
+        store: forget any cached word that it exists (``Namespaces.forget``), so that new
+        topics in it are refused at once."""
+        ...
+
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         """Create ``topic`` with ``partitions`` (1..``limits.partitions_count_max``)
         partitions. Conflict when a topic (partitioned or not) of that name exists."""

@@ -134,7 +134,8 @@ async def create_namespace(request: web.Request) -> web.Response:
 async def delete_namespace(request: web.Request) -> web.Response:
     """Refused while the namespace has topics. The check and the delete are two steps: a
     topic created between them is left in a namespace that no longer exists, and the
-    broker refuses to serve it until the namespace is created again."""
+    broker refuses to serve it until the namespace is created again. After the delete
+    the cluster is told, so that it stops trusting a cached "exists"."""
     tenant, namespace = _namespace_name(request)
     store = request.app[STORE]
     if await store.get_namespace(tenant, namespace) is None:
@@ -146,6 +147,7 @@ async def delete_namespace(request: web.Request) -> web.Response:
         )
     if await store.delete_namespace(tenant, namespace) is CatalogOutcome.MISSING:
         raise NotFound(f"namespace {tenant}/{namespace} does not exist")
+    await request.app[CLUSTER].namespace_deleted(f"{tenant}/{namespace}")
     return no_content()
 
 
