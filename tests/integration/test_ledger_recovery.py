@@ -13,6 +13,15 @@ from georep.storage.meta.ledger_metadata import LedgerState
 pytestmark = pytest.mark.slow
 
 
+async def wait_stored(cluster, bookie, ledger_id, entry_id):
+    """Until ``bookie`` holds the entry (bounded: 20 s)."""
+    for _ in range(400):
+        if await cluster.stored(bookie, ledger_id, entry_id) is not None:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"entry {entry_id} never reached {bookie}")
+
+
 async def write(handle, count, start=0):
     return await asyncio.gather(
         *[await handle.add_async(f"e{i}".encode()) for i in range(start, start + count)]
@@ -46,9 +55,7 @@ async def test_parallel_recovering_opens_agree(cluster_factory):
     await cluster.fault(second, drop_adds_from_entry=30)
     await cluster.fault(third, drop_adds_from_entry=30)
     pending = await writer.add_async(b"maybe")
-    await asyncio.sleep(0.3)  # the first bookie has entry 30, the others swallowed it
-    await cluster.fault(second)
-    await cluster.fault(third)
+    await wait_stored(cluster, writer.ensemble[0], writer.ledger_id, 30)
 
     readers = await asyncio.gather(
         *[cluster.client().open_ledger(writer.ledger_id) for _ in range(6)]
@@ -76,13 +83,12 @@ async def test_lost_fence_on_one_bookie_loses_no_acknowledged_entry(cluster_fact
     await cluster.fault(b1, drop_adds_from_entry=20)
     await cluster.fault(b2, drop_adds_from_entry=20)
     pending = await writer.add_async(b"one short")
-    await asyncio.sleep(0.3)  # b0 acked entry 20; b1 and b2 swallowed it
-    assert await cluster.stored(b0, writer.ledger_id, 20) is not None
-    await cluster.fault(b1)
-    await cluster.fault(b2)
+    await wait_stored(cluster, b0, writer.ledger_id, 20)  # b0 acked it; b1, b2 dropped it
     await cluster.fault(b0, ignore_fence=True)  # b0 will lose its fence
 
     reader = await cluster.client().open_ledger(writer.ledger_id)
+    await cluster.fault(b1)
+    await cluster.fault(b2)
     # b0 still takes normal adds, b1 and b2 are fenced: the writer cannot reach Qa
     later = []
     for i in range(3):
@@ -179,10 +185,7 @@ async def test_writer_crash_with_entry_on_fewer_than_qa_bookies(cluster_factory,
     process.stdin.write(b"go\n")
     await process.stdin.drain()
     assert json.loads(await process.stdout.readline()) == {"sent": 25}
-    for _ in range(50):  # wait until the one bookie has it
-        if await cluster.stored(ensemble[0], ledger_id, 25) is not None:
-            break
-        await asyncio.sleep(0.05)
+    await wait_stored(cluster, ensemble[0], ledger_id, 25)  # on one bookie only
     process.kill()
     await process.wait()
     for address in ensemble:

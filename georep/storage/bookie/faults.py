@@ -7,7 +7,9 @@ that *replaces* the current faults; ``{}`` clears them all. Fields:
     delay_ms               delay every reply (except the FAULT reply itself) this long
     drop_adds              store nothing and never answer adds
     fail_adds              answer adds with ERROR (nothing stored)
-    drop_adds_from_entry   never answer (nor store) adds with entry id >= this
+    drop_adds_from_entry   never answer (nor store) normal adds with entry id >= this;
+                           recovery adds pass (the writer's adds are lost, those of a
+                           recovering reader or re-replication are not)
     ignore_fence           answer fencing reads normally but do NOT set the fence:
                            a lost fence
     drop_reads             never answer READ or READ_LAC (no fence is set either)
@@ -84,9 +86,11 @@ class Faults:
             if value != getattr(NO_FAULTS, name)
         }
 
-    def drops_add(self, entry_id: int) -> bool:
+    def drops_add(self, entry_id: int, recovery: bool = False) -> bool:
         return self.drop_adds or (
-            self.drop_adds_from_entry is not None and entry_id >= self.drop_adds_from_entry
+            not recovery
+            and self.drop_adds_from_entry is not None
+            and entry_id >= self.drop_adds_from_entry
         )
 
 

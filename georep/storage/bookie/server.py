@@ -301,7 +301,7 @@ class BookieServer:
     def _add(self, connection: BookieConnection, request: protocol.AddRequest) -> None:
         faults = self.faults
         if faults is not NO_FAULTS:
-            if faults.drops_add(request.entry_id):
+            if faults.drops_add(request.entry_id, request.recovery):
                 self.stats.faults_dropped += 1
                 return
             if faults.fail_adds:
