@@ -42,7 +42,13 @@ from georep.broker.entry import Entry
 from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
 from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.storage.errors import StorageError
+from georep.storage.errors import (
+    InvalidArgument,
+    ManagedLedgerClosed,
+    ManagedLedgerFenced,
+    NoSuchCursor,
+    StorageError,
+)
 from georep.storage.managed_ledger import Position as LogPosition
 
 if TYPE_CHECKING:
@@ -56,6 +62,9 @@ Position = tuple[int, int]
 #: Seconds between retries of a cursor write that failed, and how many retries.
 _CURSOR_RETRY_S = 0.5
 _CURSOR_RETRIES_MAX = 20
+
+#: Cursor errors a retry cannot cure: the cursor is gone, closed, or owned elsewhere.
+_PERMANENT = (ManagedLedgerClosed, ManagedLedgerFenced, NoSuchCursor, InvalidArgument)
 
 SHARED_TYPES = frozenset({SubType.SHARED, SubType.KEY_SHARED})
 
@@ -147,6 +156,11 @@ class CursorUpdates:
                 return
             except asyncio.CancelledError:
                 raise
+            except _PERMANENT as error:
+                log.warning(
+                    "cursor %s: acknowledgements not persisted: %s", self._cursor.name, error
+                )
+                return
             except StorageError as error:  # retry: the acks are still wanted
                 self.stats["failures"] += 1
                 log.warning(

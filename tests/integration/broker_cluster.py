@@ -37,6 +37,10 @@ from typing import Any
 import pulsar
 
 from georep.broker.cluster import Cluster, ClusterConfig
+from georep.broker.protocol import commands, frames
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.protocol.commands import Type
+from georep.broker.protocol.errors import PulsarProtocolError
 
 #: Client-side deadlines: short, so a broker bug fails a test fast instead of hanging it.
 OPERATION_TIMEOUT_S = 10
@@ -234,6 +238,72 @@ class ClusterProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         return self.process.wait()
+
+
+class RawConnection:
+    """A raw socket to the broker, for what pulsar-client will not send (fuzz, markers)."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("pulsar://").split(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=5)
+        self.decoder = frames.FrameDecoder()
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            pass  # the broker closed already
+
+    def replies(self, wait_s: float = 0.3) -> tuple[list[pb.BaseCommand], bool]:
+        """Commands received within ``wait_s``, and whether the broker closed."""
+        self.sock.settimeout(wait_s)
+        out = []
+        closed = False
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    closed = True
+                    break
+                self.decoder.feed(data)
+                out += [frame.command for frame in self.decoder.frames()]
+        except TimeoutError:
+            pass
+        except ConnectionResetError:
+            closed = True
+        except PulsarProtocolError:
+            pass
+        return out, closed
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def connect_frame() -> bytes:
+    return frames.encode_command(
+        commands.build(Type.CONNECT, client_version="fuzz", protocol_version=20)
+    )
+
+
+def producer_frame(topic: str, producer_id: int = 1, name: str = "") -> bytes:
+    return frames.encode_command(
+        commands.build(
+            Type.PRODUCER, topic=topic, producer_id=producer_id, request_id=1, producer_name=name
+        )
+    )
+
+
+def send_frame(
+    producer_id: int, sequence_id: int, payload: bytes = b"x", *, marker_type: int | None = None
+) -> bytes:
+    metadata = pb.MessageMetadata(producer_name="", sequence_id=sequence_id, publish_time=1)
+    if marker_type is not None:
+        metadata.marker_type = marker_type
+    return frames.encode_payload_command(
+        commands.build(Type.SEND, producer_id=producer_id, sequence_id=sequence_id),
+        metadata,
+        payload,
+    )
 
 
 def wait_until(condition: Callable[[], Any], timeout_s: float = 10, interval_s: float = 0.05):

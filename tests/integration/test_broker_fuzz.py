@@ -9,7 +9,6 @@ client still produces and consumes. Random cases print their seed on failure.
 from __future__ import annotations
 
 import random
-import socket
 import struct
 
 import pulsar
@@ -19,9 +18,16 @@ from georep import limits
 from georep.broker.protocol import commands, frames
 from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.protocol.commands import Type
-from georep.broker.protocol.errors import PulsarProtocolError
 from georep.broker.topic_name import TopicName
-from tests.integration.broker_cluster import InProcessCluster, open_client, receive_all
+from tests.integration.broker_cluster import (
+    InProcessCluster,
+    RawConnection,
+    connect_frame,
+    open_client,
+    producer_frame,
+    receive_all,
+    send_frame,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -58,67 +64,9 @@ def state_of(cluster: InProcessCluster, topic: str):
     return cluster.call(read)
 
 
-class Raw:
-    """A raw socket to the broker."""
-
-    def __init__(self, url: str) -> None:
-        host, port = url.removeprefix("pulsar://").split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=5)
-        self.decoder = frames.FrameDecoder()
-
-    def send(self, data: bytes) -> None:
-        try:
-            self.sock.sendall(data)
-        except OSError:
-            pass  # the broker closed already
-
-    def replies(self, wait_s: float = 0.3) -> tuple[list[pb.BaseCommand], bool]:
-        """Commands received within ``wait_s``, and whether the broker closed."""
-        self.sock.settimeout(wait_s)
-        out = []
-        closed = False
-        try:
-            while True:
-                data = self.sock.recv(65536)
-                if not data:
-                    closed = True
-                    break
-                self.decoder.feed(data)
-                out += [frame.command for frame in self.decoder.frames()]
-        except (TimeoutError, ConnectionResetError):
-            closed = closed or False
-        except PulsarProtocolError:
-            pass
-        return out, closed
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def connect() -> bytes:
-    return frames.encode_command(
-        commands.build(Type.CONNECT, client_version="fuzz", protocol_version=20)
-    )
-
-
-def producer(topic: str, producer_id: int = 1) -> bytes:
-    return frames.encode_command(
-        commands.build(Type.PRODUCER, topic=topic, producer_id=producer_id, request_id=1)
-    )
-
-
-def send(producer_id: int, sequence_id: int, payload: bytes = b"x") -> bytes:
-    metadata = pb.MessageMetadata(producer_name="", sequence_id=sequence_id, publish_time=1)
-    return frames.encode_payload_command(
-        commands.build(Type.SEND, producer_id=producer_id, sequence_id=sequence_id),
-        metadata,
-        payload,
-    )
-
-
 def test_oversized_frame_closes(cluster: InProcessCluster, victim: str) -> None:
-    raw = Raw(cluster.url)
-    raw.send(connect() + struct.pack(">I", limits.pulsar_frame_bytes_max + 1) + b"\x00" * 64)
+    raw = RawConnection(cluster.url)
+    raw.send(connect_frame() + struct.pack(">I", limits.pulsar_frame_bytes_max + 1) + b"\x00" * 64)
     got, closed = raw.replies()
     assert [c.type for c in got] == [Type.CONNECTED]
     assert closed
@@ -136,8 +84,8 @@ def test_oversized_frame_closes(cluster: InProcessCluster, victim: str) -> None:
     ],
 )
 def test_malformed_frames_close(cluster: InProcessCluster, victim: str, garbage: bytes) -> None:
-    raw = Raw(cluster.url)
-    raw.send(connect() + garbage)
+    raw = RawConnection(cluster.url)
+    raw.send(connect_frame() + garbage)
     got, closed = raw.replies()
     assert closed, got
     raw.close()
@@ -145,13 +93,13 @@ def test_malformed_frames_close(cluster: InProcessCluster, victim: str, garbage:
 
 def test_bad_sends_get_errors_and_store_nothing(cluster: InProcessCluster, victim: str) -> None:
     before = state_of(cluster, victim)
-    raw = Raw(cluster.url)
-    raw.send(connect() + producer(victim))
+    raw = RawConnection(cluster.url)
+    raw.send(connect_frame() + producer_frame(victim))
     got, closed = raw.replies()
     assert [c.type for c in got] == [Type.CONNECTED, Type.PRODUCER_SUCCESS] and not closed
-    corrupt = bytearray(send(1, 100))
+    corrupt = bytearray(send_frame(1, 100))
     corrupt[-1] ^= 0x01  # the payload no longer matches its CRC32C
-    overrun = bytearray(send(1, 101, b"p"))
+    overrun = bytearray(send_frame(1, 101, b"p"))
     metadata = pb.MessageMetadata(producer_name="", sequence_id=101, publish_time=1)
     size_at = len(overrun) - 1 - len(metadata.SerializeToString()) - 4
     struct.pack_into(">I", overrun, size_at, 0xFFFF)  # metadata size beyond the frame
@@ -162,7 +110,7 @@ def test_bad_sends_get_errors_and_store_nothing(cluster: InProcessCluster, victi
         (Type.SEND_ERROR, 101),
     ]
     assert got[0].send_error.error == pb.CHECKSUM_ERROR and not closed
-    raw.send(send(2, 102))  # a producer this connection does not have
+    raw.send(send_frame(2, 102))  # a producer this connection does not have
     got, closed = raw.replies()
     assert closed
     raw.close()
@@ -171,7 +119,7 @@ def test_bad_sends_get_errors_and_store_nothing(cluster: InProcessCluster, victi
 
 def test_bogus_acks_touch_nothing(cluster: InProcessCluster, victim: str) -> None:
     before = state_of(cluster, victim)
-    raw = Raw(cluster.url)
+    raw = RawConnection(cluster.url)
     subscribe = commands.build(
         Type.SUBSCRIBE,
         topic=victim,
@@ -180,7 +128,7 @@ def test_bogus_acks_touch_nothing(cluster: InProcessCluster, victim: str) -> Non
         consumer_id=1,
         request_id=2,
     )
-    raw.send(connect() + frames.encode_command(subscribe))
+    raw.send(connect_frame() + frames.encode_command(subscribe))
     got, _ = raw.replies()
     assert [c.type for c in got] == [Type.CONNECTED, Type.SUCCESS]
     for ids in ([(2**64 - 1, 0)], [(10**12, 5)], [(before[0][0], 10**9)], [(0, 0)]):
@@ -205,7 +153,7 @@ def test_bogus_acks_touch_nothing(cluster: InProcessCluster, victim: str) -> Non
 def test_mutated_sessions(cluster: InProcessCluster, victim: str) -> None:
     before = state_of(cluster, victim)
     session = (
-        connect()
+        connect_frame()
         + frames.encode_command(commands.build(Type.LOOKUP, topic=victim, request_id=1))
         + frames.encode_command(commands.ping())
         + frames.encode_command(
@@ -220,7 +168,7 @@ def test_mutated_sessions(cluster: InProcessCluster, victim: str) -> None:
             mutated[position] = rng.randrange(256)
         if rng.random() < 0.2:
             del mutated[rng.randrange(len(mutated)) :]
-        raw = Raw(cluster.url)
+        raw = RawConnection(cluster.url)
         raw.send(bytes(mutated))
         raw.replies(0.05)
         raw.close()

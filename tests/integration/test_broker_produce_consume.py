@@ -14,13 +14,19 @@ import threading
 import pulsar
 import pytest
 
+from georep.broker.protocol.commands import Type
 from georep.broker.topic_name import TopicName
 from tests.integration.broker_cluster import (
     InProcessCluster,
+    RawConnection,
+    connect_frame,
     open_client,
+    producer_frame,
     receive_all,
     receive_none,
+    send_frame,
     unique_topic,
+    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -255,3 +261,55 @@ def test_unknown_namespace_and_bad_names_fail_fast(cluster: InProcessCluster) ->
             client.create_producer("persistent://nobody/nowhere/t")
         with pytest.raises(pulsar.PulsarException):
             client.create_producer("persistent://public/default/a/b")
+
+
+def test_markers_are_not_dispatched_and_never_hold_back_the_mdp(cluster: InProcessCluster) -> None:
+    """Markers (replication snapshots) between messages: the consumer never sees them; a
+    lagging subscription gets no holes for them; once the messages before a marker are
+    acknowledged the mark-delete position moves over it."""
+    topic = unique_topic("markers")
+    layout = [b"m0", None, b"m1", None, None, b"m2", None]  # None: a marker entry
+    with open_client(cluster.url) as client:
+        consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
+        raw = RawConnection(cluster.url)
+        raw.send(connect_frame() + producer_frame(topic, name="replicator"))
+        opened, _ = raw.replies()
+        assert [c.type for c in opened] == [Type.CONNECTED, Type.PRODUCER_SUCCESS]
+        frames_out = b"".join(
+            send_frame(1, n, payload or b"", marker_type=None if payload else 1)
+            for n, payload in enumerate(layout)
+        )
+        raw.send(frames_out)
+        receipts: list = []
+        wait_until(lambda: receipts.extend(raw.replies(0.1)[0]) or len(receipts) >= 7)
+        raw.close()
+        positions = [
+            (c.send_receipt.message_id.ledger_id, c.send_receipt.message_id.entry_id)
+            for c in receipts
+            if c.type == Type.SEND_RECEIPT
+        ]
+        assert len(positions) == 7
+        got = receive_all(consumer, 3, ack=False)
+        assert [m.data() for m in got] == [b"m0", b"m1", b"m2"]
+        assert receive_none(consumer) == []
+        consumer.acknowledge(got[1])
+        consumer.acknowledge(got[2])
+        consumer.close()
+        marker_positions = [p for p, payload in zip(positions, layout, strict=True) if not payload]
+        held = acknowledged_positions(cluster, topic, "s", marker_positions + positions[:1])
+        assert held == [False] * 5, "a marker was acknowledged out of order (a hole)"
+        consumer = client.subscribe(topic, "s")
+        (again,) = receive_all(consumer, 1)
+        assert again.data() == b"m0"
+        consumer.close()
+        wait_until(lambda: mdp(cluster, topic, "s") == positions[-1])
+
+
+def acknowledged_positions(cluster: InProcessCluster, topic: str, subscription: str, positions):
+    from georep.storage.managed_ledger import Position
+
+    def read(c):
+        cursor = c.service.loaded_topic(TopicName.parse(topic)).ledger.cursors[subscription]
+        return [cursor.is_acknowledged(Position(*p)) for p in positions]
+
+    return cluster.call(read)

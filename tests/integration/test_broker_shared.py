@@ -87,6 +87,17 @@ def test_shared_spreads_and_redelivers_what_a_closed_consumer_held(
         producer.close()
 
 
+def test_unsubscribe_needs_the_last_consumer(cluster: InProcessCluster) -> None:
+    topic = unique_topic()
+    with open_client(cluster.url) as client:
+        first = client.subscribe(topic, "s", consumer_type=SHARED)
+        second = client.subscribe(topic, "s", consumer_type=SHARED)
+        with pytest.raises(pulsar.PulsarException):
+            first.unsubscribe()  # another consumer is attached
+        second.close()
+        first.unsubscribe()
+
+
 def test_shared_refuses_cumulative_ack(cluster: InProcessCluster) -> None:
     topic = unique_topic()
     with open_client(cluster.url) as client:
