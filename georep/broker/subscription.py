@@ -222,6 +222,10 @@ class Subscription:
         elif self.dispatcher is None or self.sub_type != consumer.sub_type:
             if self.dispatcher is not None:
                 await self.dispatcher.close()
+            async with self.cursor_lock:
+                # What the old dispatcher read and nobody acknowledged (its consumers left,
+                # its replay queue goes with it) is read again from the first unacked.
+                self.cursor.rewind()
             self.sub_type = consumer.sub_type
             self.dispatcher = new_dispatcher(self, consumer.sub_type)
         self.dispatcher.add_consumer(consumer)

@@ -255,6 +255,19 @@ def test_producer_names_are_unique_per_topic(cluster: InProcessCluster) -> None:
         client.create_producer(topic, producer_name="only-one").close()
 
 
+def test_exclusive_producer_access(cluster: InProcessCluster) -> None:
+    topic = unique_topic()
+    with open_client(cluster.url) as client:
+        exclusive = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+        with pytest.raises(pulsar.PulsarException):
+            client.create_producer(topic)
+        exclusive.close()
+        shared = client.create_producer(topic)
+        with pytest.raises(pulsar.PulsarException):
+            client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+        shared.close()
+
+
 def test_unknown_namespace_and_bad_names_fail_fast(cluster: InProcessCluster) -> None:
     with open_client(cluster.url) as client:
         with pytest.raises(pulsar.TopicNotFound):

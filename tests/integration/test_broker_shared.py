@@ -9,6 +9,7 @@ import time
 import pulsar
 import pytest
 
+from georep.broker.hash_ranges import key_hash
 from tests.integration.broker_cluster import (
     InProcessCluster,
     open_client,
@@ -84,6 +85,24 @@ def test_shared_spreads_and_redelivers_what_a_closed_consumer_held(
         for consumer in consumers[1:]:
             assert receive_none(consumer, 200) == []
             consumer.close()
+        producer.close()
+
+
+def test_changing_the_type_redelivers_what_was_unacked(cluster: InProcessCluster) -> None:
+    topic = unique_topic()
+    with open_client(cluster.url) as client:
+        producer = client.create_producer(topic)
+        exclusive = client.subscribe(topic, "s", initial_position=EARLIEST)
+        for n in range(6):
+            producer.send(f"m{n}".encode())
+        got = receive_all(exclusive, 6, ack=False)
+        for message in got[:3]:
+            exclusive.acknowledge(message)
+        exclusive.close()
+        shared = client.subscribe(topic, "s", consumer_type=SHARED)  # the type changes
+        assert sorted(m.data() for m in receive_all(shared, 3)) == [b"m3", b"m4", b"m5"]
+        assert receive_none(shared) == []
+        shared.close()
         producer.close()
 
 
@@ -236,6 +255,47 @@ def test_key_shared_order_survives_a_consumer_leaving_and_joining(
         assert len(delivered) == 80
         first.close()
         third.close()
+        producer.close()
+
+
+def test_key_shared_sticky_ranges(cluster: InProcessCluster) -> None:
+    topic = unique_topic()
+    sticky = pulsar.KeySharedMode.Sticky
+    with open_client(cluster.url) as client:
+        low = client.subscribe(
+            topic,
+            "s",
+            consumer_type=KEY_SHARED,
+            initial_position=EARLIEST,
+            key_shared_policy=pulsar.ConsumerKeySharedPolicy(sticky, sticky_ranges=[(0, 32767)]),
+        )
+        with pytest.raises(pulsar.PulsarException):  # overlaps the first consumer's range
+            client.subscribe(
+                topic,
+                "s",
+                consumer_type=KEY_SHARED,
+                key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+                    sticky, sticky_ranges=[(30000, 40000)]
+                ),
+            )
+        high = client.subscribe(
+            topic,
+            "s",
+            consumer_type=KEY_SHARED,
+            key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+                sticky, sticky_ranges=[(32768, 65535)]
+            ),
+        )
+        producer = client.create_producer(topic)
+        for n in range(40):
+            producer.send(f"{n}".encode(), partition_key=f"key-{n}")
+        got = drain([low, high], 40)
+        for index, messages in got.items():
+            for message in messages:
+                hashed = key_hash(message.partition_key().encode())
+                assert (hashed < 32768) == (index == 0), message.partition_key()
+        for consumer in (low, high):
+            consumer.close()
         producer.close()
 
 
