@@ -158,10 +158,13 @@ class InProcessCluster:
 class ClusterProcess:
     """``georep cluster`` as a child process, restartable on the same directory and ports."""
 
-    def __init__(self, data_dir: Path, *, name: str = "test", fsync: bool = False) -> None:
+    def __init__(
+        self, data_dir: Path, *, name: str = "test", fsync: bool = False, extra: list[str] = ()
+    ) -> None:
         self.data_dir = data_dir
         self.name = name
         self.fsync = fsync
+        self.extra = list(extra)
         self.broker_port = free_port()
         self.admin_port = free_port()
         self.process: subprocess.Popen | None = None
@@ -189,6 +192,7 @@ class ClusterProcess:
         ]
         if not self.fsync:
             args.append("--no-fsync")
+        args += self.extra
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(
             args,

@@ -64,6 +64,44 @@ def test_ready_line_and_clean_stop(process: ClusterProcess) -> None:
     assert process.terminate() == 0
 
 
+async def test_external_bookies_and_metadata_url(tmp_path) -> None:
+    """--metadata and --bookies: the cluster runs no bookie of its own."""
+    import asyncio
+
+    from georep.processes import start_bookie
+
+    url = f"sqlite:///{tmp_path / 'shared-metadata.db'}"
+    bookies = [
+        await start_bookie(tmp_path / f"bookie-{n}", metadata_url=url, extra=["--no-fsync"])
+        for n in range(3)
+    ]
+    cluster = ClusterProcess(
+        tmp_path / "cluster",
+        extra=["--metadata", url, "--bookies", ",".join(b.detail for b in bookies)],
+    )
+    try:
+        await asyncio.to_thread(cluster.start)
+        assert not (tmp_path / "cluster" / "bookies").exists()
+
+        def round_trip() -> list[bytes]:
+            topic = unique_topic()
+            with open_client(cluster.url) as client:
+                consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
+                producer = client.create_producer(topic)
+                producer.send(b"via external bookies")
+                got = [m.data() for m in receive_all(consumer, 1)]
+                consumer.close()
+                producer.close()
+                return got
+
+        assert await asyncio.to_thread(round_trip) == [b"via external bookies"]
+        assert await asyncio.to_thread(cluster.terminate) == 0
+    finally:
+        cluster.kill()
+        for bookie in bookies:
+            await bookie.terminate()
+
+
 def test_kill_9_under_load_loses_no_acknowledged_publish(process: ClusterProcess) -> None:
     process.start()
     topic = unique_topic("kill")
