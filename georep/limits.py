@@ -173,6 +173,10 @@ key_shared_hash_range_size = 2**16
 catalog_records_max = 100_000
 #: Seconds the broker trusts that a namespace it saw in the metadata store still exists.
 namespace_cache_s_default = 5.0
+#: Seconds between passes that trim every loaded topic's acknowledged ledgers.
+topic_trim_interval_s_default = 60.0
+#: Marker entries GET_LAST_MESSAGE_ID steps back over to find the last message.
+last_message_id_markers_skipped_max = 1_000
 
 # A topic's managed-ledger name, ``tenant/namespace/persistent/local``, must fit a metadata
 # name (255 characters).

@@ -1,7 +1,8 @@
 """The broker service: the topics this broker serves, and the names they live under.
 
 Topics are loaded on first use (a producer, a consumer, a last-message-id query) and stay
-loaded until the broker stops: loading opens the topic's managed ledger (creating it if
+loaded until the broker stops; every ``trim_interval_s`` each loaded topic's fully
+acknowledged ledgers are trimmed. Loading opens the topic's managed ledger (creating it if
 new, which is Pulsar's auto-creation of non-partitioned topics) and rebuilds its
 deduplication state. Concurrent first uses of one topic share one load.
 
@@ -40,6 +41,7 @@ class BrokerConfig:
     #: The URL clients are told to connect to (lookup answers).
     service_url: str = "pulsar://127.0.0.1:6650"
     keepalive_interval_s: float = limits.keepalive_interval_s_default
+    trim_interval_s: float = limits.topic_trim_interval_s_default
     version: str = "georep-broker"
     #: Settings of every topic's managed ledger (ensemble, quorums, rollover, retention);
     #: None: the managed ledger's defaults.
@@ -57,6 +59,7 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self.closing = False
+        self._trimmer = asyncio.get_running_loop().create_task(self._trim_loop())
 
     @classmethod
     async def start(cls, config: BrokerConfig, factory, store) -> BrokerService:
@@ -159,8 +162,23 @@ class BrokerService:
             del self.topics[str(topic.name)]
             asyncio.get_running_loop().create_task(topic.close())
 
+    async def _trim_loop(self) -> None:
+        """Delete, now and then, the ledgers of each loaded topic that every cursor has
+        acknowledged past (the managed ledger decides what retention still holds)."""
+        while True:
+            await asyncio.sleep(self.config.trim_interval_s)
+            for topic in list(self.topics.values()):
+                if topic.closed:
+                    continue
+                try:
+                    await topic.ledger.trim()
+                except Exception as error:  # the next pass tries again
+                    log.warning("trimming %s: %s", topic.name, error)
+
     async def close(self) -> None:
         self.closing = True
+        self._trimmer.cancel()
+        await asyncio.gather(self._trimmer, return_exceptions=True)
         for task in list(self._loading.values()):
             task.cancel()
         await asyncio.gather(*self._loading.values(), return_exceptions=True)

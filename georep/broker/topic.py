@@ -229,15 +229,34 @@ class PersistentTopic:
     # -- reading --
 
     async def last_message_id(self) -> tuple[tuple[int, int], int]:
-        """((ledger id, entry id), batch index) of the last entry; entry id -1 if the
-        topic is empty. The batch index is that of the last message of a batch."""
-        last = self.ledger.last_confirmed
-        if last is None:
-            return (self.ledger.tail_position.ledger_id, -1), -1
-        metadata = parse_metadata(await self.ledger.read_entry(last))
-        if metadata is not None and metadata.HasField("num_messages_in_batch"):
-            return tuple(last), max(0, metadata.num_messages_in_batch - 1)
-        return tuple(last), -1
+        """((ledger id, entry id), batch index) of the last message; entry id -1 if the
+        topic holds none. The batch index is that of the last message of a batch. Marker
+        entries are stepped over (at most ``limits.last_message_id_markers_skipped_max``):
+        a reader told that a marker is the last message would wait for it forever."""
+        position = self.ledger.last_confirmed
+        for _ in range(limits.last_message_id_markers_skipped_max):
+            if position is None:
+                break
+            metadata = parse_metadata(await self.ledger.read_entry(position))
+            if metadata is None or not metadata.HasField("marker_type"):
+                if metadata is not None and metadata.HasField("num_messages_in_batch"):
+                    return tuple(position), max(0, metadata.num_messages_in_batch - 1)
+                return tuple(position), -1
+            position = self._entry_before(position)
+        return (self.ledger.tail_position.ledger_id, -1), -1
+
+    def _entry_before(self, position: Position) -> Position | None:
+        if position.entry_id > 0:
+            before = Position(position.ledger_id, position.entry_id - 1)
+            return before if self.ledger.is_entry(before) else None
+        ledger_ids = self.ledger.stats()["ledger_ids"]
+        earlier = [i for i in ledger_ids if i < position.ledger_id]
+        while earlier:
+            ledger_id = earlier.pop()
+            count = self.ledger.entries_in(Position(ledger_id, 0), Position(ledger_id, 2**63 - 1))
+            if count:
+                return Position(ledger_id, count - 1)
+        return None
 
     async def seek_target(self, target):
         """The position a subscription reset to ``target`` ("earliest", "latest" or a

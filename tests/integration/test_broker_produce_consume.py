@@ -305,6 +305,8 @@ def test_markers_are_not_dispatched_and_never_hold_back_the_mdp(cluster: InProce
         got = receive_all(consumer, 3, ack=False)
         assert [m.data() for m in got] == [b"m0", b"m1", b"m2"]
         assert receive_none(consumer) == []
+        last = consumer.get_last_message_id()  # the last message, not the trailing marker
+        assert (last.ledger_id(), last.entry_id()) == positions[5]
         consumer.acknowledge(got[1])
         consumer.acknowledge(got[2])
         consumer.close()
