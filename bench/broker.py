@@ -1,0 +1,201 @@
+"""Broker benchmark through the official pulsar-client: publish and end-to-end consume.
+
+Prints one JSON object. A `georep cluster` process (three in-process bookies, E=3 Qw=2
+Qa=2, fsync on) serves; the producer runs in this process and the consumer in a child
+process, both with the official client. 1 KiB messages, batching on. For one topic and
+for a topic of four partitions: publish throughput (msgs/s, MB/s) and publish latency
+(send to receipt) p50/p99, and end-to-end throughput (first send to last message
+received by the consumer, which subscribed before the first send).
+
+    python bench/broker.py [--messages 200000] [--dir bench/out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from georep.processes import ManagedProcess, georep_command
+
+SIZE = 1024
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    return values[min(len(values) - 1, int(fraction * len(values)))]
+
+
+def consume(service_url: str, topic: str, count: int, ready, result) -> None:
+    import pulsar
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=30)
+    consumer = client.subscribe(
+        topic, "bench", receiver_queue_size=5000, initial_position=pulsar.InitialPosition.Earliest
+    )
+    ready.set()
+    received = 0
+    last = None
+    while received < count:
+        message = consumer.receive(timeout_millis=60000)
+        received += 1
+        last = message
+        if received % 1000 == 0:
+            consumer.acknowledge_cumulative(message)
+    consumer.acknowledge_cumulative(last)
+    result.put(time.time())
+    client.close()
+
+
+def publish(service_url: str, topic: str, count: int) -> dict:
+    import pulsar
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=30)
+    producer = client.create_producer(
+        topic,
+        batching_enabled=True,
+        batching_max_messages=1000,
+        batching_max_publish_delay_ms=5,
+        max_pending_messages=20000,
+        max_pending_messages_across_partitions=20000,
+        block_if_queue_full=True,
+        send_timeout_millis=60000,
+    )
+    payload = os.urandom(SIZE)
+    latencies: list[float] = []
+    failures = []
+    done = threading.Event()
+    lock = threading.Lock()
+    outstanding = [count]
+
+    def receipt(started: float, result, _message_id) -> None:
+        now = time.perf_counter()
+        with lock:
+            if result == pulsar.Result.Ok:
+                latencies.append(now - started)
+            else:
+                failures.append(str(result))
+            outstanding[0] -= 1
+            if outstanding[0] == 0:
+                done.set()
+
+    first_send = time.time()
+    started = time.perf_counter()
+    for _ in range(count):
+        sent_at = time.perf_counter()
+        producer.send_async(payload, lambda r, m, t=sent_at: receipt(t, r, m))
+    producer.flush()
+    done.wait(120)
+    wall = time.perf_counter() - started
+    client.close()
+    latencies.sort()
+    return {
+        "messages": count,
+        "failures": len(failures),
+        "wall_s": round(wall, 3),
+        "msgs_per_s": round(count / wall),
+        "mb_per_s": round(count * SIZE / wall / 1e6, 2),
+        "publish_latency_ms_p50": round(percentile(latencies, 0.5) * 1000, 2),
+        "publish_latency_ms_p99": round(percentile(latencies, 0.99) * 1000, 2),
+        "first_send_epoch": first_send,
+    }
+
+
+def admin(url: str, method: str, path: str, body: object | None = None) -> None:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    urllib.request.urlopen(request, timeout=30).read()
+
+
+def scenario(service_url: str, admin_url: str, name: str, partitions: int, count: int) -> dict:
+    topic = f"persistent://public/default/{name}"
+    if partitions:
+        admin(
+            admin_url, "PUT", f"/admin/v2/persistent/public/default/{name}/partitions", partitions
+        )
+    context = multiprocessing.get_context("spawn")
+    ready, result = context.Event(), context.Queue()
+    consumer = context.Process(target=consume, args=(service_url, topic, count, ready, result))
+    consumer.start()
+    if not ready.wait(60):
+        raise SystemExit("consumer did not subscribe")
+    published = publish(service_url, topic, count)
+    last_received = result.get(timeout=300)
+    consumer.join(30)
+    end_to_end = last_received - published.pop("first_send_epoch")
+    return {
+        "partitions": partitions or 1,
+        "publish": published,
+        "consume": {
+            "msgs_per_s": round(count / end_to_end),
+            "mb_per_s": round(count * SIZE / end_to_end / 1e6, 2),
+            "wall_s": round(end_to_end, 3),
+        },
+    }
+
+
+async def start_cluster(root: Path) -> ManagedProcess:
+    process = ManagedProcess(
+        georep_command(
+            "cluster",
+            "--name",
+            "bench",
+            "--data",
+            str(root / "cluster"),
+            "--broker-port",
+            "0",
+            "--admin-port",
+            "0",
+        ),
+        "CLUSTER_READY",
+        log_path=root / "cluster.log",
+    )
+    await process.start()
+    return process
+
+
+def main(args: argparse.Namespace) -> dict:
+    args.dir.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="broker-", dir=args.dir))
+    loop = asyncio.new_event_loop()
+    cluster = loop.run_until_complete(start_cluster(root))
+    service_url, admin_url = cluster.detail.split()
+    try:
+        results = {
+            "benchmark": "broker",
+            "config": {
+                "message_bytes": SIZE,
+                "batching": True,
+                "fsync": True,
+                "ensemble": "E=3 Qw=2 Qa=2, in-process bookies",
+            },
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+            },
+            "one_topic": scenario(service_url, admin_url, "bench-1", 0, args.messages),
+            "four_partitions": scenario(service_url, admin_url, "bench-4", 4, args.messages),
+        }
+    finally:
+        loop.run_until_complete(cluster.terminate())
+        loop.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--dir", type=Path, default=Path("bench/out"))
+    print(json.dumps(main(parser.parse_args()), indent=2))
