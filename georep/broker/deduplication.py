@@ -10,7 +10,9 @@ first sequence id is at or below the pushed one is a duplicate:
   or refused if the original failed.
 
 A batch carries its first id in ``sequence_id`` and its last in ``highest_sequence_id``;
-the batch is a duplicate when its first id was pushed before, and pushes its last id.
+the batch is a duplicate when its first id was pushed before, and pushes its last id. A
+``highest_sequence_id`` the sender set is trusted; when unset it is inferred from the
+message count (``producer.highest_sequence_id``).
 
 Surviving restarts: every ``limits.dedup_snapshot_entries_interval`` entries (and when the
 topic closes) the persisted map is written as the properties of cursor ``pulsar.dedup``
@@ -86,6 +88,7 @@ class MessageDeduplication:
                     metadata.sequence_id,
                     metadata.highest_sequence_id,
                     metadata.num_messages_in_batch,
+                    highest_given=metadata.HasField("highest_sequence_id"),
                 )
                 self._raise(self.persisted, metadata.producer_name, highest)
             scanned += len(batch)

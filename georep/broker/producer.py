@@ -76,7 +76,12 @@ class Producer:
         """Take one SEND; its answer comes later, in order."""
         send = frame.command.send
         sequence_id = send.sequence_id
-        highest = highest_sequence_id(sequence_id, send.highest_sequence_id, send.num_messages)
+        highest = highest_sequence_id(
+            sequence_id,
+            send.highest_sequence_id,
+            send.num_messages,
+            highest_given=send.HasField("highest_sequence_id"),
+        )
         loop = asyncio.get_running_loop()
         dedup = self.topic.dedup
         status = dedup.check(self.name, sequence_id)
@@ -138,11 +143,24 @@ class Producer:
             self.topic.remove_producer(self)
 
 
-def highest_sequence_id(sequence_id: int, highest: int, messages: int) -> int:
-    """The last sequence id an entry carries. The C++ client never sets
-    ``highest_sequence_id``: a batch of n carries ids ``sequence_id .. sequence_id + n - 1``
-    (the client numbers messages consecutively), so that is its highest. The same rule
-    applies when the state is rebuilt from stored metadata (``deduplication.py``)."""
+def highest_sequence_id(
+    sequence_id: int, highest: int, messages: int, *, highest_given: bool = False
+) -> int:
+    """The last sequence id an entry carries.
+
+    When the sender sets ``highest_sequence_id`` (the Java client, georep's replicator) it
+    is trusted, as Pulsar does: the gateway's replicator sends a whole stored batch under
+    one sequence id (its origin position) and says so with ``highest_sequence_id`` equal
+    to it, so the next entry's id, one higher, is not taken for a duplicate. The C++
+    client never sets it: a batch of n then carries ids ``sequence_id .. sequence_id + n -
+    1`` (the client numbers messages consecutively), so that is its highest. The same rule
+    applies when the state is rebuilt from stored metadata (``deduplication.py``).
+
+    >>> highest_sequence_id(10, 0, 5), highest_sequence_id(10, 10, 5, highest_given=True)
+    (14, 10)
+    """
+    if highest_given and highest >= sequence_id:
+        return highest
     return max(sequence_id, highest, sequence_id + max(1, messages) - 1)
 
 
