@@ -1,13 +1,16 @@
 """Broker benchmark through the official pulsar-client: publish and end-to-end consume.
 
 Prints one JSON object. A `georep cluster` process (three in-process bookies, E=3 Qw=2
-Qa=2, fsync on) serves; the producer runs in this process and the consumer in a child
-process, both with the official client. 1 KiB messages, batching on. For one topic and
-for a topic of four partitions: publish throughput (msgs/s, MB/s) and publish latency
-(send to receipt) p50/p99, and end-to-end throughput (first send to last message
-received by the consumer, which subscribed before the first send).
+Qa=2, fsync on) serves. Producers (two processes by default: one Python producer is
+bound by the GIL its send loop shares with the client's receipt callbacks) and a
+consumer (one process, subscribed before the first send) use the official client.
+1 KiB messages, batching on with the client's default 128 KiB batch limit
+(BENCH_BATCH_BYTES_MAX overrides it). For one topic and for a topic of four
+partitions: publish throughput (msgs/s, MB/s) and latency (send to receipt, sampled)
+p50/p99, end-to-end throughput (first send to last message received), and each
+process's CPU share.
 
-    python bench/broker.py [--messages 200000] [--dir bench/out]
+    python bench/broker.py [--messages 200000] [--producers 2] [--dir bench/out]
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from georep.processes import ManagedProcess, georep_command
 
 SIZE = 1024
+BATCH_BYTES_MAX = int(os.environ.get("BENCH_BATCH_BYTES_MAX", 128 * 1024))
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -72,6 +76,7 @@ def publish(service_url: str, topic: str, count: int) -> dict:
         batching_enabled=True,
         batching_max_messages=1000,
         batching_max_publish_delay_ms=5,
+        batching_max_allowed_size_in_bytes=BATCH_BYTES_MAX,
         max_pending_messages=20000,
         max_pending_messages_across_partitions=20000,
         block_if_queue_full=True,
@@ -100,7 +105,6 @@ def publish(service_url: str, topic: str, count: int) -> dict:
 
     first_send = time.time()
     cpu_before = time.process_time()
-    started = time.perf_counter()
     send = producer.send_async
     for index in range(count):
         if index & 63:
@@ -109,20 +113,55 @@ def publish(service_url: str, topic: str, count: int) -> dict:
             send(payload, functools.partial(timed_receipt, time.perf_counter()))
     producer.flush()
     done.wait(120)
-    wall = time.perf_counter() - started
+    last_receipt = time.time()
     cpu = time.process_time() - cpu_before
     client.close()
-    latencies.sort()
     return {
-        "messages": count,
+        "first_send": first_send,
+        "last_receipt": last_receipt,
+        "latencies": latencies,
         "failures": len(failures),
+        "cpu_s": cpu,
+    }
+
+
+def publish_in_child(service_url: str, topic: str, count: int, go, results) -> None:
+    go.wait()
+    results.put(publish(service_url, topic, count))
+
+
+def publish_all(service_url: str, topic: str, count: int, producers: int) -> dict:
+    """``producers`` processes share ``count`` messages: one Python producer is bound by
+    the GIL shared between its send loop and the client's receipt callbacks."""
+    context = multiprocessing.get_context("spawn")
+    go, results = context.Event(), context.Queue()
+    share = count // producers
+    children = [
+        context.Process(target=publish_in_child, args=(service_url, topic, share, go, results))
+        for _ in range(producers)
+    ]
+    for child in children:
+        child.start()
+    time.sleep(2)  # let the children import pulsar before the clock starts
+    go.set()
+    parts = [results.get(timeout=300) for _ in children]
+    for child in children:
+        child.join(30)
+    first = min(part["first_send"] for part in parts)
+    wall = max(part["last_receipt"] for part in parts) - first
+    latencies = sorted(x for part in parts for x in part["latencies"])
+    sent = share * producers
+    return {
+        "messages": sent,
+        "producers": producers,
+        "failures": sum(part["failures"] for part in parts),
         "wall_s": round(wall, 3),
-        "msgs_per_s": round(count / wall),
-        "mb_per_s": round(count * SIZE / wall / 1e6, 2),
+        "msgs_per_s": round(sent / wall),
+        "mb_per_s": round(sent * SIZE / wall / 1e6, 2),
         "publish_latency_ms_p50": round(percentile(latencies, 0.5) * 1000, 2),
         "publish_latency_ms_p99": round(percentile(latencies, 0.99) * 1000, 2),
-        "producer_cpu_fraction": round(cpu / wall, 2),
-        "first_send_epoch": first_send,
+        "producers_cpu_fraction": round(sum(part["cpu_s"] for part in parts) / wall, 2),
+        "first_send_epoch": first,
     }
 
 
@@ -140,7 +179,13 @@ def process_cpu_s(pid: int) -> float:
 
 
 def scenario(
-    service_url: str, admin_url: str, cluster_pid: int, name: str, partitions: int, count: int
+    service_url: str,
+    admin_url: str,
+    cluster_pid: int,
+    name: str,
+    partitions: int,
+    count: int,
+    producers: int,
 ) -> dict:
     topic = f"persistent://public/default/{name}"
     if partitions:
@@ -149,12 +194,14 @@ def scenario(
         )
     context = multiprocessing.get_context("spawn")
     ready, result = context.Event(), context.Queue()
+    count -= count % producers
     consumer = context.Process(target=consume, args=(service_url, topic, count, ready, result))
     consumer.start()
     if not ready.wait(60):
         raise SystemExit("consumer did not subscribe")
     broker_cpu_before = process_cpu_s(cluster_pid)
-    published = publish(service_url, topic, count)
+    published = publish_all(service_url, topic, count, producers)
+    count = published["messages"]
     last_received, consumer_cpu = result.get(timeout=300)
     broker_cpu = process_cpu_s(cluster_pid) - broker_cpu_before
     consumer.join(30)
@@ -212,9 +259,11 @@ def main(args: argparse.Namespace) -> dict:
                 "python": platform.python_version(),
                 "platform": platform.platform(),
             },
-            "one_topic": scenario(service_url, admin_url, cluster.pid, "bench-1", 0, args.messages),
+            "one_topic": scenario(
+                service_url, admin_url, cluster.pid, "bench-1", 0, args.messages, args.producers
+            ),
             "four_partitions": scenario(
-                service_url, admin_url, cluster.pid, "bench-4", 4, args.messages
+                service_url, admin_url, cluster.pid, "bench-4", 4, args.messages, args.producers
             ),
         }
     finally:
@@ -227,5 +276,6 @@ def main(args: argparse.Namespace) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--producers", type=int, default=2, help="producer processes")
     parser.add_argument("--dir", type=Path, default=Path("bench/out"))
     print(json.dumps(main(parser.parse_args()), indent=2))
