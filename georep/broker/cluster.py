@@ -13,8 +13,9 @@ Start order (stop is the reverse):
    configured ensemble and quorums;
 4. the broker service (catalog with tenant ``public`` and namespace ``public/default``)
    and the Pulsar protocol server;
-5. the admin HTTP server, if an admin port is set: ``admin.create_admin_app(cluster)`` is
-   the seam the admin REST API is built on.
+5. the admin REST (``broker/admin``), if an admin port or admin settings are given: its
+   ``AdminServer`` serves Pulsar's admin v2 over ``cluster.admin``, the broker's
+   ``ClusterAdmin`` (``topic_admin.BrokerAdmin``), sharing the cluster's metadata store.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ class ClusterConfig:
     broker_host: str = "127.0.0.1"
     #: 0: any free port
     broker_port: int = 0
-    #: None: no admin HTTP server; 0: any free port
+    #: None: no admin REST; 0: any free port. ``admin_settings`` (tokens, TLS) wins if set.
     admin_port: int | None = None
+    admin_settings: object = None
     metadata_url: str | None = None
     #: Addresses of external bookies; empty: run ``bookie_count`` in-process bookies.
     bookies: list[str] = field(default_factory=list)
@@ -93,8 +95,9 @@ class Cluster:
         self.factory = None
         self.service: BrokerService | None = None
         self.server: BrokerServer | None = None
+        self.admin = None
         self.admin_url: str | None = None
-        self._admin_runner = None
+        self._admin_server = None
 
     @property
     def broker_url(self) -> str:
@@ -121,7 +124,7 @@ class Cluster:
             self.server = BrokerServer(self.service, config.broker_host, config.broker_port)
             await self.server.start()
             self.service.config.service_url = self.server.url
-            if config.admin_port is not None:
+            if config.admin_port is not None or config.admin_settings is not None:
                 await self._start_admin()
         except BaseException:
             await self.stop()
@@ -178,27 +181,26 @@ class Cluster:
             await asyncio.sleep(0.2)
 
     async def _start_admin(self) -> None:
-        from aiohttp import web
+        from georep.broker.admin import AdminServer, AdminSettings
+        from georep.broker.topic_admin import BrokerAdmin
 
-        try:
-            from georep.broker.admin import create_admin_app
-        except ImportError:  # the admin REST is not built yet: the port stays unused
-            log.info("no admin app (georep.broker.admin.create_admin_app); admin port unused")
-            self.admin_url = f"http://{self.config.broker_host}:{self.config.admin_port}"
-            return
-        app = create_admin_app(self)
-        self._admin_runner = web.AppRunner(app, access_log=None)
-        await self._admin_runner.setup()
-        site = web.TCPSite(self._admin_runner, self.config.broker_host, self.config.admin_port)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # the port chosen for 0
-        self.admin_url = f"http://{self.config.broker_host}:{port}"
+        config = self.config
+        settings = config.admin_settings or AdminSettings(
+            cluster_name=config.name,
+            metadata_url=config.metadata,
+            host=config.broker_host,
+            port=config.admin_port,
+        )
+        self.admin = BrokerAdmin(self.service)
+        self._admin_server = await AdminServer.start(settings, self.admin, store=self.store)
+        scheme = "https" if settings.tls_cert_file else "http"
+        self.admin_url = f"{scheme}://{settings.host}:{self._admin_server.port}"
 
     async def stop(self) -> None:
         """Stop in reverse order; safe to call on a partly started cluster."""
         steps: list[tuple[str, Callable[[], object]]] = []
-        if self._admin_runner is not None:
-            steps.append(("admin", self._admin_runner.cleanup))
+        if self._admin_server is not None:
+            steps.append(("admin", self._admin_server.close))
         if self.server is not None:
             steps.append(("server", self.server.close))
         if self.service is not None:
@@ -216,7 +218,7 @@ class Cluster:
                 await _maybe_await(step())
             except Exception:
                 log.warning("stopping %s failed", what, exc_info=True)
-        self._admin_runner = self.server = self.service = self.factory = None
+        self._admin_server = self.server = self.service = self.factory = None
         self.bookkeeper = self.store = None
         self.bookies = []
 

@@ -1,10 +1,11 @@
 """``georep cluster``: run the embedded cluster as a process (on uvloop).
 
-Once the broker serves it prints one line to stdout,
-``CLUSTER_READY pulsar://HOST:BROKER_PORT http://HOST:ADMIN_PORT``, so a parent process (a
-test harness, ``georep up``) learns the ports it got with port 0. SIGTERM and SIGINT stop
-it cleanly: connections closed, acknowledgements and deduplication state persisted,
-ledgers closed, bookies checkpointed.
+Once the broker and the admin REST serve it prints one line to stdout,
+``CLUSTER_READY pulsar://HOST:BROKER_PORT http://HOST:ADMIN_PORT``, so a parent process
+(a test harness, ``georep up``) learns the ports it got with port 0. Admin tokens come
+from the environment or files, never from a flag's value (``broker/admin/settings.py``).
+SIGTERM and SIGINT stop it cleanly: connections closed, acknowledgements and
+deduplication state persisted, ledgers closed, bookies checkpointed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import signal
 from pathlib import Path
 
+from georep.broker.admin import AdminSettings
 from georep.broker.cluster import Cluster, ClusterConfig
 from georep.invariant import InvariantViolation
 
@@ -29,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, type=Path, help="data directory")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--broker-port", type=int, default=6650, help="Pulsar protocol port")
-    parser.add_argument("--admin-port", type=int, default=8080, help="admin HTTP port")
+    AdminSettings.add_arguments(parser)  # --admin-port, --admin-host, tokens, TLS
     parser.add_argument(
         "--metadata",
         default=None,
@@ -55,12 +57,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     bookies = [b.strip() for b in args.bookies.split(",") if b.strip()]
-    return ClusterConfig(
+    config = ClusterConfig(
         name=args.name,
         data_dir=args.data,
         broker_host=args.host,
         broker_port=args.broker_port,
-        admin_port=args.admin_port,
         metadata_url=args.metadata,
         bookies=bookies,
         ensemble_size=args.ensemble,
@@ -68,6 +69,10 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         ack_quorum=args.ack_quorum,
         fsync=not args.no_fsync,
     )
+    config.admin_settings = AdminSettings.from_args(
+        args, os.environ, cluster_name=args.name, metadata_url=config.metadata
+    )
+    return config
 
 
 async def serve(config: ClusterConfig) -> int:
@@ -77,7 +82,7 @@ async def serve(config: ClusterConfig) -> int:
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    print(f"{READY_PREFIX} {cluster.broker_url} {cluster.admin_url or ''}".rstrip(), flush=True)
+    print(f"{READY_PREFIX} {cluster.broker_url} {cluster.admin_url}", flush=True)
     await stopping.wait()
     log.info("signal received; stopping")
     await cluster.stop()
@@ -97,7 +102,7 @@ def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
-    except ValueError as error:
+    except ValueError as error:  # AdminSettingsError is one
         log.error("%s", error)
         return 2
     import uvloop

@@ -55,14 +55,14 @@ class Namespaces:
     def forget(self, namespace: str) -> None:
         self._seen.pop(namespace, None)
 
-    async def ensure(self, namespace: str) -> None:
-        """Create ``namespace`` (and its tenant) unless they exist."""
+    async def ensure(self, namespace: str, *, cluster_name: str | None = None) -> None:
+        """Create ``namespace`` (and its tenant, allowed on ``cluster_name``) unless they
+        exist. Creating what exists is an ordinary answer of the store, not an error."""
         check_namespace(namespace)
         tenant, _, name = namespace.partition("/")
-        if await self._store.get_tenant(tenant) is None:
-            await self._store.create_tenant(tenant)
-        if await self._store.get_namespace(tenant, name) is None:
-            await self._store.create_namespace(tenant, name)
+        clusters = [cluster_name] if cluster_name else []
+        await self._store.create_tenant(tenant, allowed_clusters=clusters)
+        await self._store.create_namespace(tenant, name)
 
-    async def ensure_defaults(self) -> None:
-        await self.ensure(DEFAULT_NAMESPACE)
+    async def ensure_defaults(self, cluster_name: str | None = None) -> None:
+        await self.ensure(DEFAULT_NAMESPACE, cluster_name=cluster_name)

@@ -50,10 +50,12 @@ class BrokerConfig:
 
 class BrokerService:
     def __init__(
-        self, config: BrokerConfig, factory, catalog: Catalog, namespaces: Namespaces
+        self, config: BrokerConfig, factory, catalog: Catalog, namespaces: Namespaces, store
     ) -> None:
         self.config = config
         self.factory = factory
+        #: The metadata store (managed-ledger rows, tenants and namespaces).
+        self.factory_store = store
         self.catalog = catalog
         self.namespaces = namespaces
         self.topics: dict[str, PersistentTopic] = {}
@@ -65,9 +67,9 @@ class BrokerService:
     async def start(cls, config: BrokerConfig, factory, store) -> BrokerService:
         """``store`` is the metadata store holding tenants and namespaces."""
         namespaces = Namespaces(store)
-        await namespaces.ensure_defaults()
+        await namespaces.ensure_defaults(config.cluster_name)
         catalog = await Catalog.open(factory, config.managed_ledger_config)
-        return cls(config, factory, catalog, namespaces)
+        return cls(config, factory, catalog, namespaces, store)
 
     # -- names --
 
@@ -154,6 +156,12 @@ class BrokerService:
         self.topics[str(name)] = topic
         log.info("topic %s loaded", name)
         return topic
+
+    async def unload_topic(self, name: TopicName) -> None:
+        """Close a loaded topic (its producers and consumers are disconnected)."""
+        topic = self.topics.pop(str(name), None)
+        if topic is not None:
+            await topic.close()
 
     def _topic_died(self, topic: PersistentTopic) -> None:
         """Another owner took the topic's log: forget this instance (the next use loads

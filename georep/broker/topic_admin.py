@@ -1,0 +1,362 @@
+"""The broker's side of the admin REST: topic and subscription administration.
+
+:class:`BrokerAdmin` implements the ``ClusterAdmin`` protocol the admin app
+(``broker/admin/``) calls, over the broker service. It raises only the broker's own
+errors (``TopicNotFound`` 404, ``TopicExists``/``ConsumerBusy``/``NotAllowed`` 409,
+``ServiceNotReady`` 503) and the storage ``InvalidArgument`` (400), which the app maps to
+those statuses; this module imports nothing of the admin package, so imports still point
+down the data path.
+
+Positions are ``(ledger id, entry id)``; ``(-1, -1)`` and ``(2**63-1, 2**63-1)`` are the
+client's earliest and latest. Stats follow Pulsar's JSON field names; rates are not
+measured yet and read 0.0, counters (``msgInCounter``, ``bytesInCounter``, ...) are exact.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from georep import limits
+from georep.broker.consumer import SubType
+from georep.broker.entry import parse_metadata
+from georep.broker.errors import (
+    ConsumerBusy,
+    NotAllowed,
+    SubscriptionNotFound,
+    TopicExists,
+    TopicNotFound,
+)
+from georep.broker.message_id import EARLIEST, LATEST
+from georep.broker.service import BrokerService
+from georep.broker.topic import PersistentTopic, is_system_cursor
+from georep.broker.topic_name import TopicName
+from georep.storage.errors import InvalidArgument
+from georep.storage.managed_ledger import Position
+
+log = logging.getLogger(__name__)
+
+_TYPE_NAMES = {
+    SubType.EXCLUSIVE: "Exclusive",
+    SubType.SHARED: "Shared",
+    SubType.FAILOVER: "Failover",
+    SubType.KEY_SHARED: "Key_Shared",
+}
+
+
+def _text(position) -> str:
+    return f"{position[0]}:{position[1]}"
+
+
+class BrokerAdmin:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    # -- topics --
+
+    async def list_topics(self, namespace: str) -> list[str]:
+        return await self.service.topics_of_namespace(namespace)
+
+    async def namespace_deleted(self, namespace: str) -> None:
+        self.service.namespaces.forget(namespace)
+
+    async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        if self.service.catalog.partitions_of(topic):
+            raise TopicExists(f"partitioned topic {topic} exists")
+        await self.service.create_partitioned_topic(topic, partitions)
+
+    async def partitioned_metadata(self, topic: TopicName) -> int:
+        partitions = await self.service.partitions_of(topic)
+        if partitions:
+            return partitions
+        if not await self._exists(topic):
+            raise TopicNotFound(f"topic {topic} does not exist")
+        return 0
+
+    async def delete_topic(self, topic: TopicName) -> None:
+        partitions = self.service.catalog.partitions_of(topic)
+        if partitions:
+            members = [topic.partition(index) for index in range(partitions)]
+            for member in members:
+                self._check_idle(self.service.loaded_topic(member))
+            for member in members:
+                if await self._exists(member):
+                    await self._delete_one(member)
+            await self.service.catalog.delete_partitioned_topic(topic)
+            return
+        if not await self._exists(topic):
+            raise TopicNotFound(f"topic {topic} does not exist")
+        self._check_idle(self.service.loaded_topic(topic))
+        await self._delete_one(topic)
+
+    @staticmethod
+    def _check_idle(topic: PersistentTopic | None) -> None:
+        if topic is None:
+            return
+        if topic.producers or any(s.consumers for s in topic.subscriptions.values()):
+            raise ConsumerBusy(f"topic {topic.name} has producers or consumers connected")
+
+    async def _delete_one(self, topic: TopicName) -> None:
+        await self.service.unload_topic(topic)
+        await self.service.factory.delete(topic.managed_ledger_name)
+        log.info("topic %s deleted", topic)
+
+    async def _exists(self, topic: TopicName) -> bool:
+        if self.service.loaded_topic(topic) is not None:
+            return True
+        return topic.managed_ledger_name in await self.service.factory.list_names()
+
+    async def _topic(self, topic: TopicName) -> PersistentTopic:
+        """The loaded topic; NotFound (without creating it) when it does not exist."""
+        if not await self._exists(topic):
+            raise TopicNotFound(f"topic {topic} does not exist")
+        return await self.service.get_topic(topic)
+
+    # -- stats --
+
+    async def topic_stats(self, topic: TopicName) -> dict:
+        loaded = await self._topic(topic)
+        ledger_stats = loaded.ledger.stats()
+        entries = max(1, ledger_stats["entries"])
+        storage = int(ledger_stats["bytes"])
+        publishers = [
+            {
+                "producerName": p.name,
+                "producerId": p.producer_id,
+                "address": p.connection.peer,
+                "msgRateIn": 0.0,
+                "msgThroughputIn": 0.0,
+                "msgInCounter": p.stats["messages_in"],
+                "bytesInCounter": p.stats["bytes_in"],
+            }
+            for p in loaded.producers.values()
+        ]
+        subscriptions = {}
+        slowest_backlog = 0
+        for name in loaded.subscription_names():
+            cursor = loaded.ledger.cursors[name]
+            backlog = int(cursor.backlog)
+            slowest_backlog = max(slowest_backlog, backlog)
+            subscription = loaded.subscriptions.get(name)
+            consumers = subscription.consumers if subscription is not None else []
+            sub_type = subscription.sub_type if subscription is not None else None
+            subscriptions[name] = {
+                "msgBacklog": backlog,
+                "type": _TYPE_NAMES.get(sub_type, "Exclusive"),
+                "msgRateOut": 0.0,
+                "msgThroughputOut": 0.0,
+                "markDeletePosition": _text(cursor.mark_delete_position),
+                "consumers": [
+                    {
+                        "consumerName": c.name,
+                        "msgRateOut": 0.0,
+                        "msgThroughputOut": 0.0,
+                        "availablePermits": max(0, c.permits),
+                        "unackedMessages": c.unacked_messages,
+                        "msgOutCounter": c.stats["messages_out"],
+                        "bytesOutCounter": c.stats["bytes_out"],
+                        "address": c.connection.peer,
+                    }
+                    for c in consumers
+                ],
+            }
+        return {
+            "msgRateIn": 0.0,
+            "msgThroughputIn": 0.0,
+            "msgRateOut": 0.0,
+            "msgThroughputOut": 0.0,
+            "averageMsgSize": float(storage / entries if ledger_stats["entries"] else 0.0),
+            "storageSize": storage,
+            "backlogSize": int(storage * slowest_backlog / entries),
+            "publishers": publishers,
+            "subscriptions": subscriptions,
+        }
+
+    async def internal_stats(self, topic: TopicName) -> dict:
+        loaded = await self._topic(topic)
+        ledger = loaded.ledger
+        ledger_stats = ledger.stats()
+        info = await self.service.factory_store.get_managed_ledger(ledger.name)
+        ledgers = []
+        for listed in info.ledgers:
+            count = ledger.entries_in(
+                Position(listed.ledger_id, 0), Position(listed.ledger_id, 2**63 - 1)
+            )
+            ledgers.append(
+                {"ledgerId": listed.ledger_id, "entries": count, "size": listed.size_bytes}
+            )
+        current = ledgers[-1] if ledgers else {"entries": 0, "size": 0}
+        closed_bytes = sum(item["size"] for item in ledgers[:-1])
+        current_size = max(0, int(ledger_stats["bytes"]) - closed_bytes)
+        if ledgers:
+            ledgers[-1]["size"] = current_size
+        last = ledger.last_confirmed
+        cursors = {}
+        for name, cursor in sorted(ledger.cursors.items()):
+            cursors[name] = {
+                "markDeletePosition": _text(cursor.mark_delete_position),
+                "readPosition": _text(cursor.read_position),
+                "individuallyDeletedMessages": _ranges(cursor.individually_deleted),
+                "messagesConsumedCounter": int(ledger_stats["entries"] - cursor.backlog),
+                "properties": {k: _int_or_zero(v) for k, v in cursor.properties.items()},
+            }
+        return {
+            "entriesAddedCounter": int(ledger_stats["appends"]),
+            "numberOfEntries": int(ledger_stats["entries"]),
+            "totalSize": int(ledger_stats["bytes"]),
+            "currentLedgerEntries": int(current["entries"]),
+            "currentLedgerSize": current_size,
+            "lastConfirmedEntry": _text(last)
+            if last is not None
+            else _text((ledger.tail_position.ledger_id, -1)),
+            "state": "LedgerOpened" if ledger_stats["state"] == "open" else "Closed",
+            "ledgers": ledgers,
+            "cursors": cursors,
+        }
+
+    async def last_message_id(self, topic: TopicName) -> dict:
+        loaded = await self._topic(topic)
+        (ledger_id, entry_id), batch_index = await loaded.last_message_id()
+        document = {
+            "ledgerId": ledger_id,
+            "entryId": entry_id,
+            "partitionIndex": topic.partition_index,
+        }
+        if batch_index >= 0:
+            document["batchIndex"] = batch_index
+        return document
+
+    # -- subscriptions --
+
+    async def create_subscription(
+        self, topic: TopicName, subscription: str, position: tuple[int, int] | None
+    ) -> None:
+        partitions = self.service.catalog.partitions_of(topic)
+        members = [topic.partition(i) for i in range(partitions)] if partitions else [topic]
+        if not partitions and not await self._exists(topic):
+            raise TopicNotFound(f"topic {topic} does not exist")
+        if is_system_cursor(subscription):
+            raise NotAllowed(f"subscription name {subscription!r} is reserved (pulsar.*)")
+        loaded_members = [await self.service.get_topic(member) for member in members]
+        for loaded in loaded_members:
+            if subscription in loaded.ledger.cursors:
+                raise TopicExists(f"subscription {subscription!r} exists on {loaded.name}")
+        for loaded in loaded_members:
+            await loaded.ledger.open_cursor(subscription, start=_start(position))
+
+    async def delete_subscription(self, topic: TopicName, subscription: str) -> None:
+        loaded = await self._subscription_topic(topic, subscription)
+        live = loaded.subscriptions.get(subscription)
+        if live is not None and live.consumers:
+            raise ConsumerBusy(f"subscription {subscription!r} has consumers connected")
+        await loaded.delete_subscription(subscription)
+
+    async def reset_cursor(
+        self, topic: TopicName, subscription: str, position: tuple[int, int]
+    ) -> None:
+        loaded = await self._subscription_topic(topic, subscription)
+        if tuple(position) == EARLIEST:
+            target = await loaded.seek_target("earliest")
+        elif tuple(position) == LATEST:
+            target = await loaded.seek_target("latest")
+        else:
+            target = await loaded.seek_target(position)
+        await self._reset(loaded, subscription, target)
+
+    async def reset_cursor_by_time(
+        self, topic: TopicName, subscription: str, timestamp_ms: int
+    ) -> None:
+        loaded = await self._subscription_topic(topic, subscription)
+        target = await loaded.find_by_publish_time(timestamp_ms)
+        await self._reset(loaded, subscription, target)
+
+    @staticmethod
+    async def _reset(loaded: PersistentTopic, subscription: str, target) -> None:
+        live = loaded.subscriptions.get(subscription)
+        if live is not None:
+            await live.reset_cursor(target)  # consumers reconnect and read from there
+        else:
+            await loaded.ledger.cursors[subscription].reset(Position(*target))
+
+    async def skip(self, topic: TopicName, subscription: str, messages: int) -> None:
+        loaded = await self._subscription_topic(topic, subscription)
+        cursor = loaded.ledger.cursors[subscription]
+        ledger = loaded.ledger
+        chosen: list[Position] = []
+        position = ledger.next_position(cursor.mark_delete_position)
+        last = ledger.last_confirmed
+        while len(chosen) < messages and last is not None and position <= last:
+            batch = await ledger.read(position, limits.topic_scan_read_entries_max)
+            if not batch:
+                break
+            for entry_position, data in batch:
+                if len(chosen) >= messages:
+                    break
+                if cursor.is_acknowledged(entry_position):
+                    continue
+                metadata = parse_metadata(data)
+                if metadata is not None and metadata.HasField("marker_type"):
+                    continue  # markers are not messages; they do not count
+                chosen.append(entry_position)
+            position = ledger.next_position(batch[-1][0])
+        await self._acknowledge(loaded, subscription, chosen)
+
+    async def acknowledge(
+        self, topic: TopicName, subscription: str, positions: Sequence[tuple[int, int]]
+    ) -> None:
+        loaded = await self._subscription_topic(topic, subscription)
+        cursor = loaded.ledger.cursors[subscription]
+        wanted = []
+        for ledger_id, entry_id in positions:
+            position = Position.checked(ledger_id, entry_id)
+            if cursor.is_acknowledged(position):
+                continue
+            if not loaded.ledger.is_entry(position):
+                raise InvalidArgument(f"{_text(position)} is not an entry of {topic}")
+            wanted.append(position)
+        await self._acknowledge(loaded, subscription, wanted)
+
+    @staticmethod
+    async def _acknowledge(loaded: PersistentTopic, subscription: str, positions) -> None:
+        if not positions:
+            return
+        live = loaded.subscriptions.get(subscription)
+        if live is not None:
+            live.updates.delete([tuple(p) for p in positions])
+            if live.dispatcher is not None:
+                live.dispatcher.acknowledged([tuple(p) for p in positions])
+            await live.updates.flush()
+        else:
+            await loaded.ledger.cursors[subscription].delete(sorted(positions))
+
+    async def _subscription_topic(self, topic: TopicName, subscription: str) -> PersistentTopic:
+        loaded = await self._topic(topic)
+        if subscription not in loaded.ledger.cursors or is_system_cursor(subscription):
+            raise SubscriptionNotFound(f"no subscription {subscription!r} on {topic}")
+        return loaded
+
+
+def _start(position: tuple[int, int] | None):
+    if position is None or tuple(position) == LATEST:
+        return "latest"
+    if tuple(position) == EARLIEST:
+        return "earliest"
+    return Position.checked(*position)
+
+
+def _ranges(ranges) -> str:
+    parts = [f"({_text(low)}..{_text(high)}]" for low, high in _open_closed(ranges)]
+    return "[" + ", ".join(parts) + "]"
+
+
+def _open_closed(ranges):
+    """Pulsar writes each acknowledged range ``[a, b]`` as ``(a-1, b]``."""
+    for low, high in ranges:
+        yield (low[0], low[1] - 1), high
+
+
+def _int_or_zero(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return 0
