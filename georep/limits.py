@@ -275,3 +275,18 @@ invariant(
 invariant(dedup_producers_count_max * (producer_name_chars_max + 32) <= cursor_properties_bytes_max)
 invariant(dispatcher_read_entries_max <= managed_ledger_read_entries_max)
 invariant(topic_scan_read_entries_max <= managed_ledger_read_entries_max)
+
+# --- replication markers (georep/snapshots) ------------------------------------------
+#: Largest marker payload accepted or written.
+marker_bytes_max = 1 * MIB
+#: Clusters named in one snapshot or update marker.
+marker_clusters_count_max = 64
+#: Ranges one acknowledged-ranges marker carries, over all its origins.
+marker_ranges_count_max = 10_000
+#: Partially acknowledged batches one acknowledged-ranges marker carries.
+marker_partial_batches_count_max = 10_000
+#: Characters in a snapshot id, cluster name or subscription name inside a marker.
+marker_name_chars_max = 256
+
+invariant(marker_bytes_max <= pulsar_message_bytes_max)
+invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
