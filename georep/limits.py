@@ -287,6 +287,11 @@ marker_ranges_count_max = 10_000
 marker_partial_batches_count_max = 10_000
 #: Characters in a snapshot id, cluster name or subscription name inside a marker.
 marker_name_chars_max = 256
+#: Completed snapshots cached per replicated subscription (default, and the most a
+#: configuration may ask for).
+snapshot_cache_count_default = 10
+snapshot_cache_count_max = 1_000
 
 invariant(marker_bytes_max <= pulsar_message_bytes_max)
 invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
+invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
