@@ -291,7 +291,12 @@ marker_name_chars_max = 256
 #: configuration may ask for).
 snapshot_cache_count_default = 10
 snapshot_cache_count_max = 1_000
+#: Seconds between snapshot requests of a topic (while there is something new).
+snapshot_interval_s_default = 1.0
+#: A snapshot not complete after this long is abandoned; late answers are ignored.
+snapshot_timeout_s_default = 30.0
 
 invariant(marker_bytes_max <= pulsar_message_bytes_max)
 invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
 invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
+invariant(0 < snapshot_interval_s_default < snapshot_timeout_s_default)
