@@ -300,3 +300,114 @@ invariant(marker_bytes_max <= pulsar_message_bytes_max)
 invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
 invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
 invariant(0 < snapshot_interval_s_default < snapshot_timeout_s_default)
+
+# --- gateway: replicators, policies, REST (replicator/) -------------------------------
+#: A replicated entry's sequence id on the remote is ``(ledger_id << bits) | entry_id``
+#: (replicator/origin.py): entry ids of one ledger must fit the low bits, ledger ids the
+#: rest of a signed 64-bit id (clients hold sequence ids as int64).
+replication_entry_id_bits = 24
+replication_ledger_id_bits = 63 - replication_entry_id_bits
+#: Entries one ledger of a managed ledger may hold before it rolls over, at most: the
+#: replicator needs every entry id below ``2**replication_entry_id_bits``. A ledger that
+#: grows past it anyway (rollover stopped at ``managed_ledger_ledgers_count_max``) stalls
+#: its replicators with an error instead of sending ids that could collide.
+managed_ledger_rollover_entries_max = 2**replication_entry_id_bits
+#: Characters of the gateway's client version string and of the names it gives
+#: producers and subscriptions (``georep.repl.<cluster>``).
+replication_name_prefix_chars = len("georep.repl.")
+#: Redirects one topic lookup may follow before it gives up.
+link_lookup_redirects_max = 8
+#: Deadline of one request on a gateway link (CONNECT, LOOKUP, PRODUCER, SUBSCRIBE, ...).
+link_request_timeout_s_default = 10.0
+#: Seconds a gateway link may take to connect and finish its handshake.
+link_connect_timeout_s_default = 10.0
+#: A link silent this long is sent a PING; one silent a second interval later is closed.
+link_keepalive_interval_s_default = 15.0
+#: Bytes a link may have queued for its socket before writers wait for it to drain.
+link_write_buffer_bytes_max = 8 * MIB
+#: Bytes read from a link's socket at a time.
+link_read_chunk_bytes = 256 * KIB
+#: Messages a replicator's local consumer may have delivered and not yet replicated
+#: (its receiver queue: the FLOW permits it grants). Batches count each message.
+replicator_receive_messages_max = 5_000
+#: Entries and bytes a replicator may have sent to its remote without a receipt;
+#: ``send`` waits for room past either (backpressure from the remote).
+replicator_pending_sends_count_max = 1_000
+replicator_pending_sends_bytes_max = 32 * MIB
+#: Entries a replicator holds between its local consumer and its remote producer (read
+#: and not yet acknowledged locally: waiting to be sent, or sent without a receipt), and
+#: their bytes; past either it stops taking entries from its consumer.
+replicator_buffered_entries_max = 2_000
+replicator_buffered_bytes_max = 64 * MIB
+#: Retry backoff on remote and local faults: exponential from the initial delay, with
+#: jitter, capped at the maximum. Retries never stop while the policy says replicate.
+replicator_retry_backoff_s_initial = 0.2
+replicator_retry_backoff_s_max = 30.0
+#: Seconds between a replicator's stats samples (backlog query, rates).
+replicator_stats_interval_s_default = 2.0
+#: Replicators (topic partition x remote cluster) one gateway runs.
+gateway_replicators_count_max = 10_000
+#: Remote clusters one gateway knows, and clusters one policy may name.
+remote_clusters_count_max = 64
+#: Replication policies the gateway's metadata store may hold (namespaces and topics).
+replication_policies_count_max = 10_000
+#: Topics one namespace listing may return before the gateway ignores the rest.
+gateway_namespace_topics_max = 100_000
+#: Seconds between passes over policies and local topic lists (new topics and
+#: partitions are picked up within one pass; a REST change starts a pass at once).
+gateway_discovery_interval_s_default = 3.0
+#: Deadline of one request to a cluster's admin REST.
+cluster_admin_request_timeout_s_default = 10.0
+#: Bytes of a gateway REST request body.
+gateway_request_body_bytes_max = 64 * KIB
+#: Characters of a service or admin URL in the gateway's configuration and store.
+cluster_url_chars_max = 1_024
+#: Bytes of the gateway's TOML configuration file.
+gateway_config_bytes_max = 1 * MIB
+#: Processes one ``georep up`` supervises, and the restart backoff of each.
+up_processes_count_max = 64
+up_restart_backoff_s_initial = 0.5
+up_restart_backoff_s_max = 30.0
+
+invariant(replication_entry_id_bits + replication_ledger_id_bits == 63)
+invariant(managed_ledger_rollover_entries_max <= 2**replication_entry_id_bits)
+# Producer names ``georep.repl.<cluster>`` must fit the broker's producer names, and the
+# subscription ``georep.repl.<cluster>`` a subscription name.
+invariant(replication_name_prefix_chars + cluster_name_chars_max <= producer_name_chars_max)
+invariant(replication_name_prefix_chars + cluster_name_chars_max <= subscription_name_chars_max)
+invariant(replicator_receive_messages_max <= consumer_unacked_messages_max)
+invariant(replicator_pending_sends_count_max <= pending_publishes_per_connection_max)
+invariant(replicator_pending_sends_bytes_max >= pulsar_frame_bytes_max)
+invariant(replicator_pending_sends_count_max <= replicator_buffered_entries_max)
+invariant(replicator_pending_sends_bytes_max <= replicator_buffered_bytes_max)
+invariant(link_write_buffer_bytes_max >= pulsar_frame_bytes_max)
+invariant(link_request_timeout_s_default < link_keepalive_interval_s_default * 2)
+invariant(replicator_retry_backoff_s_initial < replicator_retry_backoff_s_max)
+invariant(remote_clusters_count_max <= tenant_allowed_clusters_count_max)
+invariant(up_restart_backoff_s_initial < up_restart_backoff_s_max)
+invariant(replication_policies_count_max <= catalog_records_max)
+
+# --- replication markers (georep/snapshots) ------------------------------------------
+#: Largest marker payload accepted or written.
+marker_bytes_max = 1 * MIB
+#: Clusters named in one snapshot or update marker.
+marker_clusters_count_max = 64
+#: Ranges one acknowledged-ranges marker carries, over all its origins.
+marker_ranges_count_max = 10_000
+#: Partially acknowledged batches one acknowledged-ranges marker carries.
+marker_partial_batches_count_max = 10_000
+#: Characters in a snapshot id, cluster name or subscription name inside a marker.
+marker_name_chars_max = 256
+#: Completed snapshots cached per replicated subscription (default, and the most a
+#: configuration may ask for).
+snapshot_cache_count_default = 10
+snapshot_cache_count_max = 1_000
+#: Seconds between snapshot requests of a topic (while there is something new).
+snapshot_interval_s_default = 1.0
+#: A snapshot not complete after this long is abandoned; late answers are ignored.
+snapshot_timeout_s_default = 30.0
+
+invariant(marker_bytes_max <= pulsar_message_bytes_max)
+invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
+invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
+invariant(0 < snapshot_interval_s_default < snapshot_timeout_s_default)

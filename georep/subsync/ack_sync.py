@@ -1,0 +1,126 @@
+"""Applying a remote subscription's acknowledged ranges on this cluster.
+
+A SubscriptionAckRanges marker (snapshots/markers.py) carries the source cluster's
+whole acknowledged set above its mark-delete position, grouped by the origin cluster
+of the messages: ranges in each origin's own positions, plus partially acknowledged
+batches. Applying one is therefore idempotent, and a newer marker supersedes an older
+one. For each origin:
+
+- our own cluster: the positions are ours, applied as they are;
+- another cluster X: mapped through the OriginIndex of X (the copies of X's messages
+  in our topic); the part of a range not replicated here yet is kept *pending* and
+  applied when the copies arrive (:meth:`AckRangesReceiver.on_replicated`).
+
+The receiver never produces an acknowledgement for a position that was not
+acknowledged at the source: ranges map only onto copies of acknowledged origin
+entries, and a partial batch maps only its acknowledged indexes.
+
+Example: source A sends origins {A: (7,0)..(7,4)}; here A's (7,0)..(7,2) were copied
+to (3,10)..(3,12) so far. The plan acknowledges (3,10)..(3,12) and keeps
+(7,3)..(7,4) pending; when (7,3) arrives as (3,13), on_replicated acknowledges it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from georep.snapshots import markers_pb2 as pb
+from georep.snapshots.markers import batch_indexes, key
+from georep.subsync.range_mapping import OriginIndex, Position, Range, merge
+
+
+@dataclass(slots=True)
+class AckPlan:
+    """Local acknowledgements to make: whole ranges, and batch indexes per entry."""
+
+    ranges: list[Range] = field(default_factory=list)
+    batches: dict[Position, set[int]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.ranges or self.batches)
+
+    def absorb(self, other: AckPlan) -> None:
+        self.ranges = merge([*self.ranges, *other.ranges])
+        for where, indexes in other.batches.items():
+            self.batches.setdefault(where, set()).update(indexes)
+
+
+@dataclass(slots=True)
+class _Pending:
+    ranges: list[Range] = field(default_factory=list)
+    batches: dict[Position, set[int]] = field(default_factory=dict)
+
+
+class AckRangesReceiver:
+    """One replicated subscription, one source cluster, one topic partition."""
+
+    def __init__(self, local_cluster: str) -> None:
+        self.local_cluster = local_cluster
+        self.last_sequence: int | None = None
+        self._pending: dict[str, _Pending] = {}
+        self.stale_markers = 0
+
+    @property
+    def pending_ranges(self) -> int:
+        return sum(len(p.ranges) + len(p.batches) for p in self._pending.values())
+
+    def on_marker(
+        self, marker: pb.SubscriptionAckRanges, indexes: Mapping[str, OriginIndex]
+    ) -> AckPlan | None:
+        """The acknowledgements a (checked) marker asks for; None for a stale one."""
+        if self.last_sequence is not None and marker.sequence <= self.last_sequence:
+            self.stale_markers += 1
+            return None
+        self.last_sequence = marker.sequence
+        self._pending = {}
+        plan = AckPlan()
+        for origin in marker.origins:
+            ranges = [(key(r.first), key(r.last)) for r in origin.ranges]
+            batches = {
+                key(b.position): set(batch_indexes(b.acknowledged_words))
+                for b in origin.partial_batches
+            }
+            plan.absorb(self._apply(origin.origin_cluster, ranges, batches, indexes))
+        return plan
+
+    def on_replicated(self, origin_cluster: str, indexes: Mapping[str, OriginIndex]) -> AckPlan:
+        """Copies from ``origin_cluster`` arrived: what pending acknowledgements now
+        apply."""
+        pending = self._pending.pop(origin_cluster, None)
+        if pending is None:
+            return AckPlan()
+        return self._apply(origin_cluster, pending.ranges, pending.batches, indexes)
+
+    def _apply(
+        self,
+        origin_cluster: str,
+        ranges: list[Range],
+        batches: dict[Position, set[int]],
+        indexes: Mapping[str, OriginIndex],
+    ) -> AckPlan:
+        if origin_cluster == self.local_cluster:
+            return AckPlan(merge(ranges), {p: set(i) for p, i in batches.items() if i})
+        index = indexes.get(origin_cluster)
+        plan = AckPlan()
+        still = _Pending()
+        for first, last in ranges:
+            if index is None:
+                still.ranges.append((first, last))
+                continue
+            mapped, pending = index.map_range(first, last)
+            plan.ranges.extend(mapped)
+            if pending is not None:
+                still.ranges.append(pending)
+        for where, acked in batches.items():
+            local = index.lookup(where) if index is not None else None
+            if local is not None:
+                plan.batches.setdefault(local, set()).update(acked)
+            elif acked and (
+                index is None or index.last_origin is None or where > index.last_origin
+            ):
+                still.batches[where] = set(acked)
+        plan.ranges = merge(plan.ranges)
+        if still.ranges or still.batches:
+            self._pending[origin_cluster] = still
+        return plan
