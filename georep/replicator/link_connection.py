@@ -1,0 +1,419 @@
+"""One client connection of the gateway to a Pulsar broker, on asyncio.
+
+The wire format is ``broker/protocol`` (sans-I/O); this module adds the socket, the
+handshake, request/response matching and keep-alive. Producers and consumers
+(``link_producer.py``, ``link_consumer.py``) register here by id and get the frames
+addressed to them; ``pulsar_link.py`` on top does lookups and pools connections.
+
+States and legal transitions (an illegal one is a bug and raises)::
+
+    CONNECTING --CONNECTED--> READY
+    CONNECTING --close------> CLOSED
+    READY -------close------> CLOSED
+
+Handshake: CONNECT (with ``auth_method_name="token"`` and the token when one is
+configured), then CONNECTED, whose ``max_message_size`` bounds what we send. An
+AUTH_CHALLENGE is answered with the token again (Pulsar's token refresh).
+
+Requests carry a request id unique on the connection; :meth:`request` waits for the
+answer with that id, at most ``request_timeout_s``. ERROR answers raise
+:class:`ServerError`; a late answer to a request that timed out is dropped. Frames
+routed by producer or consumer id (SEND_RECEIPT, SEND_ERROR, MESSAGE, CLOSE_PRODUCER,
+CLOSE_CONSUMER, ACTIVE_CONSUMER_CHANGE, REACHED_END_OF_TOPIC) go to the registered
+handler. A command only a client may send, coming from the broker, closes the
+connection: the peer is out of step.
+
+Keep-alive: the broker's PING is answered with PONG; a connection that received nothing
+for ``keepalive_s`` sends a PING, and one still silent another ``keepalive_s`` later is
+closed. Closing fails every waiting request and tells every producer and consumer, with
+the reason, so they fail their own waiters; nothing reconnects here (the replicator
+decides when, with backoff).
+
+Backpressure: :meth:`write` queues bytes on the transport; writers that may produce much
+(``LinkProducer.send``) call :meth:`drain` which waits while more than
+``limits.link_write_buffer_bytes_max`` bytes are queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import itertools
+import logging
+import time
+from typing import Protocol
+
+from georep import limits
+from georep.broker.protocol import commands, frames
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.protocol.commands import REGISTRY, Sender, Type
+from georep.broker.protocol.errors import PulsarProtocolError
+from georep.invariant import invariant
+from georep.replicator.errors import LinkClosed, LinkError, RequestTimeout, ServerError
+
+log = logging.getLogger(__name__)
+
+CLIENT_VERSION = "georep-gateway"
+PROTOCOL_VERSION = pb.PROTOCOL_V20
+
+
+class State(enum.Enum):
+    CONNECTING = "connecting"
+    READY = "ready"
+    CLOSED = "closed"
+
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.CONNECTING: frozenset({State.READY, State.CLOSED}),
+    State.READY: frozenset({State.CLOSED}),
+    State.CLOSED: frozenset(),
+}
+
+
+class FrameHandler(Protocol):
+    """A producer or consumer registered on a connection."""
+
+    def on_frame(self, frame: frames.Frame) -> None: ...
+
+    def on_connection_closed(self, reason: str) -> None: ...
+
+
+#: Commands routed to a producer, by the field holding its id.
+_PRODUCER_FRAMES = {Type.SEND_RECEIPT: "producer_id", Type.SEND_ERROR: "producer_id"}
+#: Commands routed to a consumer.
+_CONSUMER_FRAMES = {
+    Type.MESSAGE: "consumer_id",
+    Type.ACTIVE_CONSUMER_CHANGE: "consumer_id",
+    Type.REACHED_END_OF_TOPIC: "consumer_id",
+}
+
+
+def split_url(url: str) -> tuple[str, int]:
+    """(host, port) of ``pulsar://host:port``; LinkError for anything else."""
+    if not url.startswith("pulsar://"):
+        raise LinkError(f"unsupported service URL {url!r}: use pulsar://host:port")
+    host, _, port = url.removeprefix("pulsar://").rstrip("/").rpartition(":")
+    if not host or not port.isdigit():
+        raise LinkError(f"service URL {url!r} lacks host:port")
+    return host.strip("[]"), int(port)
+
+
+class LinkConnection:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        request_timeout_s: float = limits.link_request_timeout_s_default,
+        keepalive_s: float = limits.link_keepalive_interval_s_default,
+        clock=time.monotonic,
+    ) -> None:
+        self.url = url
+        self._token = token
+        self.request_timeout_s = request_timeout_s
+        self.keepalive_s = keepalive_s
+        self._clock = clock
+        self.state = State.CONNECTING
+        self.close_reason: str | None = None
+        self.server_version = ""
+        self.max_message_size = limits.pulsar_message_bytes_max
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._decoder = frames.FrameDecoder()
+        self._request_ids = itertools.count(1)
+        self._requests: dict[int, asyncio.Future[frames.Frame]] = {}
+        self._producers: dict[int, FrameHandler] = {}
+        self._consumers: dict[int, FrameHandler] = {}
+        self._connected: asyncio.Future[frames.Frame] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._last_received = clock()
+        self._ping_sent_at: float | None = None
+        self.closed = asyncio.Event()
+        self.stats = {"frames_in": 0, "bytes_in": 0, "frames_out": 0, "bytes_out": 0}
+
+    def __repr__(self) -> str:
+        return f"LinkConnection({self.url} {self.state.value})"
+
+    # -- life cycle --
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        connect_timeout_s: float = limits.link_connect_timeout_s_default,
+        **options,
+    ) -> LinkConnection:
+        """Connect and finish the handshake within ``connect_timeout_s``."""
+        connection = cls(url, token=token, **options)
+        try:
+            await asyncio.wait_for(connection._open(), connect_timeout_s)
+        except TimeoutError:
+            connection.close(f"no handshake within {connect_timeout_s} s")
+            raise RequestTimeout(f"{url}: no handshake within {connect_timeout_s} s") from None
+        except OSError as error:
+            connection.close(f"connect failed: {error}")
+            raise LinkError(f"{url}: cannot connect: {error}") from None
+        except BaseException:
+            connection.close("handshake failed")
+            raise
+        return connection
+
+    async def _open(self) -> None:
+        host, port = split_url(self.url)
+        self._reader, self._writer = await asyncio.open_connection(host, port)
+        loop = asyncio.get_running_loop()
+        self._connected = loop.create_future()
+        self._tasks.append(loop.create_task(self._read_loop(), name=f"link-read {self.url}"))
+        connect = commands.build(
+            Type.CONNECT, client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION
+        )
+        if self._token:
+            connect.connect.auth_method_name = "token"
+            connect.connect.auth_data = self._token.encode()
+        self.send_command(connect)
+        frame = await self._connected
+        connected = frame.command.connected
+        self.server_version = connected.server_version
+        if connected.HasField("max_message_size") and connected.max_message_size > 0:
+            self.max_message_size = min(connected.max_message_size, limits.pulsar_message_bytes_max)
+        self._transition(State.READY)
+        self._tasks.append(loop.create_task(self._keepalive_loop(), name=f"link-ping {self.url}"))
+
+    def _transition(self, new: State) -> None:
+        invariant(new in TRANSITIONS[self.state], f"{self}: illegal transition to {new.value}")
+        self.state = new
+
+    @property
+    def is_ready(self) -> bool:
+        return self.state is State.READY
+
+    @property
+    def frame_bytes_max(self) -> int:
+        """Largest frame the broker takes: its message size plus the codec's padding."""
+        return self.max_message_size + limits.pulsar_frame_padding_bytes
+
+    def close(self, reason: str) -> None:
+        """Close with a named reason; waiters and registered handlers are told."""
+        if self.state is State.CLOSED:
+            return
+        self._transition(State.CLOSED)
+        self.close_reason = reason
+        log.info("link %s closed: %s", self.url, reason)
+        if self._writer is not None:
+            self._writer.close()
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        error = LinkClosed(f"{self.url}: {reason}")
+        if self._connected is not None and not self._connected.done():
+            self._connected.set_exception(error)
+        requests, self._requests = self._requests, {}
+        for future in requests.values():
+            if not future.done():
+                future.set_exception(error)
+        handlers = [*self._producers.values(), *self._consumers.values()]
+        self._producers.clear()
+        self._consumers.clear()
+        for handler in handlers:
+            handler.on_connection_closed(reason)
+        self.closed.set()
+
+    async def aclose(self, reason: str = "closed by the gateway") -> None:
+        self.close(reason)
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer.wait_closed()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+
+    # -- registration --
+
+    def register_producer(self, producer_id: int, handler: FrameHandler) -> None:
+        self._check_ready()
+        self._producers[producer_id] = handler
+
+    def unregister_producer(self, producer_id: int) -> None:
+        self._producers.pop(producer_id, None)
+
+    def register_consumer(self, consumer_id: int, handler: FrameHandler) -> None:
+        self._check_ready()
+        self._consumers[consumer_id] = handler
+
+    def unregister_consumer(self, consumer_id: int) -> None:
+        self._consumers.pop(consumer_id, None)
+
+    def _check_ready(self) -> None:
+        if self.state is not State.READY:
+            raise LinkClosed(f"{self.url}: {self.close_reason or 'not connected'}")
+
+    # -- bytes out --
+
+    def write(self, data: bytes) -> None:
+        self._check_ready()
+        self._writer.write(data)
+        self.stats["frames_out"] += 1
+        self.stats["bytes_out"] += len(data)
+
+    def send_command(self, command: pb.BaseCommand) -> None:
+        if self.state is State.CLOSED:
+            raise LinkClosed(f"{self.url}: {self.close_reason}")
+        self._writer.write(frames.encode_command(command))
+        self.stats["frames_out"] += 1
+
+    @property
+    def write_buffer_bytes(self) -> int:
+        if self._writer is None or self._writer.transport.is_closing():
+            return 0
+        return self._writer.transport.get_write_buffer_size()
+
+    async def drain(self) -> None:
+        """Wait while the socket has more than ``link_write_buffer_bytes_max`` queued."""
+        if self.write_buffer_bytes > limits.link_write_buffer_bytes_max:
+            try:
+                await self._writer.drain()
+            except (ConnectionError, RuntimeError) as error:
+                self.close(f"write failed: {error}")
+                raise LinkClosed(f"{self.url}: write failed: {error}") from None
+        self._check_ready()
+
+    # -- requests --
+
+    def next_request_id(self) -> int:
+        return next(self._request_ids)
+
+    async def request(self, command: pb.BaseCommand, request_id: int) -> frames.Frame:
+        """Send ``command`` (already carrying ``request_id``) and wait for its answer."""
+        self._check_ready()
+        invariant(request_id not in self._requests, f"request id {request_id} reused")
+        future = asyncio.get_running_loop().create_future()
+        self._requests[request_id] = future
+        try:
+            self.send_command(command)
+            return await asyncio.wait_for(asyncio.shield(future), self.request_timeout_s)
+        except TimeoutError:
+            name = Type.Name(command.type)
+            raise RequestTimeout(
+                f"{self.url}: no answer to {name} within {self.request_timeout_s} s"
+            ) from None
+        finally:
+            self._requests.pop(request_id, None)
+            if not future.done():
+                future.cancel()
+
+    # -- bytes in --
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        try:
+            while self.state is not State.CLOSED:
+                data = await reader.read(limits.link_read_chunk_bytes)
+                if not data:
+                    self.close("the broker closed the connection")
+                    return
+                self._last_received = self._clock()
+                self._ping_sent_at = None
+                self.stats["bytes_in"] += len(data)
+                self._decoder.feed(data)
+                while self.state is not State.CLOSED:
+                    frame = self._decoder.next_frame()
+                    if frame is None:
+                        break
+                    self.stats["frames_in"] += 1
+                    self._dispatch(frame)
+        except asyncio.CancelledError:
+            raise
+        except PulsarProtocolError as error:
+            self.close(f"{type(error).__name__}: {error}")
+        except (ConnectionError, OSError) as error:
+            self.close(f"connection lost: {error}")
+        except Exception as error:  # a handler bug must not leave the connection half-open
+            log.exception("link %s: dispatch failed", self.url)
+            self.close(f"{type(error).__name__}: {error}")
+
+    def _dispatch(self, frame: frames.Frame) -> None:
+        command = frame.command
+        kind = command.type
+        spec = REGISTRY[kind]
+        if Sender.BROKER not in spec.sender:
+            self.close(f"the broker sent {spec.name}, a client-to-broker command")
+            return
+        if kind == Type.CONNECTED:
+            if self._connected is not None and not self._connected.done():
+                self._connected.set_result(frame)
+            return
+        if kind == Type.PING:
+            self.send_command(commands.pong())
+            return
+        if kind == Type.PONG:
+            return
+        if kind == Type.AUTH_CHALLENGE:
+            response = commands.build(
+                Type.AUTH_RESPONSE,
+                client_version=CLIENT_VERSION,
+                protocol_version=PROTOCOL_VERSION,
+                response=pb.AuthData(
+                    auth_method_name="token", auth_data=(self._token or "").encode()
+                ),
+            )
+            self.send_command(response)
+            return
+        if kind in _PRODUCER_FRAMES or kind == Type.CLOSE_PRODUCER:
+            producer_id = (
+                command.close_producer.producer_id
+                if kind == Type.CLOSE_PRODUCER
+                else getattr(frame.body, _PRODUCER_FRAMES[kind])
+            )
+            handler = self._producers.get(producer_id)
+            if handler is not None:
+                if kind == Type.CLOSE_PRODUCER:
+                    self._producers.pop(producer_id, None)
+                handler.on_frame(frame)
+            return
+        if kind in _CONSUMER_FRAMES or kind == Type.CLOSE_CONSUMER:
+            consumer_id = (
+                command.close_consumer.consumer_id
+                if kind == Type.CLOSE_CONSUMER
+                else getattr(frame.body, _CONSUMER_FRAMES[kind])
+            )
+            handler = self._consumers.get(consumer_id)
+            if handler is not None:
+                if kind == Type.CLOSE_CONSUMER:
+                    self._consumers.pop(consumer_id, None)
+                handler.on_frame(frame)
+            return
+        if kind == Type.ERROR and self._connected is not None and not self._connected.done():
+            error = command.error
+            self._connected.set_exception(ServerError(error.message, error.error))
+            return
+        request_id = commands.request_id_of(command)
+        future = self._requests.get(request_id) if request_id is not None else None
+        if future is None or future.done():
+            log.debug("link %s: dropping unmatched %s", self.url, spec.name)
+            return
+        if kind == Type.ERROR:
+            future.set_exception(
+                ServerError(f"{self.url}: {command.error.message}", command.error.error)
+            )
+        else:
+            future.set_result(frame)
+
+    # -- keep-alive --
+
+    async def _keepalive_loop(self) -> None:
+        interval = self.keepalive_s
+        while self.state is State.READY:
+            await asyncio.sleep(interval / 2)
+            now = self._clock()
+            if self._ping_sent_at is not None:
+                if now - self._ping_sent_at > interval:
+                    self.close(f"keep-alive: no answer to PING within {interval} s")
+                    return
+            elif now - self._last_received > interval:
+                self._ping_sent_at = now
+                with contextlib.suppress(LinkClosed):
+                    self.send_command(commands.ping())

@@ -1,0 +1,195 @@
+"""Where a replicated message came from, and the rules that follow from it (no I/O).
+
+**Names.** On the gateway of cluster ``A`` the replicator of topic ``T`` towards cluster
+``B`` reads ``T`` on ``A`` through the durable subscription ``georep.repl.B`` (its
+replication cursor) and publishes to ``T`` on ``B`` as producer ``georep.repl.A``. The
+remote broker deduplicates per (topic, producer name), so the topic is implicit in the
+producer name; spelling it out as well would exceed the broker's producer name limit for
+long topic names (``limits.producer_name_chars_max``).
+
+**Sequence ids.** Every entry of ``T`` on ``A`` is sent to ``B`` under the sequence id
+``(ledger_id << 24) | entry_id`` (``limits.replication_entry_id_bits``). Ledger ids of a
+managed ledger only grow, and entry ids restart at 0 in each new ledger and stay below
+``2**24`` (``limits.managed_ledger_rollover_entries_max``), so the id grows strictly with
+the origin position. Worked example: entry (7, 5) → ``7 << 24 | 5 = 117440517``; the next
+ledger's first entry (9, 0) → ``150994944``, larger. The remote broker's producer
+deduplication therefore drops any entry sent again (a gateway restarted after kill -9
+re-reads what it had not acknowledged locally), and PRODUCER_SUCCESS's
+``last_sequence_id`` tells a restarted replicator which origin position the remote holds.
+A batch travels as one entry under one id: its ``highest_sequence_id`` is set to the same
+id so the remote does not count ``n`` ids for it.
+
+**Metadata.** The stored MessageMetadata is kept (key, ordering key, properties, event
+time, publish time, batch count, compression, schema version, ...) and the payload is
+forwarded byte for byte (a batch stays one entry, compressed or not). Changed: producer
+name and sequence ids (the remote's dedup rebuilds from them after a crash), and added:
+``replicated_from = A`` and the properties ``georep.origin.cluster = A``,
+``georep.origin.position = "ledger:entry"`` and ``georep.origin.producer`` (the original
+producer name). A message of a batch maps to its origin as (origin position, its index
+in the batch): the batch is not re-cut, so indexes match. The properties sit on the
+entry's metadata; a client that splits a batch shows each message the properties of its
+own batch header instead, so per-message mapping of batched messages reads the entry
+metadata (as the gateway and ``georep export`` do).
+
+**No loops; chains.** Only messages that originated on the local cluster are
+replicated: an entry with ``replicated_from`` set, or carrying an origin cluster other
+than the local one, is skipped (and acknowledged on the replication cursor). So with
+A↔B a message from B that was replicated into A is never sent back to B, and with
+A→B→C a message produced on A reaches C only if A replicates to C itself: replication
+policies are per cluster pair, and each gateway forwards what its own cluster produced.
+A producer may narrow where a message goes with ``replicate_to`` (Pulsar's
+``replication_clusters``): a non-empty list that does not name the remote skips it there.
+Markers (``marker_type``, DESIGN §6) are skipped here for now; the snapshot work routes
+them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from georep import limits
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.invariant import invariant
+from georep.replicator.errors import ReplicationStalled
+from georep.storage.managed_ledger.config import ManagedLedgerConfig
+
+REPLICATION_NAME_PREFIX = "georep.repl."
+ORIGIN_CLUSTER_PROPERTY = "georep.origin.cluster"
+ORIGIN_POSITION_PROPERTY = "georep.origin.position"
+ORIGIN_PRODUCER_PROPERTY = "georep.origin.producer"
+_ORIGIN_PROPERTIES = frozenset(
+    {ORIGIN_CLUSTER_PROPERTY, ORIGIN_POSITION_PROPERTY, ORIGIN_PRODUCER_PROPERTY}
+)
+
+_ENTRY_BITS = limits.replication_entry_id_bits
+_ENTRY_MASK = (1 << _ENTRY_BITS) - 1
+_LEDGER_LIMIT = 1 << limits.replication_ledger_id_bits
+
+invariant(len(REPLICATION_NAME_PREFIX) == limits.replication_name_prefix_chars)
+# The managed ledger's default rollover keeps entry ids within the sequence id's low bits.
+invariant(ManagedLedgerConfig().rollover_entries_max <= limits.managed_ledger_rollover_entries_max)
+
+
+def replication_name(cluster: str) -> str:
+    """``georep.repl.<cluster>``: the replication subscription towards ``cluster`` and the
+    producer name of messages replicated from ``cluster``."""
+    return f"{REPLICATION_NAME_PREFIX}{cluster}"
+
+
+def sequence_id_of(ledger_id: int, entry_id: int) -> int:
+    """The remote sequence id of origin entry (ledger_id, entry_id).
+
+    >>> sequence_id_of(7, 5)
+    117440517
+    """
+    if not 0 <= entry_id <= _ENTRY_MASK:
+        raise ReplicationStalled(
+            f"entry id {entry_id} of ledger {ledger_id} does not fit {_ENTRY_BITS} bits:"
+            " the ledger grew past the rollover limit"
+        )
+    if not 0 <= ledger_id < _LEDGER_LIMIT:
+        raise ReplicationStalled(f"ledger id {ledger_id} does not fit a sequence id")
+    return (ledger_id << _ENTRY_BITS) | entry_id
+
+
+def position_of_sequence_id(sequence_id: int) -> tuple[int, int]:
+    """The origin (ledger id, entry id) a replication sequence id stands for.
+
+    >>> position_of_sequence_id(117440517)
+    (7, 5)
+    """
+    invariant(sequence_id >= 0, "replication sequence ids are not negative")
+    return sequence_id >> _ENTRY_BITS, sequence_id & _ENTRY_MASK
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a replicated entry was first stored."""
+
+    cluster: str
+    ledger_id: int
+    entry_id: int
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return self.ledger_id, self.entry_id
+
+    @property
+    def position_text(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+
+def origin_of(metadata: pb.MessageMetadata) -> Origin | None:
+    """The origin a replicated entry carries; None for an entry that was not replicated
+    (or whose origin properties are malformed)."""
+    found = {kv.key: kv.value for kv in metadata.properties if kv.key in _ORIGIN_PROPERTIES}
+    cluster = found.get(ORIGIN_CLUSTER_PROPERTY)
+    position = found.get(ORIGIN_POSITION_PROPERTY)
+    if not cluster or position is None:
+        return None
+    ledger_text, _, entry_text = position.partition(":")
+    if not (ledger_text.isdigit() and entry_text.isdigit()):
+        return None
+    return Origin(cluster, int(ledger_text), int(entry_text))
+
+
+class Verdict(enum.Enum):
+    """What the replicator towards one remote does with one local entry."""
+
+    REPLICATE = "replicate"
+    #: Replicated into this cluster from elsewhere: only local messages go out.
+    NOT_LOCAL = "not-local"
+    #: The producer's ``replicate_to`` does not name this remote.
+    NOT_ADDRESSED = "not-addressed"
+    #: A marker entry (DESIGN §6); not replicated by this replicator yet.
+    MARKER = "marker"
+
+
+def verdict(metadata: pb.MessageMetadata, *, local_cluster: str, remote_cluster: str) -> Verdict:
+    """Whether an entry stored on ``local_cluster`` goes to ``remote_cluster``.
+
+    >>> m = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    >>> verdict(m, local_cluster="A", remote_cluster="B").value
+    'replicate'
+    >>> m.replicated_from = "B"
+    >>> verdict(m, local_cluster="A", remote_cluster="B").value
+    'not-local'
+    """
+    if metadata.HasField("marker_type"):
+        return Verdict.MARKER
+    if metadata.replicated_from:
+        return Verdict.NOT_LOCAL
+    origin = origin_of(metadata)
+    if origin is not None and origin.cluster != local_cluster:
+        return Verdict.NOT_LOCAL
+    if metadata.replicate_to and remote_cluster not in metadata.replicate_to:
+        return Verdict.NOT_ADDRESSED
+    return Verdict.REPLICATE
+
+
+def replicated_metadata(
+    metadata: pb.MessageMetadata,
+    *,
+    local_cluster: str,
+    position: tuple[int, int],
+    producer_name: str,
+) -> pb.MessageMetadata:
+    """The metadata the remote stores for local entry ``position`` (see the module
+    docstring): a copy with replication fields set, origin properties added (replacing
+    any stale ones), and the sequence ids of the origin position."""
+    sequence_id = sequence_id_of(*position)
+    out = pb.MessageMetadata()
+    out.CopyFrom(metadata)
+    original_producer = metadata.producer_name
+    kept = [kv for kv in metadata.properties if kv.key not in _ORIGIN_PROPERTIES]
+    del out.properties[:]
+    out.properties.extend(kept)
+    out.properties.add(key=ORIGIN_CLUSTER_PROPERTY, value=local_cluster)
+    out.properties.add(key=ORIGIN_POSITION_PROPERTY, value=f"{position[0]}:{position[1]}")
+    out.properties.add(key=ORIGIN_PRODUCER_PROPERTY, value=original_producer)
+    out.replicated_from = local_cluster
+    out.producer_name = producer_name
+    out.sequence_id = sequence_id
+    out.highest_sequence_id = sequence_id
+    return out

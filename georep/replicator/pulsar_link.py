@@ -1,0 +1,177 @@
+"""The gateway's Pulsar client: asyncio-native, on georep's own wire codec.
+
+Why not the official ``pulsar-client``: it runs its own threads and hides entries behind
+messages. The gateway needs everything on one event loop and entries as stored — a
+batch read from the local topic is forwarded as one entry, byte for byte, and marker
+entries must reach the replicator later (DESIGN §6). So the gateway talks to clusters
+only over their public interfaces (this binary protocol and the admin REST) with this
+small client.
+
+Layers: ``broker/protocol`` (codec, no I/O) → ``link_connection`` (socket, handshake,
+requests, keep-alive) → ``link_producer`` / ``link_consumer`` → this module, which
+looks topics up and keeps one connection per broker, shared by every producer and
+consumer on it (as Pulsar's clients do)::
+
+    link = PulsarLink("pulsar://127.0.0.1:6650", token=None)
+    producer = await link.create_producer("persistent://t/ns/x", "georep.repl.A")
+    receipt = await (await producer.send(metadata, payload))
+    consumer = await link.subscribe("persistent://t/ns/x", "georep.repl.B")
+    entry = await consumer.receive()
+    await link.close()
+
+Lookup: LOOKUP on the service URL's connection; CONNECT means "this broker" (or the
+URL named), REDIRECT means ask the named broker, at most
+``limits.link_lookup_redirects_max`` times. Reconnecting: a connection that closed is
+replaced on next use; its producers and consumers have failed and are opened again by
+their owner (the replicator), which knows from where to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+
+from georep import limits
+from georep.broker.protocol import commands
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.protocol.commands import Type
+from georep.replicator.errors import LinkError, ServerError
+from georep.replicator.link_connection import LinkConnection, split_url
+from georep.replicator.link_consumer import InitialPosition, LinkConsumer, SubType
+from georep.replicator.link_producer import LinkProducer
+
+log = logging.getLogger(__name__)
+
+
+class PulsarLink:
+    def __init__(
+        self,
+        service_url: str,
+        *,
+        token: str | None = None,
+        connect_timeout_s: float = limits.link_connect_timeout_s_default,
+        request_timeout_s: float = limits.link_request_timeout_s_default,
+        keepalive_s: float = limits.link_keepalive_interval_s_default,
+    ) -> None:
+        split_url(service_url)  # LinkError now rather than at first use
+        self.service_url = service_url
+        self._token = token
+        self._connect_timeout_s = connect_timeout_s
+        self._options = {"request_timeout_s": request_timeout_s, "keepalive_s": keepalive_s}
+        self._connections: dict[str, LinkConnection] = {}
+        self._opening: dict[str, asyncio.Task[LinkConnection]] = {}
+        self._ids = itertools.count(1)
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"PulsarLink({self.service_url})"
+
+    # -- connections --
+
+    async def connection(self, url: str | None = None) -> LinkConnection:
+        """The ready connection to ``url`` (default: the service URL), opened if needed.
+        Concurrent callers share one attempt."""
+        if self.closed:
+            raise LinkError(f"{self}: closed")
+        url = url or self.service_url
+        current = self._connections.get(url)
+        if current is not None and current.is_ready:
+            return current
+        opening = self._opening.get(url)
+        if opening is None:
+            opening = asyncio.get_running_loop().create_task(self._open(url))
+            self._opening[url] = opening
+            opening.add_done_callback(lambda _t: self._opening.pop(url, None))
+        return await asyncio.shield(opening)
+
+    async def _open(self, url: str) -> LinkConnection:
+        connection = await LinkConnection.open(
+            url, token=self._token, connect_timeout_s=self._connect_timeout_s, **self._options
+        )
+        self._connections[url] = connection
+        return connection
+
+    async def lookup(self, topic: str) -> LinkConnection:
+        """The connection to the broker that serves ``topic``."""
+        connection = await self.connection()
+        authoritative = False
+        for _ in range(limits.link_lookup_redirects_max):
+            request_id = connection.next_request_id()
+            frame = await connection.request(
+                commands.build(
+                    Type.LOOKUP, topic=topic, request_id=request_id, authoritative=authoritative
+                ),
+                request_id,
+            )
+            response = frame.command.lookup_response
+            if response.response == pb.LookupResponse.FAILED:
+                raise ServerError(
+                    f"{connection.url}: lookup of {topic} failed: {response.message}",
+                    response.error,
+                )
+            target = response.broker_service_url or connection.url
+            if response.proxy_through_service_url:
+                target = connection.url
+            if response.response == pb.LookupResponse.CONNECT:
+                return await self.connection(target)
+            connection = await self.connection(target)
+            authoritative = response.authoritative
+        raise LinkError(
+            f"lookup of {topic}: more than {limits.link_lookup_redirects_max} redirects"
+        )
+
+    # -- producers and consumers --
+
+    async def create_producer(self, topic: str, name: str, **options) -> LinkProducer:
+        connection = await self.lookup(topic)
+        return await LinkProducer.open(connection, next(self._ids), topic, name, **options)
+
+    async def subscribe(
+        self,
+        topic: str,
+        subscription: str,
+        *,
+        sub_type: int = SubType.EXCLUSIVE,
+        initial_position: int = InitialPosition.EARLIEST,
+        durable: bool = True,
+        **options,
+    ) -> LinkConsumer:
+        connection = await self.lookup(topic)
+        return await LinkConsumer.open(
+            connection,
+            next(self._ids),
+            topic,
+            subscription,
+            sub_type=sub_type,
+            initial_position=initial_position,
+            durable=durable,
+            **options,
+        )
+
+    async def partitions_of(self, topic: str) -> int:
+        """The partition count of ``topic`` (0: not partitioned)."""
+        connection = await self.connection()
+        request_id = connection.next_request_id()
+        frame = await connection.request(
+            commands.build(Type.PARTITIONED_METADATA, topic=topic, request_id=request_id),
+            request_id,
+        )
+        response = frame.command.partitioned_metadata_response
+        if response.response == pb.PartitionedMetadataResponse.FAILED:
+            raise ServerError(
+                f"partitioned metadata of {topic}: {response.message}", response.error
+            )
+        return int(response.partitions)
+
+    # -- closing --
+
+    async def close(self) -> None:
+        self.closed = True
+        for task in list(self._opening.values()):
+            task.cancel()
+        connections, self._connections = list(self._connections.values()), {}
+        for connection in connections:
+            with contextlib.suppress(Exception):
+                await connection.aclose()

@@ -1,0 +1,572 @@
+"""One replicator: a topic partition of the local cluster, copied to one remote cluster.
+
+Mechanism (names and ids in ``origin.py``)::
+
+    local topic T ──(subscription georep.repl.B, Exclusive, durable)──▶ read in order
+        │  each entry: skip (not local / marker / not addressed) or
+        │              re-publish with origin metadata, sequence id = f(origin position)
+        ▼
+    remote topic T on B ──(producer georep.repl.A, pipelined SENDs)──▶ SEND_RECEIPT
+        │
+        └─▶ cumulative ACK on the local subscription, only past entries whose
+            receipt came back (or that were skipped), in order
+
+The replication cursor is the durable subscription ``georep.repl.<remote>`` on the local
+topic. It is created at the EARLIEST position still retained on the topic: a cluster
+added to a policy receives the topic's whole retained backlog, older messages that
+retention already removed are not replicated. Because the subscription is Exclusive,
+two gateways beside the same cluster cannot replicate the same topic at once: the second
+waits (CONSUMER_BUSY, retried) and takes over when the first goes away.
+
+Exactly once on the remote: the local acknowledgement follows the remote receipt, so a
+crash (kill -9) at any point leaves the local cursor at or behind what the remote holds;
+after a restart the entries from the cursor on are read again and sent again under the
+same sequence ids, and the remote's producer deduplication stores none of them twice.
+Entries at or below PRODUCER_SUCCESS's ``last_sequence_id`` are not even sent again.
+
+Buffer: entries taken from the local consumer wait in ``_unsent`` until sent, then in
+``_in_flight`` until their receipt; both together hold at most
+``limits.replicator_buffered_entries_max`` entries and ``..._bytes_max`` bytes, and the
+producer itself at most ``limits.replicator_pending_sends_*`` unanswered sends
+(backpressure: a slow remote slows the reading, the backlog stays on the local topic).
+
+Faults: the local side (consumer) and the remote side (producer) reconnect separately,
+each with exponential backoff and jitter (tenacity), capped at
+``limits.replicator_retry_backoff_s_max``, never giving up while the replicator runs.
+When the remote fails, what was in flight goes back to the front of ``_unsent`` and is
+sent again to the next producer (deduplication keeps it once); the local consumer keeps
+its place, so the backlog grows on the local topic and is caught up when the remote
+returns. When the local side fails, both restart from the local cursor. An entry that
+cannot be sent as it is (its id does not fit a sequence id, it exceeds the remote's
+largest message) stops the replicator at that entry with ``last_error`` saying why; it
+retries at the longest backoff, and never skips the entry.
+
+Rate limits (``rate_limiter.py``): messages and bytes per second, taken before each send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import enum
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_never,
+    wait_exponential,
+    wait_random,
+)
+
+from georep import limits
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.topic_name import TopicName
+from georep.invariant import InvariantViolation
+from georep.replicator.admin_client import ClusterAdminClient
+from georep.replicator.errors import GatewayError, LinkError, ReplicationStalled
+from georep.replicator.link_consumer import LinkConsumer, ReceivedEntry
+from georep.replicator.link_producer import LinkProducer, SendReceipt
+from georep.replicator.origin import (
+    Verdict,
+    position_of_sequence_id,
+    replicated_metadata,
+    replication_name,
+    sequence_id_of,
+    verdict,
+)
+from georep.replicator.pulsar_link import PulsarLink
+from georep.replicator.rate_limiter import RateLimiter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReplicatorSettings:
+    receiver_queue_messages: int = limits.replicator_receive_messages_max
+    buffered_entries_max: int = limits.replicator_buffered_entries_max
+    buffered_bytes_max: int = limits.replicator_buffered_bytes_max
+    pending_sends_count_max: int = limits.replicator_pending_sends_count_max
+    pending_sends_bytes_max: int = limits.replicator_pending_sends_bytes_max
+    #: None: unlimited.
+    messages_per_s: float | None = None
+    bytes_per_s: float | None = None
+    backoff_s_initial: float = limits.replicator_retry_backoff_s_initial
+    backoff_s_max: float = limits.replicator_retry_backoff_s_max
+    stats_interval_s: float = limits.replicator_stats_interval_s_default
+
+
+class State(enum.Enum):
+    STARTING = "starting"
+    CONNECTING = "connecting"
+    REPLICATING = "replicating"
+    BACKOFF = "backoff"
+    STOPPED = "stopped"
+
+
+@dataclass(slots=True, eq=False)
+class _Item:
+    """One local entry on its way."""
+
+    entry: ReceivedEntry
+    verdict: Verdict
+    sequence_id: int = -1
+    done: bool = False
+    metadata_out: pb.MessageMetadata | None = None
+
+    @property
+    def position(self) -> tuple[int, int]:
+        return self.entry.position
+
+
+@dataclass
+class _Counters:
+    messages_in: int = 0
+    bytes_in: int = 0
+    messages_out: int = 0
+    bytes_out: int = 0
+    entries_out: int = 0
+    #: The remote said it had the entry already (deduplication).
+    duplicates: int = 0
+    #: Not sent: the remote's last sequence id was at or above the entry's.
+    already_replicated: int = 0
+    #: Not replicated by rule (not local, marker, not addressed), by verdict value.
+    skipped: collections.Counter = field(default_factory=collections.Counter)
+    errors: int = 0
+
+
+class Replicator:
+    def __init__(
+        self,
+        *,
+        topic: str,
+        local_cluster: str,
+        remote_cluster: str,
+        local_link: PulsarLink,
+        remote_link: PulsarLink,
+        remote_admin: ClusterAdminClient | None = None,
+        partitions: int = 0,
+        settings: ReplicatorSettings | None = None,
+        local_admin: ClusterAdminClient | None = None,
+        clock=time.time,
+    ) -> None:
+        self.topic = topic
+        self.topic_name = TopicName.parse(topic)
+        self.local_cluster = local_cluster
+        self.remote_cluster = remote_cluster
+        self.subscription = replication_name(remote_cluster)
+        self.producer_name = replication_name(local_cluster)
+        self._local_link = local_link
+        self._remote_link = remote_link
+        self._remote_admin = remote_admin
+        self._local_admin = local_admin
+        #: Partition count of the topic's base name (0: not partitioned).
+        self.partitions = partitions
+        self.settings = settings or ReplicatorSettings()
+        self._clock = clock
+        self._limiter = RateLimiter(self.settings.messages_per_s, self.settings.bytes_per_s)
+        self.state = State.STARTING
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._consumer: LinkConsumer | None = None
+        self._producer: LinkProducer | None = None
+        self._unsent: collections.deque[_Item] = collections.deque()
+        self._in_flight: collections.deque[_Item] = collections.deque()
+        self._buffered_bytes = 0
+        self._wakeup = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._generation = 0
+        self._ack_to: tuple[int, int] | None = None
+        self._acked: tuple[int, int] | None = None
+        self._ack_scheduled = False
+        self.counters = _Counters()
+        self.backlog_entries: int | None = None
+        self.remote_last_sequence_id: int | None = None
+        self.last_error: str | None = None
+        self.last_error_at: float | None = None
+        self._oldest_publish_ms: int | None = None
+        self._rates = {"msgRateIn": 0.0, "msgThroughputIn": 0.0}
+        self._rates.update({"msgRateOut": 0.0, "msgThroughputOut": 0.0})
+        self._rate_sample: tuple[float, int, int, int, int] | None = None
+
+    def __repr__(self) -> str:
+        return f"Replicator({self.topic} {self.local_cluster}->{self.remote_cluster})"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.topic, self.remote_cluster
+
+    # -- life cycle --
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=repr(self))
+
+    async def stop(self, *, delete_subscription: bool = False) -> None:
+        """Stop replicating. Acknowledgements made so far are persisted (the consumer is
+        closed, which returns once they are). With ``delete_subscription`` the
+        replication cursor is deleted too (the policy no longer names the remote);
+        raises LinkError if that could not be done."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        consumer, self._consumer = self._consumer, None
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(LinkError):
+                await producer.close()
+        self._flush_ack(consumer)
+        deleted = False
+        if consumer is not None and consumer.failure is None:
+            try:
+                if delete_subscription:
+                    await consumer.unsubscribe()
+                    deleted = True
+                else:
+                    await consumer.close()
+            except LinkError as error:
+                log.info("%s: closing the local consumer: %s", self, error)
+        if delete_subscription and not deleted:
+            if self._local_admin is None:
+                raise LinkError(f"{self}: cannot delete {self.subscription}: no admin client")
+            await self._local_admin.delete_subscription(self.topic_name, self.subscription)
+        self.state = State.STOPPED
+        if delete_subscription:
+            log.info("%s: stopped; subscription %s deleted", self, self.subscription)
+
+    # -- the local side --
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            consumer = None
+            try:
+                self.state = State.CONNECTING
+                consumer = await self._retrying("local", self._subscribe)
+                self._consumer = consumer
+                await self._replicate(consumer)
+            except asyncio.CancelledError:
+                raise
+            except (LinkError, ReplicationStalled) as error:
+                self._record_error("local", error)
+            except InvariantViolation:
+                raise
+            except Exception as error:  # a bug: say so loudly, and do not spin on it
+                log.exception("%s: replication failed", self)
+                self._record_error("local", error)
+                self.state = State.BACKOFF
+                await asyncio.sleep(self.settings.backoff_s_max)
+            finally:
+                self._flush_ack(consumer)
+                self._reset_buffer()
+                if consumer is not None and not self._stopping:
+                    self._consumer = None
+                    with contextlib.suppress(LinkError):
+                        await consumer.close()
+
+    async def _subscribe(self) -> LinkConsumer:
+        return await self._local_link.subscribe(
+            self.topic,
+            self.subscription,
+            consumer_name=f"georep-gateway-{self.local_cluster}",
+            receiver_queue=self.settings.receiver_queue_messages,
+        )
+
+    async def _replicate(self, consumer: LinkConsumer) -> None:
+        loop = asyncio.get_running_loop()
+        tasks = [
+            loop.create_task(self._read(consumer), name=f"{self} read"),
+            loop.create_task(self._send(), name=f"{self} send"),
+            loop.create_task(self._sample(consumer), name=f"{self} stats"),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # raises the local failure
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, LinkError, GatewayError):
+                    await task
+            producer, self._producer = self._producer, None
+            if producer is not None and not producer.failed:
+                with contextlib.suppress(LinkError):
+                    await producer.close()
+
+    async def _read(self, consumer: LinkConsumer) -> None:
+        settings = self.settings
+        while True:
+            while (
+                len(self._unsent) + len(self._in_flight) >= settings.buffered_entries_max
+                or self._buffered_bytes >= settings.buffered_bytes_max
+            ):
+                self._room.clear()
+                await self._room.wait()
+            entry = await consumer.receive()
+            outcome = verdict(
+                entry.metadata, local_cluster=self.local_cluster, remote_cluster=self.remote_cluster
+            )
+            item = _Item(entry, outcome)
+            if outcome is Verdict.REPLICATE:
+                item.sequence_id = sequence_id_of(*entry.position)  # may stall here
+                self.counters.messages_in += entry.messages
+                self.counters.bytes_in += entry.size_bytes
+            else:
+                item.done = True
+                self.counters.skipped[outcome.value] += entry.messages
+            self._unsent.append(item)
+            self._buffered_bytes += entry.size_bytes
+            if self._oldest_publish_ms is None:
+                self._oldest_publish_ms = entry.publish_time_ms
+            self._wakeup.set()
+
+    # -- the remote side --
+
+    async def _send(self) -> None:
+        while True:
+            producer = await self._retrying("remote", self._open_producer)
+            self._producer = producer
+            self.state = State.REPLICATING
+            producer.on_failure(lambda _error: self._wakeup.set())
+            try:
+                await self._send_with(producer)
+            except (LinkError, ReplicationStalled) as error:
+                self._record_error("remote", error)
+            finally:
+                self._producer = None
+                self._requeue_in_flight()
+                if not producer.failed:
+                    with contextlib.suppress(LinkError):
+                        await producer.close()
+
+    async def _open_producer(self) -> LinkProducer:
+        if self._remote_admin is not None:
+            await self._remote_admin.ensure_topic(self.topic_name.base, self.partitions)
+        producer = await self._remote_link.create_producer(
+            self.topic,
+            self.producer_name,
+            pending_count_max=self.settings.pending_sends_count_max,
+            pending_bytes_max=self.settings.pending_sends_bytes_max,
+        )
+        self.remote_last_sequence_id = producer.last_sequence_id
+        return producer
+
+    async def _send_with(self, producer: LinkProducer) -> None:
+        generation = self._generation
+        while True:
+            if producer.failure is not None:
+                raise producer.failure
+            if not self._unsent:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            item = self._unsent[0]
+            if not item.done:
+                if item.sequence_id <= producer.last_sequence_id:
+                    item.done = True
+                    self.counters.already_replicated += item.entry.messages
+                else:
+                    await self._limiter.acquire(item.entry.messages, item.entry.size_bytes)
+                    if item.metadata_out is None:
+                        item.metadata_out = replicated_metadata(
+                            item.entry.metadata,
+                            local_cluster=self.local_cluster,
+                            position=item.position,
+                            producer_name=self.producer_name,
+                        )
+                    future = await producer.send(
+                        item.metadata_out, item.entry.payload, num_messages=item.entry.messages
+                    )
+                    future.add_done_callback(functools.partial(self._on_receipt, item, generation))
+            self._unsent.popleft()
+            self._in_flight.append(item)
+            if item.done:
+                self._complete_head()
+
+    def _on_receipt(self, item: _Item, generation: int, future: asyncio.Future) -> None:
+        if generation != self._generation or future.cancelled() or future.exception():
+            self._wakeup.set()
+            return
+        receipt: SendReceipt = future.result()
+        item.done = True
+        if receipt.duplicate:
+            self.counters.duplicates += item.entry.messages
+        else:
+            self.counters.messages_out += item.entry.messages
+            self.counters.bytes_out += item.entry.size_bytes
+            self.counters.entries_out += 1
+        if self.remote_last_sequence_id is None or item.sequence_id > self.remote_last_sequence_id:
+            self.remote_last_sequence_id = item.sequence_id
+        self._complete_head()
+
+    def _complete_head(self) -> None:
+        last = None
+        while self._in_flight and self._in_flight[0].done:
+            item = self._in_flight.popleft()
+            self._buffered_bytes -= item.entry.size_bytes
+            last = item.position
+        if last is None:
+            return
+        head = next(iter(self._in_flight or self._unsent), None)
+        self._oldest_publish_ms = head.entry.publish_time_ms if head is not None else None
+        self._ack_to = last
+        if not self._ack_scheduled:
+            self._ack_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_ack_soon)
+        self._room.set()
+
+    def _flush_ack_soon(self) -> None:
+        self._ack_scheduled = False
+        self._flush_ack(self._consumer)
+
+    def _flush_ack(self, consumer: LinkConsumer | None) -> None:
+        """One cumulative ACK for everything completed since the last one."""
+        if consumer is None or consumer.failure is not None or self._ack_to is None:
+            return
+        if self._acked is not None and self._ack_to <= self._acked:
+            return
+        with contextlib.suppress(LinkError):
+            consumer.ack_cumulative(self._ack_to)
+            self._acked = self._ack_to
+
+    def _requeue_in_flight(self) -> None:
+        """After a remote failure: what was in flight is sent again, in order."""
+        self._generation += 1
+        self._unsent.extendleft(reversed(self._in_flight))
+        self._in_flight.clear()
+
+    def _reset_buffer(self) -> None:
+        """After a local failure: the next consumer is redelivered everything unacked."""
+        self._generation += 1
+        self._unsent.clear()
+        self._in_flight.clear()
+        self._buffered_bytes = 0
+        self._ack_to = self._acked = None
+        self._room.set()
+
+    # -- retries and errors --
+
+    async def _retrying(self, side: str, operation):
+        settings = self.settings
+        exponential = wait_exponential(multiplier=settings.backoff_s_initial)
+        jitter = wait_random(0, settings.backoff_s_initial)
+
+        def wait(state) -> float:
+            """Exponential with jitter, capped; at once the cap for what retrying soon
+            cannot fix (a stalled entry, an authentication failure)."""
+            error = state.outcome.exception() if state.outcome else None
+            if isinstance(error, ReplicationStalled) or not getattr(error, "retriable", True):
+                return settings.backoff_s_max
+            return min(settings.backoff_s_max, exponential(state) + jitter(state))
+
+        def before_sleep(state) -> None:
+            self.state = State.BACKOFF
+            self._record_error(side, state.outcome.exception())
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type((LinkError, ReplicationStalled)),
+            wait=wait,
+            stop=stop_never,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        return await retrying(operation)
+
+    def _record_error(self, side: str, error: BaseException | None) -> None:
+        if error is None:
+            return
+        self.counters.errors += 1
+        self.last_error = f"{side}: {type(error).__name__}: {error}"
+        self.last_error_at = self._clock()
+        log.warning("%s: %s", self, self.last_error)
+
+    # -- stats --
+
+    async def _sample(self, consumer: LinkConsumer) -> None:
+        while True:
+            self._sample_rates()
+            with contextlib.suppress(LinkError):
+                self.backlog_entries = await consumer.backlog()
+            await asyncio.sleep(self.settings.stats_interval_s)
+
+    def _sample_rates(self) -> None:
+        now = time.monotonic()
+        c = self.counters
+        sample = (now, c.messages_in, c.bytes_in, c.messages_out, c.bytes_out)
+        previous, self._rate_sample = self._rate_sample, sample
+        if previous is None or now <= previous[0]:
+            return
+        elapsed = now - previous[0]
+        self._rates = {
+            "msgRateIn": (sample[1] - previous[1]) / elapsed,
+            "msgThroughputIn": (sample[2] - previous[2]) / elapsed,
+            "msgRateOut": (sample[3] - previous[3]) / elapsed,
+            "msgThroughputOut": (sample[4] - previous[4]) / elapsed,
+        }
+
+    @property
+    def local_connected(self) -> bool:
+        return self._consumer is not None and self._consumer.failure is None
+
+    @property
+    def remote_connected(self) -> bool:
+        return self._producer is not None and not self._producer.failed
+
+    @property
+    def delay_s(self) -> float | None:
+        """Seconds since the oldest entry not yet replicated was published: 0 with nothing
+        left to replicate, None when unknown (entries wait on the local topic while the
+        local side is not connected)."""
+        if self._oldest_publish_ms is not None:
+            return max(0.0, self._clock() - self._oldest_publish_ms / 1000)
+        if self.backlog_entries == 0 or (self.local_connected and not self._unsent):
+            return 0.0
+        return None
+
+    def stats(self) -> dict:
+        """Pulsar's replication stats names (``replicationBacklog`` counts entries, as
+        Pulsar's does), and georep's own counters."""
+        c = self.counters
+        last = self.remote_last_sequence_id
+        return {
+            "topic": self.topic,
+            "localCluster": self.local_cluster,
+            "remoteCluster": self.remote_cluster,
+            "subscription": self.subscription,
+            "producerName": self.producer_name,
+            "state": self.state.value,
+            "connected": self.local_connected and self.remote_connected,
+            "localConnected": self.local_connected,
+            "remoteConnected": self.remote_connected,
+            "replicationBacklog": self.backlog_entries,
+            "replicationDelayInSeconds": self.delay_s,
+            **self._rates,
+            "msgInCounter": c.messages_in,
+            "bytesInCounter": c.bytes_in,
+            "msgOutCounter": c.messages_out,
+            "bytesOutCounter": c.bytes_out,
+            "duplicatesCounter": c.duplicates,
+            "alreadyReplicatedCounter": c.already_replicated,
+            "skippedCounter": dict(c.skipped),
+            "bufferedEntries": len(self._unsent) + len(self._in_flight),
+            "inFlightEntries": len(self._in_flight),
+            "remoteLastOriginPosition": (
+                "{}:{}".format(*position_of_sequence_id(last))
+                if last is not None and last >= 0
+                else None
+            ),
+            "errorsCounter": c.errors,
+            "lastError": self.last_error,
+            "lastErrorTimestamp": self.last_error_at,
+            "rateLimit": {
+                "messagesPerSecond": self.settings.messages_per_s,
+                "bytesPerSecond": self.settings.bytes_per_s,
+            },
+        }

@@ -1,0 +1,324 @@
+"""Test harness for the gateway: clusters and gateways as real processes.
+
+- :class:`ClusterProcess` (from ``broker_cluster``) runs ``georep cluster``;
+- :class:`GatewayProcess` writes a gateway TOML file and runs ``georep gateway``
+  (waits for ``GATEWAY_READY``), and can be killed (SIGKILL) and started again on the
+  same configuration and metadata;
+- :func:`produce` publishes with the official pulsar-client (batched by default) and
+  returns the payloads it got receipts for;
+- :func:`read_entries` reads a topic's entries as stored, with the gateway's own link (a
+  non-durable reader from the earliest entry), so a test can see entry metadata — origin
+  cluster and position — that a client hides for batched messages;
+- :func:`payloads_on` reads the messages with pulsar-client, as an application would.
+
+Every wait is bounded; nothing here asserts timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pulsar
+
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.replicator.link_consumer import ReceivedEntry
+from georep.replicator.origin import origin_of
+from georep.replicator.pulsar_link import PulsarLink
+from tests.integration.broker_cluster import ClusterProcess, free_port, open_client
+
+__all__ = ["ClusterProcess", "GatewayProcess", "free_port"]
+
+#: How long a reader waits for one more entry before it decides the topic is read.
+QUIET_S = 1.5
+
+
+# --- clusters ---------------------------------------------------------------------------
+def admin_url(cluster: ClusterProcess) -> str:
+    return f"http://127.0.0.1:{cluster.admin_port}"
+
+
+def http(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
+    """(status, parsed JSON or text) of one HTTP request; never raises on a status."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=15) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    try:
+        return status, json.loads(text) if text else None
+    except ValueError:
+        return status, text
+
+
+def create_namespace(cluster: ClusterProcess, namespace: str) -> None:
+    tenant, _, _name = namespace.partition("/")
+    base = admin_url(cluster)
+    http("PUT", f"{base}/admin/v2/tenants/{tenant}", {"allowedClusters": [cluster.name]})
+    status, text = http("PUT", f"{base}/admin/v2/namespaces/{namespace}")
+    assert status in (204, 409), text
+
+
+def create_partitioned_topic(cluster: ClusterProcess, topic: str, partitions: int) -> None:
+    path = topic.removeprefix("persistent://")
+    status, text = http(
+        "PUT", f"{admin_url(cluster)}/admin/v2/persistent/{path}/partitions", partitions
+    )
+    assert status == 204, text
+
+
+# --- gateways ---------------------------------------------------------------------------
+class GatewayProcess:
+    """``georep gateway`` as a child process, restartable on the same config and store."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        local: ClusterProcess,
+        remotes: Iterable[ClusterProcess],
+        policies: dict[str, list[str]] | None = None,
+        token: str | None = None,
+        extra_toml: str = "",
+    ) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.local = local
+        self.port = free_port()
+        self.token = token
+        self.config_path = directory / f"gateway-{local.name}.toml"
+        self.log_path = directory / f"gateway-{local.name}.log"
+        self.process: subprocess.Popen | None = None
+        lines = [
+            "[gateway]",
+            f'listen = "127.0.0.1:{self.port}"',
+            f'metadata = "sqlite:///{directory / f"gateway-{local.name}.db"}"',
+            "discovery_interval_s = 0.5",
+            "",
+            "[local]",
+            f'name = "{local.name}"',
+            f'service_url = "{local.url}"',
+            f'admin_url = "{admin_url(local)}"',
+        ]
+        for remote in remotes:
+            lines += [
+                "",
+                f"[remotes.{remote.name}]",
+                f'service_url = "{remote.url}"',
+                f'admin_url = "{admin_url(remote)}"',
+            ]
+        if policies:
+            lines += ["", "[policies.namespaces]"]
+            lines += [f'"{ns}" = {json.dumps(clusters)}' for ns, clusters in policies.items()]
+        self.config_path.write_text("\n".join(lines) + "\n" + extra_toml)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 60) -> str:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if self.token:
+            env["GEOREP_GATEWAY_TOKENS"] = self.token
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "georep", "gateway", "--config", str(self.config_path)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
+            )
+        lines: list[str] = []
+        reader = threading.Thread(target=self._read_ready, args=(lines,), daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if not lines or not lines[-1].startswith("GATEWAY_READY"):
+            self.kill()
+            raise RuntimeError(f"georep gateway did not start; see {self.log_path}")
+        return lines[-1]
+
+    def _read_ready(self, lines: list[str]) -> None:
+        for raw in self.process.stdout:
+            line = raw.decode(errors="replace").strip()
+            lines.append(line)
+            if line.startswith("GATEWAY_READY"):
+                threading.Thread(target=self._drain, daemon=True).start()
+                return
+
+    def _drain(self) -> None:
+        with contextlib.suppress(Exception):
+            for _ in self.process.stdout:
+                pass
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def terminate(self, timeout_s: float = 30) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.wait()
+
+    # -- REST --
+
+    def get(self, path: str) -> Any:
+        status, document = http("GET", f"{self.url}{path}", token=self.token)
+        assert status == 200, (status, document)
+        return document
+
+    def put_namespace_policy(self, namespace: str, clusters: list[str]) -> Any:
+        status, document = http(
+            "PUT",
+            f"{self.url}/admin/georep/v1/namespaces/{namespace}/replication",
+            {"clusters": clusters},
+            token=self.token,
+        )
+        assert status == 200, (status, document)
+        return document
+
+    def replicators(self, topic_prefix: str = "") -> list[dict]:
+        stats = self.get("/admin/georep/v1/stats")
+        return [r for r in stats["replicators"] if r["topic"].startswith(topic_prefix)]
+
+
+# --- producing and reading ----------------------------------------------------------------
+def produce(
+    url: str,
+    topic: str,
+    count: int,
+    prefix: str,
+    *,
+    batching: bool = True,
+    start: int = 0,
+    properties: dict[str, str] | None = None,
+    stop: threading.Event | None = None,
+) -> list[bytes]:
+    """Publish ``prefix-<i>`` for i in start..start+count-1 with pulsar-client; returns
+    the payloads the broker acknowledged (all of them unless ``stop`` is set)."""
+    sent: list[bytes] = []
+    lock = threading.Lock()
+    failures: list[Any] = []
+
+    def done(result, _message_id, payload: bytes) -> None:
+        if result == pulsar.Result.Ok:
+            with lock:
+                sent.append(payload)
+        else:
+            failures.append(result)
+
+    with open_client(url) as client:
+        producer = client.create_producer(
+            topic,
+            batching_enabled=batching,
+            batching_max_publish_delay_ms=5,
+            block_if_queue_full=True,
+            send_timeout_millis=30_000,
+        )
+        for i in range(start, start + count):
+            if stop is not None and stop.is_set():
+                break
+            payload = f"{prefix}-{i}".encode()
+            producer.send_async(
+                payload,
+                lambda result, message_id, p=payload: done(result, message_id, p),
+                properties=properties or {},
+                partition_key=f"key-{i % 7}",
+                event_timestamp=1_700_000_000_000 + i,
+            )
+        producer.flush()
+        producer.close()
+    assert not failures, failures[:3]
+    return sent
+
+
+async def _read_entries(url: str, topic: str, quiet_s: float) -> list[ReceivedEntry]:
+    link = PulsarLink(url)
+    try:
+        consumer = await link.subscribe(
+            topic, f"check-{time.monotonic_ns()}", durable=False, initial_position=1
+        )
+        entries = []
+        while True:
+            try:
+                entries.append(await asyncio.wait_for(consumer.receive(), quiet_s))
+            except TimeoutError:
+                return entries
+    finally:
+        await link.close()
+
+
+def read_entries(url: str, topic: str, quiet_s: float = QUIET_S) -> list[ReceivedEntry]:
+    """Every entry of ``topic`` as stored (until none arrives for ``quiet_s``)."""
+    return asyncio.run(_read_entries(url, topic, quiet_s))
+
+
+def origin_counts(entries: Iterable[ReceivedEntry]) -> collections.Counter:
+    """origin position -> copies, for the replicated entries among ``entries``."""
+    counts: collections.Counter = collections.Counter()
+    for entry in entries:
+        origin = origin_of(entry.metadata)
+        if origin is not None:
+            counts[(origin.cluster, origin.position)] += 1
+    return counts
+
+
+def local_positions(entries: Iterable[ReceivedEntry], cluster: str) -> set:
+    """(cluster, position) of the entries that originated on ``cluster`` itself."""
+    return {
+        (cluster, entry.position)
+        for entry in entries
+        if not entry.metadata.replicated_from and not entry.metadata.HasField("marker_type")
+    }
+
+
+def payloads_on(url: str, topic: str, quiet_ms: int = 1500) -> collections.Counter:
+    """payload -> times a pulsar-client reader from the earliest message sees it."""
+    seen: collections.Counter = collections.Counter()
+    with open_client(url) as client:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        with contextlib.suppress(pulsar.Timeout):
+            while True:
+                seen[reader.read_next(timeout_millis=quiet_ms).data()] += 1
+        reader.close()
+    return seen
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 60, interval_s: float = 0.25):
+    """Poll ``condition`` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"condition not met within {timeout_s} s")
+        time.sleep(interval_s)
+
+
+def metadata_of(entries: Iterable[ReceivedEntry]) -> list[pb.MessageMetadata]:
+    return [entry.metadata for entry in entries]
