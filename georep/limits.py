@@ -217,8 +217,26 @@ cursor_ranges_count_max = 100_000
 cursor_ranges_persisted_max = 10_000
 #: Bytes of a cursor's properties (UTF-8 JSON), persisted with every state.
 cursor_properties_bytes_max = 2 * MIB
-#: Bytes of one persisted cursor state: fixed part, ranges (32 bytes each), properties.
-cursor_state_bytes_max = 64 + 32 * cursor_ranges_persisted_max + cursor_properties_bytes_max
+#: Partially acknowledged batch entries (entry -> bitset of the members still
+#: unacknowledged) a cursor keeps in memory. A partial acknowledgement of one more entry
+#: is not remembered: that batch is delivered whole again (the client's own tracker
+#: filters what it acknowledged; a new client gets the whole batch).
+cursor_batch_entries_count_max = 100_000
+#: Partially acknowledged batch entries each persisted cursor state holds, lowest first,
+#: and the bytes they may take there (20 + 8 per 64 members each). Those above are kept
+#: in memory only: a crash forgets them and their batches are delivered whole again
+#: (at-least-once for the overflow, as for ranges).
+cursor_batch_entries_persisted_max = 10_000
+cursor_batch_bytes_persisted_max = 1 * MIB
+#: Bytes of one persisted cursor state: fixed part, ranges (32 bytes each), properties,
+#: partially acknowledged batches.
+cursor_state_bytes_max = (
+    64
+    + 32 * cursor_ranges_persisted_max
+    + cursor_properties_bytes_max
+    + 4
+    + cursor_batch_bytes_persisted_max
+)
 
 invariant(managed_ledger_pending_appends_count_max <= pending_adds_count_max)
 invariant(managed_ledger_pending_appends_bytes_max <= pending_adds_bytes_max)
@@ -226,6 +244,7 @@ invariant(managed_ledger_pending_appends_bytes_max >= entry_payload_bytes_max)
 invariant(managed_ledger_read_entries_max <= read_batch_entries_max)
 invariant(cursor_ranges_persisted_max <= cursor_ranges_count_max)
 invariant(cursor_state_bytes_max <= entry_payload_bytes_max)
+invariant(cursor_batch_entries_persisted_max <= cursor_batch_entries_count_max)
 
 # --- cluster admin REST (broker/admin) ------------------------------------------------
 #: Bytes of one admin request body; a larger one is refused with 413 before it is parsed.
@@ -273,6 +292,10 @@ invariant(
 # --- embedded broker, relations with managed ledgers (broker/) ---------------------------
 # The dedup snapshot (name -> sequence id, JSON) must fit a cursor's properties.
 invariant(dedup_producers_count_max * (producer_name_chars_max + 32) <= cursor_properties_bytes_max)
+# What a subscription remembers of partial batches, its cursor keeps; the bitset of the
+# largest batch fits one persisted state.
+invariant(subscription_partial_batches_max <= cursor_batch_entries_count_max)
+invariant(20 + 8 * -(-pulsar_batch_messages_count_max // 64) <= cursor_batch_bytes_persisted_max)
 invariant(dispatcher_read_entries_max <= managed_ledger_read_entries_max)
 invariant(topic_scan_read_entries_max <= managed_ledger_read_entries_max)
 
