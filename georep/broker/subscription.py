@@ -2,22 +2,27 @@
 
 Acknowledgement state lives in three places, from durable to fleeting:
 
-1. the cursor: mark-delete position (MDP) and individually deleted ranges, persisted by
-   the managed ledger and restored on restart;
+1. the cursor: mark-delete position (MDP), individually deleted ranges and partially
+   acknowledged batches (entry -> bitset of the members still unacknowledged), persisted
+   by the managed ledger and restored on restart;
 2. :class:`CursorUpdates`: acknowledgements taken from clients and not yet persisted,
-   written to the cursor by one flusher task in groups (one ``mark_delete`` and one
-   ``delete`` per round, however many ACK commands arrived meanwhile);
-3. in memory only: partially acknowledged batches (entry -> bitset of the members still
-   unacknowledged) and redelivery counts. After a restart a partially acknowledged batch
-   is delivered whole again; the client's own tracker filters what it acknowledged
-   before, and a new client gets the whole batch (at-least-once).
+   written to the cursor by one flusher task in groups (one ``mark_delete``, one
+   ``delete`` and one ``delete_batch_members`` per round, however many ACK commands
+   arrived meanwhile); an ACK_RESPONSE, or the answer to CLOSE_CONSUMER, waits for them;
+3. in memory only: redelivery counts, and :attr:`Subscription.partial_batches`, the
+   live view of partial batches (restored from the cursor, ahead of it by what is not
+   yet persisted). Partial batches past the cursor's persisted bound
+   (``limits.cursor_batch_entries_persisted_max``) are forgotten by a crash, and those
+   batches are delivered whole again (at-least-once); the client's own tracker filters
+   what it acknowledged before, a new client gets the whole batch.
 
 Batches: an entry of a batch is deleted on the cursor only when every member is
 acknowledged. Worked example, a batch of 3 at (5, 7): ``ack (5,7) ack_set=[0b110]``
 (member 0 done) leaves 0b110 remembered; ``ack (5,7) ack_set=[0b011]`` (member 2 done,
 as the client's bitset says) leaves 0b010; ``ack (5,7)`` without a bitset (member 1,
 the last) deletes (5,7) on the cursor. A redelivered (5,7) carries ``ack_set`` = the
-remembered bits, so the client skips the members already acknowledged.
+remembered bits, so the client skips the members already acknowledged; so does one
+redelivered after a restart, the bits coming back from the cursor.
 
 Markers (entries with ``marker_type``): never dispatched. The dispatcher hands them to
 :meth:`Subscription.note_marker`; a marker is deleted on the cursor only when it is the
@@ -72,7 +77,8 @@ SHARED_TYPES = frozenset({SubType.SHARED, SubType.KEY_SHARED})
 class CursorUpdates:
     """Acknowledgements on their way to the cursor, written by one task in groups.
 
-    ``mark_delete(p)`` and ``delete(ps)`` return at once; ``covers(p)`` answers whether
+    ``mark_delete(p)``, ``delete(ps)`` and ``batch(p, bits)`` (a partially acknowledged
+    batch, ``bits`` its members still unacknowledged) return at once; ``covers(p)`` answers whether
     ``p`` is acknowledged but maybe not yet persisted; ``flush()`` waits until everything
     handed in so far is durable (or given up after retries, which is logged: the
     messages will then be delivered again after a restart, never lost).
@@ -83,6 +89,7 @@ class CursorUpdates:
         self._on_flushed = on_flushed
         self._mark_delete: Position | None = None
         self._deletes: set[Position] = set()
+        self._batches: dict[Position, int] = {}
         self._in_flight_mark_delete: Position | None = None
         self._in_flight_deletes: frozenset[Position] = frozenset()
         self._task: asyncio.Task[None] | None = None
@@ -94,12 +101,23 @@ class CursorUpdates:
         if self._mark_delete is None or position > self._mark_delete:
             self._mark_delete = position
             self._deletes = {p for p in self._deletes if p > position}
+            self._batches = {p: bits for p, bits in self._batches.items() if p > position}
         self._kick()
 
     def delete(self, positions: list[Position]) -> None:
         floor = self._mark_delete
         self._deletes.update(p for p in positions if floor is None or p > floor)
+        for position in positions:
+            self._batches.pop(position, None)
         self._kick()
+
+    def batch(self, position: Position, bits: int) -> None:
+        """Entry ``position`` is a batch whose members ``bits`` are still unacknowledged
+        (all that is known: it replaces what was handed in before)."""
+        floor = self._mark_delete
+        if (floor is None or position > floor) and position not in self._deletes:
+            self._batches[position] = bits
+            self._kick()
 
     def covers(self, position: Position) -> bool:
         for floor in (self._mark_delete, self._in_flight_mark_delete):
@@ -128,13 +146,14 @@ class CursorUpdates:
 
     async def _run(self) -> None:
         try:
-            while self._mark_delete is not None or self._deletes:
+            while self._mark_delete is not None or self._deletes or self._batches:
                 mark_delete, self._mark_delete = self._mark_delete, None
                 deletes, self._deletes = frozenset(self._deletes), set()
+                batches, self._batches = self._batches, {}
                 self._in_flight_mark_delete = mark_delete
                 self._in_flight_deletes = deletes
                 try:
-                    await self._write(mark_delete, deletes)
+                    await self._write(mark_delete, deletes, batches)
                 finally:
                     self._in_flight_mark_delete = None
                     self._in_flight_deletes = frozenset()
@@ -143,7 +162,12 @@ class CursorUpdates:
         finally:
             self._idle.set()
 
-    async def _write(self, mark_delete: Position | None, deletes: frozenset[Position]) -> None:
+    async def _write(
+        self,
+        mark_delete: Position | None,
+        deletes: frozenset[Position],
+        batches: dict[Position, int],
+    ) -> None:
         for attempt in range(_CURSOR_RETRIES_MAX):
             try:
                 current = self._cursor.mark_delete_position
@@ -153,6 +177,14 @@ class CursorUpdates:
                 remaining = sorted(LogPosition(*p) for p in deletes if p > current)
                 if remaining:
                     await self._cursor.delete(remaining)
+                    current = self._cursor.mark_delete_position
+                partial = {
+                    LogPosition(*p): bits
+                    for p, bits in batches.items()
+                    if p > current and p not in deletes
+                }
+                if partial:
+                    await self._cursor.delete_batch_members(partial)
                 return
             except asyncio.CancelledError:
                 raise
@@ -184,8 +216,11 @@ class Subscription:
         self.durable = durable
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
-        #: entry -> bits of the batch members still unacknowledged
-        self.partial_batches: dict[Position, int] = {}
+        #: entry -> bits of the batch members still unacknowledged (restored from the
+        #: cursor; ahead of it by what ``updates`` has not persisted yet)
+        self.partial_batches: dict[Position, int] = {
+            tuple(position): bits for position, bits in cursor.batches
+        }
         self.redelivery_counts: dict[Position, int] = {}
         self._markers: set[Position] = set()
         self.updates = CursorUpdates(cursor, self._after_flush)
@@ -374,6 +409,7 @@ class Subscription:
         ):
             return True  # cannot remember more: the batch is delivered whole again
         self.partial_batches[position] = merged
+        self.updates.batch(position, merged)
         return True
 
     def _after_flush(self) -> None:

@@ -176,6 +176,44 @@ def test_kill_9_under_load_loses_no_acknowledged_publish(process: ClusterProcess
     assert len(delivered) == len(set(delivered)), "a message was delivered twice"
 
 
+def test_partially_acknowledged_batches_survive_kill_9(process: ClusterProcess) -> None:
+    """Batch-index acks are persisted with the cursor: after kill -9 a resubscribed
+    consumer gets only the members nobody acknowledged (the broker sends the remembered
+    bits as ``ack_set`` and the client skips the rest)."""
+    process.start()
+    topic = unique_topic("batch-ack")
+    sent = [f"b{n}".encode() for n in range(15)]
+    acked = {sent[n] for n in (0, 2, 3, *range(5, 10), 14)}  # batch 2 (5..9) wholly
+    with open_client(process.url) as client:
+        producer = client.create_producer(
+            topic,
+            batching_enabled=True,
+            batching_max_messages=5,
+            batching_max_publish_delay_ms=1000,
+        )
+        for payload in sent:
+            producer.send_async(payload, lambda *_: None)
+        producer.flush()
+        producer.close()
+        consumer = client.subscribe(
+            topic, "s", initial_position=EARLIEST, batch_index_ack_enabled=True
+        )
+        messages = receive_all(consumer, len(sent), ack=False)
+        entries = {(m.message_id().ledger_id(), m.message_id().entry_id()) for m in messages}
+        assert len(entries) == 3, "expected three batches of five"
+        for message in messages:
+            if message.data() in acked:
+                consumer.acknowledge(message)
+        consumer.close()  # answered once the acks, batch members included, are durable
+    process.kill()
+    process.start()
+    with open_client(process.url) as client:
+        consumer = client.subscribe(topic, "s", batch_index_ack_enabled=True)
+        delivered = [m.data() for m in drain_until_quiet(consumer)]
+        consumer.close()
+    assert delivered == [payload for payload in sent if payload not in acked]
+
+
 @pytest.mark.parametrize(("messages", "batched"), [(10, False), (1_500, False), (1_500, True)])
 def test_dedup_survives_kill_9(process: ClusterProcess, messages: int, batched: bool) -> None:
     """10 entries: rebuilt by scanning the log; 1,500 entries: from the snapshot taken at

@@ -157,6 +157,39 @@ async def test_state_survives_close_and_the_cursor_ledger_rolls_over(cluster_fac
     assert restored.backlog == 20 - 2 - 6
 
 
+async def test_partially_acknowledged_batches_persist_within_their_bound(
+    cluster_factory, factories
+):
+    cluster = await cluster_factory(3)
+    config = ManagedLedgerConfig(rollover_entries_max=5, cursor_batch_entries_persisted_max=2)
+    ml = await factories(cluster).open("t/batches", config)
+    cursor = await ml.open_cursor("sub", start="earliest")
+    p = await append_all(ml, 8)
+    # entries 1, 3, 6, 7 are batches of 3 (bits: members still unacknowledged)
+    await cursor.delete_batch_members({p[1]: 0b110, p[3]: 0b011})
+    await cursor.delete_batch_members({p[1]: 0b011, p[6]: 0b101, p[7]: 0b001})
+    assert cursor.batches == [(p[1], 0b010), (p[3], 0b011), (p[6], 0b101), (p[7], 0b001)]
+    await cursor.delete_batch_members({p[7]: 0b110})  # the last member: p[7] is done
+    assert cursor.is_acknowledged(p[7]) and cursor.batch_bits(p[7]) is None
+    await cursor.delete([p[3]])  # acknowledged whole: no longer partial
+    with pytest.raises(InvalidArgument):
+        await cursor.delete_batch_members({Position(p[7].ledger_id, 99): 1})
+    assert cursor.batches == [(p[1], 0b010), (p[6], 0b101)]
+    await cursor.delete_batch_members({p[2]: 0b100, p[4]: 0b1})
+    stats = cursor.stats()
+    assert stats["batch_entries"] == 4 and stats["batch_entries_unpersisted"] == 2
+    expected = cursor.batches
+
+    await ml.close()
+    ml = await factories(cluster).open("t/batches", config)
+    cursor = ml.cursors["sub"]
+    assert cursor.batches == expected[:2]  # the lowest two; (2) and (4) were above the bound
+    await cursor.mark_delete(p[1])  # at or below the MDP: forgotten
+    assert cursor.batches == [(p[2], 0b100)]
+    await cursor.reset(p[0])
+    assert cursor.batches == []
+
+
 @pytest.mark.parametrize("interval_ms", [0, 5])
 async def test_acks_are_grouped_into_few_writes(cluster_factory, factories, interval_ms):
     cluster = await cluster_factory(3)

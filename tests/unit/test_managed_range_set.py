@@ -226,3 +226,39 @@ def test_ack_state_worked_example() -> None:
     assert not state.mark_delete(P(4, 2), log)  # never backwards
     state.reset(P(4, 1))
     assert state.mark_delete_position == P(4, 0) and len(state.individually_deleted) == 0
+
+
+def test_ack_state_batch_example() -> None:
+    """The batch example of ack_state's docstring, and what clears partial entries."""
+    log = ListLog([P(6, e) for e in range(5)])
+    state = AckState(P(6, -1), RangeSet())
+    assert state.acknowledge_members(P(6, 1), 0b110, log)  # member 0
+    assert state.acknowledge_members(P(6, 1), 0b011, log)  # member 2: 0b110 & 0b011
+    assert state.batch_bits(P(6, 1)) == 0b010 and not state.is_acknowledged(P(6, 1))
+    assert not state.acknowledge_members(P(6, 1), 0b111, log)  # nothing new
+    assert state.acknowledge_members(P(6, 1), 0b101, log)  # member 1, the last
+    assert state.batch_bits(P(6, 1)) is None and state.is_acknowledged(P(6, 1))
+    state.acknowledge_members(P(6, 2), 0b10, log)
+    state.acknowledge_members(P(6, 4), 0b10, log)
+    state.acknowledge_members(P(6, 3), 0b10, log)
+    assert state.batches() == [(P(6, 2), 0b10), (P(6, 3), 0b10), (P(6, 4), 0b10)]
+    state.acknowledge([P(6, 3)], log)  # whole
+    assert state.batches() == [(P(6, 2), 0b10), (P(6, 4), 0b10)]
+    state.acknowledge([P(6, 0)], log)  # the MDP moves to (6,1): nothing partial below it
+    assert state.mark_delete_position == P(6, 1) and state.batch_entries == 2
+    state.mark_delete(P(6, 2), log)  # the MDP swallows (6,2) and the range (6,3)
+    assert state.mark_delete_position == P(6, 3) and state.batches() == [(P(6, 4), 0b10)]
+    assert not state.acknowledge_members(P(6, 0), 0, log)  # below the MDP: ignored
+    state.reset(P(6, 0))
+    assert state.batches() == []
+
+
+def test_ack_state_batch_bound() -> None:
+    log = ListLog([P(1, e) for e in range(5)])
+    state = AckState(P(1, -1), RangeSet(), [(P(1, 3), 0b1), (P(1, 1), 0b1)], batch_entries_max=2)
+    assert state.batches() == [(P(1, 1), 0b1), (P(1, 3), 0b1)]  # restored, sorted
+    assert not state.acknowledge_members(P(1, 2), 0b1, log)  # full: dropped
+    assert state.batch_entries_dropped == 1 and state.batch_bits(P(1, 2)) is None
+    assert state.acknowledge_members(P(1, 1), 0b0, log)  # whole: room again
+    assert state.acknowledge_members(P(1, 2), 0b1, log)
+    assert state.batches() == [(P(1, 2), 0b1), (P(1, 3), 0b1)]

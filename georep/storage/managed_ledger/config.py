@@ -48,6 +48,9 @@ class ManagedLedgerConfig:
     cursor_persist_interval_ms: float = 0.0
     #: Ranges written per persisted cursor state, at most the global limit.
     cursor_ranges_persisted_max: int = limits.cursor_ranges_persisted_max
+    #: Partially acknowledged batch entries written per persisted cursor state, at most
+    #: the global limit.
+    cursor_batch_entries_persisted_max: int = limits.cursor_batch_entries_persisted_max
     #: A cursor's ledger rolls over after this many persisted states, or these bytes.
     cursor_rollover_entries_max: int = 10_000
     cursor_rollover_bytes_max: int = 64 * MIB
@@ -83,6 +86,9 @@ class ManagedLedgerConfig:
             raise InvalidArgument(
                 f"cursor_ranges_persisted_max must be 1..{limits.cursor_ranges_persisted_max}"
             )
+        batches_max = limits.cursor_batch_entries_persisted_max
+        if not 0 <= self.cursor_batch_entries_persisted_max <= batches_max:
+            raise InvalidArgument(f"cursor_batch_entries_persisted_max must be 0..{batches_max}")
 
     @property
     def has_retention(self) -> bool:

@@ -1,7 +1,8 @@
 """A cursor: one subscription's acknowledgements and read position on a managed ledger.
 
 State: the mark-delete position (MDP; everything <= it is acknowledged), the
-individually deleted ranges above it, and string properties (see ``ack_state.py``).
+individually deleted ranges above it, the partially acknowledged batch entries (entry ->
+bits of its members still unacknowledged), and string properties (see ``ack_state.py``).
 ``read_position`` is where dispatch reads next; it is not persisted: a restored cursor
 reads again from just after its MDP, skipping acknowledged ranges.
 
@@ -12,13 +13,13 @@ and an entry is a journal group commit on the bookies, while the metadata store 
 SQLite file shared with every bookie's lease: the ledger keeps the hot path off it, and
 fencing the cursor's ledger fences a stale owner's acknowledgements for free.
 
-Durability: ``mark_delete``, ``delete``, ``reset`` and ``set_properties`` change the
-state in memory at once, then return only when a persisted state that includes the change
-is durable. Changes are numbered; one write at a time carries the newest state and
-releases every caller whose change it includes, so a burst of acknowledgements costs one
-write per round trip, not one each (``cursor_persist_interval_ms`` can wait to gather
-more). After kill -9 the cursor is restored exactly as last persisted, so every
-acknowledgement that returned is there.
+Durability: ``mark_delete``, ``delete``, ``delete_batch_members``, ``reset`` and
+``set_properties`` change the state in memory at once, then return only when a persisted
+state that includes the change is durable. Changes are numbered; one write at a time
+carries the newest state and releases every caller whose change it includes, so a burst
+of acknowledgements costs one write per round trip, not one each
+(``cursor_persist_interval_ms`` can wait to gather more). After kill -9 the cursor is
+restored exactly as last persisted, so every acknowledgement that returned is there.
 
 The bound: each persisted state holds the lowest ``cursor_ranges_persisted_max`` ranges
 (config, at most ``limits.cursor_ranges_persisted_max``). Acknowledgements in ranges
@@ -26,7 +27,14 @@ above those are kept in memory only: they return, dispatch skips them, but a cra
 forgets them and they are delivered again (at-least-once, as in Pulsar). ``stats()``
 counts them as ``ranges_unpersisted``. In memory a cursor keeps at most
 ``limits.cursor_ranges_count_max`` ranges; past that the highest range is forgotten at
-once (also redelivered). Nothing unacknowledged is ever treated as acknowledged.
+once (also redelivered). Likewise each persisted state holds the lowest
+``cursor_batch_entries_persisted_max`` partially acknowledged batch entries (config, at
+most the limit of that name) within ``limits.cursor_batch_bytes_persisted_max`` bytes;
+the partial acknowledgements of higher entries are in memory only, and after a crash
+those batches are delivered whole again (``batch_entries_unpersisted``). In memory at
+most ``limits.cursor_batch_entries_count_max`` entries are kept; a partial
+acknowledgement of one more is dropped (``batch_entries_dropped``). Nothing
+unacknowledged is ever treated as acknowledged.
 
 Opening as a new owner (``recover``): fence and close the previous cursor ledger (the old
 owner's next persist fails: ManagedLedgerFenced), read its last entry, start a new
@@ -86,7 +94,7 @@ class ManagedCursor:
         self.name = info.name
         self._ml = managed_ledger
         self._info = info
-        self._acks = AckState(state.mark_delete, RangeSet.of(list(state.ranges)))
+        self._acks = AckState(state.mark_delete, RangeSet.of(list(state.ranges)), state.batches)
         self._properties: dict[str, str] = dict(state.properties)
         self.read_position = managed_ledger.next_position(state.mark_delete)
         self._ledger: LedgerHandle | None = ledger
@@ -173,6 +181,17 @@ class ManagedCursor:
     def is_acknowledged(self, position: Position) -> bool:
         return self._acks.is_acknowledged(position)
 
+    def batch_bits(self, position: Position) -> int | None:
+        """Bits of the members of the batch at ``position`` still unacknowledged (member
+        i is bit i), or None when none of its members is acknowledged on its own."""
+        return self._acks.batch_bits(position)
+
+    @property
+    def batches(self) -> list[tuple[Position, int]]:
+        """Every partially acknowledged entry with its bits (as :meth:`batch_bits`),
+        lowest first."""
+        return self._acks.batches()
+
     @property
     def backlog(self) -> int:
         """Entries after the MDP not individually deleted."""
@@ -210,6 +229,28 @@ class ManagedCursor:
             if position > self.mark_delete_position and not self._ml.is_entry(position):
                 raise InvalidArgument(f"{position} is not an entry of {self._ml.name}")
         if self._acks.acknowledge(positions, self._ml):
+            self._changed()
+        await self._wait_durable()
+
+    async def delete_batch_members(self, acks: Mapping[Position, int]) -> None:
+        """Acknowledge members of batch entries: ``acks`` maps an entry to the bits of
+        its members still unacknowledged as the acknowledger sees them (a client's
+        ``ack_set``); they are ANDed with what is known, and an entry with no bit left
+        is deleted whole. Entries must be entries of the log (InvalidArgument, nothing
+        applied, otherwise); acknowledged ones are ignored. Returns once durable."""
+        self._check_open()
+        acks = dict(acks)
+        for position, bits in acks.items():
+            if not isinstance(position, Position):
+                raise InvalidArgument(f"not a Position: {position!r}")
+            if not isinstance(bits, int) or isinstance(bits, bool) or bits < 0:
+                raise InvalidArgument(f"batch bits of {position} must be an int >= 0: {bits!r}")
+            if position > self.mark_delete_position and not self._ml.is_entry(position):
+                raise InvalidArgument(f"{position} is not an entry of {self._ml.name}")
+        changed = False
+        for position, bits in sorted(acks.items()):
+            changed = self._acks.acknowledge_members(position, bits, self._ml) or changed
+        if changed:
             self._changed()
         await self._wait_durable()
 
@@ -337,12 +378,26 @@ class ManagedCursor:
         self._waiters = waiting
 
     def _snapshot(self) -> CursorState:
-        ranges_max = self._ml.config.cursor_ranges_persisted_max
+        config = self._ml.config
         return CursorState(
             self.mark_delete_position,
-            tuple(self.individually_deleted.ranges(ranges_max)),
+            tuple(self.individually_deleted.ranges(config.cursor_ranges_persisted_max)),
             dict(self._properties),
+            tuple(self._persisted_batches()),
         )
+
+    def _persisted_batches(self) -> list[tuple[Position, int]]:
+        """The lowest batch entries one persisted state holds (count and bytes bounds)."""
+        count_max = self._ml.config.cursor_batch_entries_persisted_max
+        room = limits.cursor_batch_bytes_persisted_max
+        chosen = []
+        for position, bits in self._acks.batches():
+            size = cursor_state.batch_bytes(bits)
+            if len(chosen) >= count_max or size > room:
+                break
+            room -= size
+            chosen.append((position, bits))
+        return chosen
 
     async def _write(self, state: CursorState) -> None:
         data = cursor_state.encode(state)
@@ -434,6 +489,7 @@ class ManagedCursor:
     def stats(self) -> dict[str, Any]:
         ranges = len(self.individually_deleted)
         persisted_max = self._ml.config.cursor_ranges_persisted_max
+        batches_persisted = len(self._persisted_batches())
         return {
             "state": self._state,
             "mark_delete_position": str(self.mark_delete_position),
@@ -443,6 +499,10 @@ class ManagedCursor:
             "ranges_persisted": min(ranges, persisted_max),
             "ranges_unpersisted": max(0, ranges - persisted_max),
             "ranges_dropped": self.individually_deleted.dropped_ranges,
+            "batch_entries": self._acks.batch_entries,
+            "batch_entries_persisted": batches_persisted,
+            "batch_entries_unpersisted": self._acks.batch_entries - batches_persisted,
+            "batch_entries_dropped": self._acks.batch_entries_dropped,
             "persisted_mark_delete_position": str(self._persisted.mark_delete),
             "cursor_ledger_id": self._ledger.ledger_id if self._ledger else None,
             **self._stats,

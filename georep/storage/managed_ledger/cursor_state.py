@@ -3,17 +3,25 @@
 Layout (big-endian; ids signed 64-bit)::
 
     offset      size  field
-    0           1     format version (1)
+    0           1     format version (2; version 1 is still read: it ends after p)
     1           16    mark-delete position (ledger id, entry id)
     17          4     n, the number of ranges
     21          32*n  ranges: low (ledger, entry), high (ledger, entry)
     21+32n      4     p, bytes of properties
     25+32n      p     properties: UTF-8 JSON object of strings to strings
+    25+32n+p    4     b, the number of partially acknowledged batch entries
+    29+32n+p    ...   b times: entry (ledger, entry), w (4 bytes), w unsigned 64-bit words
 
-Example: MDP (7, 41), ranges [(7,43),(7,45)], no properties is 1+16+4+32+4+2 = 59 bytes,
-the last two being ``{}``. The ledger entry around it carries the CRC32C; ``decode``
-still checks every length, the order of the ranges (sorted, disjoint, above the MDP) and
-the JSON, so a state written by a buggy or foreign writer is refused, not half-read.
+A partially acknowledged batch entry (Pulsar's ``batchDeletedIndexes``) carries the
+bitset of the batch members still *unacknowledged*: member i is bit ``i % 64`` of word
+``i // 64``, the same bits a client's ``ack_set`` carries. The entries are sorted, above
+the MDP, outside the ranges, each with a non-zero bitset whose last word is non-zero.
+
+Example: MDP (7, 41), ranges [(7,43),(7,45)], no properties, and entry (7,42) a batch of
+3 whose member 1 is acknowledged (bits 0b101) is 1+16+4+32+4+2 + 4+20+8 = 91 bytes. The
+ledger entry around it carries the CRC32C; ``decode`` still checks every length, the
+order of the ranges (sorted, disjoint, above the MDP), the batch entries and the JSON,
+so a state written by a buggy or foreign writer is refused, not half-read.
 """
 
 from __future__ import annotations
@@ -27,10 +35,16 @@ from georep import limits
 from georep.storage.errors import CorruptEntry, InvalidArgument
 from georep.storage.managed_ledger.position import Position
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Versions ``decode`` reads: 1 has no batch section.
+_READABLE_VERSIONS = (1, 2)
 _HEAD = struct.Struct(">BqqI")
 _RANGE = struct.Struct(">qqqq")
 _LENGTH = struct.Struct(">I")
+_BATCH_HEAD = struct.Struct(">qqI")
+_WORD = struct.Struct(">Q")
+_WORD_BITS = 64
+_WORD_MASK = 2**_WORD_BITS - 1
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,17 @@ class CursorState:
     mark_delete: Position
     ranges: tuple[tuple[Position, Position], ...] = ()
     properties: Mapping[str, str] = field(default_factory=dict)
+    #: Partially acknowledged batch entries, sorted: (entry, bits still unacknowledged).
+    batches: tuple[tuple[Position, int], ...] = ()
+
+
+def batch_bytes(bits: int) -> int:
+    """Bytes one partially acknowledged entry with ``bits`` takes in a persisted state."""
+    return _BATCH_HEAD.size + _WORD.size * _words_in(bits)
+
+
+def _words_in(bits: int) -> int:
+    return (bits.bit_length() + _WORD_BITS - 1) // _WORD_BITS
 
 
 def encode_properties(properties: Mapping[str, str]) -> bytes:
@@ -58,10 +83,26 @@ def encode(state: CursorState) -> bytes:
         raise InvalidArgument(
             f"{len(state.ranges)} ranges exceed {limits.cursor_ranges_persisted_max}"
         )
+    if len(state.batches) > limits.cursor_batch_entries_persisted_max:
+        raise InvalidArgument(
+            f"{len(state.batches)} batch entries exceed {limits.cursor_batch_entries_persisted_max}"
+        )
     properties = encode_properties(state.properties)
     parts = [_HEAD.pack(FORMAT_VERSION, *state.mark_delete, len(state.ranges))]
     parts += [_RANGE.pack(*low, *high) for low, high in state.ranges]
-    parts += [_LENGTH.pack(len(properties)), properties]
+    parts += [_LENGTH.pack(len(properties)), properties, _LENGTH.pack(len(state.batches))]
+    size = 0
+    for position, bits in state.batches:
+        if not (isinstance(bits, int) and bits > 0):
+            raise InvalidArgument(f"batch entry {position}: bits must be a positive int")
+        words = _words_in(bits)
+        size += batch_bytes(bits)
+        parts.append(_BATCH_HEAD.pack(*position, words))
+        parts += [_WORD.pack((bits >> (_WORD_BITS * i)) & _WORD_MASK) for i in range(words)]
+    if size > limits.cursor_batch_bytes_persisted_max:
+        raise InvalidArgument(
+            f"batch entries of {size} bytes exceed {limits.cursor_batch_bytes_persisted_max}"
+        )
     return b"".join(parts)
 
 
@@ -70,7 +111,7 @@ def decode(data: bytes) -> CursorState:
     if len(view) < _HEAD.size + _LENGTH.size:
         raise CorruptEntry(f"cursor state of {len(view)} bytes is too short")
     version, mdp_ledger, mdp_entry, count = _HEAD.unpack_from(view, 0)
-    if version != FORMAT_VERSION:
+    if version not in _READABLE_VERSIONS:
         raise CorruptEntry(f"cursor state format {version}, expected {FORMAT_VERSION}")
     if count > limits.cursor_ranges_persisted_max:
         raise CorruptEntry(f"cursor state holds {count} ranges")
@@ -78,8 +119,11 @@ def decode(data: bytes) -> CursorState:
     if len(view) < offset + _LENGTH.size:
         raise CorruptEntry("cursor state truncated in its ranges")
     (properties_bytes,) = _LENGTH.unpack_from(view, offset)
-    if len(view) != offset + _LENGTH.size + properties_bytes:
+    properties_end = offset + _LENGTH.size + properties_bytes
+    if version == 1 and len(view) != properties_end:
         raise CorruptEntry("cursor state length does not match its fields")
+    if len(view) < properties_end:
+        raise CorruptEntry("cursor state truncated in its properties")
     mark_delete = Position(mdp_ledger, mdp_entry)
     ranges = []
     previous_high = mark_delete
@@ -91,11 +135,55 @@ def decode(data: bytes) -> CursorState:
         ranges.append((low, high))
         previous_high = high
     try:
-        properties = json.loads(bytes(view[offset + _LENGTH.size :]).decode())
+        properties = json.loads(bytes(view[offset + _LENGTH.size : properties_end]).decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise CorruptEntry(f"cursor state properties: {error}") from None
     if not isinstance(properties, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
     ):
         raise CorruptEntry("cursor state properties are not strings to strings")
-    return CursorState(mark_delete, tuple(ranges), properties)
+    batches = () if version == 1 else _decode_batches(view, properties_end, mark_delete, ranges)
+    return CursorState(mark_delete, tuple(ranges), properties, batches)
+
+
+def _decode_batches(
+    view: memoryview, offset: int, mark_delete: Position, ranges: list[tuple[Position, Position]]
+) -> tuple[tuple[Position, int], ...]:
+    if len(view) < offset + _LENGTH.size:
+        raise CorruptEntry("cursor state truncated before its batch entries")
+    (count,) = _LENGTH.unpack_from(view, offset)
+    if count > limits.cursor_batch_entries_persisted_max:
+        raise CorruptEntry(f"cursor state holds {count} batch entries")
+    offset += _LENGTH.size
+    start = offset
+    batches = []
+    previous = mark_delete
+    range_index = 0
+    for index in range(count):
+        if len(view) < offset + _BATCH_HEAD.size:
+            raise CorruptEntry(f"cursor state truncated in batch entry {index}")
+        ledger_id, entry_id, words = _BATCH_HEAD.unpack_from(view, offset)
+        offset += _BATCH_HEAD.size
+        if offset - start + _WORD.size * words > limits.cursor_batch_bytes_persisted_max:
+            raise CorruptEntry("cursor state batch entries exceed their byte limit")
+        if len(view) < offset + _WORD.size * words:
+            raise CorruptEntry(f"cursor state truncated in batch entry {index}")
+        bits = 0
+        for word_index in range(words):
+            (word,) = _WORD.unpack_from(view, offset)
+            bits |= word << (_WORD_BITS * word_index)
+            offset += _WORD.size
+        position = Position(ledger_id, entry_id)
+        if not previous < position:
+            raise CorruptEntry(f"cursor state batch entry {position} out of order")
+        while range_index < len(ranges) and ranges[range_index][1] < position:
+            range_index += 1
+        if range_index < len(ranges) and ranges[range_index][0] <= position:
+            raise CorruptEntry(f"cursor state batch entry {position} lies in a range")
+        if bits == 0 or _words_in(bits) != words:
+            raise CorruptEntry(f"cursor state batch entry {position}: bad bitset")
+        batches.append((position, bits))
+        previous = position
+    if offset != len(view):
+        raise CorruptEntry("cursor state length does not match its fields")
+    return tuple(batches)
