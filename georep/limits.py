@@ -177,6 +177,11 @@ namespace_cache_s_default = 5.0
 topic_trim_interval_s_default = 60.0
 #: Marker entries GET_LAST_MESSAGE_ID steps back over to find the last message.
 last_message_id_markers_skipped_max = 1_000
+#: Topic stats' rates (msgRateIn, msgThroughputOut, ...) are what was counted in the last
+#: this many seconds, divided by it; they read 0.0 one window after traffic stops.
+stats_rate_window_s_default = 10
+#: One-second buckets a rate keeps, at most (so the window is at most this long).
+stats_rate_buckets_max = 600
 
 # A topic's managed-ledger name, ``tenant/namespace/persistent/local``, must fit a metadata
 # name (255 characters).
@@ -188,6 +193,7 @@ invariant(dedup_snapshot_entries_interval >= topic_scan_read_entries_max)
 invariant(connection_dispatch_buffer_bytes_max >= pulsar_frame_bytes_max)
 invariant(keepalive_interval_s_default > connect_handshake_s_max)
 invariant(key_shared_hash_range_size <= 2**31)
+invariant(1 <= stats_rate_window_s_default <= stats_rate_buckets_max)
 
 # --- managed ledgers and cursors (storage/managed_ledger) ---------------------------
 #: Characters of a managed ledger's name (a topic partition's log) and of a cursor's name

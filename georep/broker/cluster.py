@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from georep import limits
 from georep.broker.server import BrokerServer
 from georep.broker.service import BrokerConfig, BrokerService
 from georep.storage.bookie.bookie import Bookie, BookieConfig
@@ -61,6 +62,8 @@ class ClusterConfig:
     #: loss then loses acknowledged data (a process crash does not).
     fsync: bool = True
     bookie_lease_s: float | None = None
+    #: Seconds of the window of the rates in topic stats (``rate_meter.py``).
+    stats_rate_window_s: int = limits.stats_rate_window_s_default
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -117,6 +120,7 @@ class Cluster:
                 BrokerConfig(
                     cluster_name=config.name,
                     managed_ledger_config=self._ledger_config(),
+                    stats_rate_window_s=config.stats_rate_window_s,
                 ),
                 self.factory,
                 self.store,

@@ -24,6 +24,7 @@ from georep.broker.entry import Entry
 from georep.broker.message_id import message_id, words_from_bits
 from georep.broker.protocol import commands, frames
 from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.rate_meter import RateMeter
 
 if TYPE_CHECKING:
     from georep.broker.subscription import Subscription
@@ -74,6 +75,8 @@ class Consumer:
         self.unacked_messages = 0
         self.closed = False
         self.stats = {"messages_out": 0, "entries_out": 0, "bytes_out": 0, "redelivered": 0}
+        #: msgRateOut / msgThroughputOut: the counters above over the stats window
+        self.rate_out = RateMeter(subscription.topic.rate_window_s)
 
     def __repr__(self) -> str:
         return f"Consumer({self.consumer_id} {self.name!r} on {self.connection.peer})"
@@ -113,6 +116,7 @@ class Consumer:
         self.stats["messages_out"] += messages
         self.stats["entries_out"] += 1
         self.stats["bytes_out"] += len(entry.data)
+        self.rate_out.record(messages, len(entry.data))
 
     def notify_active(self, is_active: bool) -> None:
         self.connection.send_command(commands.active_consumer_change(self.consumer_id, is_active))

@@ -25,6 +25,7 @@ from georep.broker.errors import BrokerError, PersistenceError
 from georep.broker.message_id import message_id
 from georep.broker.protocol import commands
 from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.rate_meter import RateMeter
 
 if TYPE_CHECKING:
     from georep.broker.connection import ServerConnection
@@ -64,6 +65,8 @@ class Producer:
         self.closed = False
         self._pending: collections.deque[_PendingSend] = collections.deque()
         self.stats = {"messages_in": 0, "entries_in": 0, "bytes_in": 0, "duplicates": 0}
+        #: msgRateIn / msgThroughputIn: the counters above over the stats window
+        self.rate_in = RateMeter(topic.rate_window_s)
 
     def __repr__(self) -> str:
         return f"Producer({self.producer_id} {self.name!r} on {self.topic.name})"
@@ -101,9 +104,12 @@ class Producer:
                 future = loop.create_future()
                 future.set_exception(error)
             else:
-                self.stats["messages_in"] += max(1, send.num_messages)
+                messages, size = max(1, send.num_messages), len(frame.headers_and_payload)
+                self.stats["messages_in"] += messages
                 self.stats["entries_in"] += 1
-                self.stats["bytes_in"] += len(frame.headers_and_payload)
+                self.stats["bytes_in"] += size
+                self.rate_in.record(messages, size)
+                self.topic.rate_in.record(messages, size)
         self._pending.append(_PendingSend(sequence_id, highest, future))
         self.connection.publish_started()
         future.add_done_callback(self._answer_ready)

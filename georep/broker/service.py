@@ -42,6 +42,8 @@ class BrokerConfig:
     service_url: str = "pulsar://127.0.0.1:6650"
     keepalive_interval_s: float = limits.keepalive_interval_s_default
     trim_interval_s: float = limits.topic_trim_interval_s_default
+    #: Seconds of the window every rate in topic stats is measured over.
+    stats_rate_window_s: int = limits.stats_rate_window_s_default
     version: str = "georep-broker"
     #: Settings of every topic's managed ledger (ensemble, quorums, rollover, retention);
     #: None: the managed ledger's defaults.
@@ -149,7 +151,12 @@ class BrokerService:
             name.managed_ledger_name, self.config.managed_ledger_config
         )
         try:
-            topic = await PersistentTopic.load(name, ledger, on_dead=self._topic_died)
+            topic = await PersistentTopic.load(
+                name,
+                ledger,
+                on_dead=self._topic_died,
+                rate_window_s=self.config.stats_rate_window_s,
+            )
         except BaseException:
             await ledger.close()
             raise

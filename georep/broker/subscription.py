@@ -47,6 +47,7 @@ from georep.broker.entry import Entry
 from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
 from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.rate_meter import RateMeter
 from georep.storage.errors import (
     InvalidArgument,
     ManagedLedgerClosed,
@@ -228,6 +229,8 @@ class Subscription:
         self.cursor_lock = asyncio.Lock()
         self.closed = False
         self.stats = {"messages_acked": 0, "markers_skipped": 0, "redeliveries": 0}
+        #: What its consumers were sent, over the stats window (outlives the consumers).
+        self.rate_out = RateMeter(topic.rate_window_s)
 
     def __repr__(self) -> str:
         return f"Subscription({self.topic.name} {self.name!r})"
@@ -303,6 +306,8 @@ class Subscription:
             self.redelivery_counts.get(entry.position, 0),
             self.partial_batches.get(entry.position),
         )
+        self.rate_out.record(entry.messages, len(entry.data))
+        self.topic.rate_out.record(entry.messages, len(entry.data))
 
     def count_redelivery(self, positions: list[Position]) -> None:
         for position in positions:

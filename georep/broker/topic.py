@@ -30,6 +30,7 @@ from georep.broker.deduplication import MessageDeduplication
 from georep.broker.entry import parse_metadata
 from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
 from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription
 from georep.broker.topic_name import TopicName
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
@@ -55,10 +56,16 @@ class PersistentTopic:
         ledger,
         *,
         on_dead: Callable[[PersistentTopic], None] = lambda _topic: None,
+        rate_window_s: int = limits.stats_rate_window_s_default,
     ) -> None:
         self.name = name
         self.ledger = ledger
         self._on_dead = on_dead
+        #: Window of every rate in this topic's stats (see ``rate_meter.py``): what its
+        #: producers published, and what all its subscriptions dispatched.
+        self.rate_window_s = rate_window_s
+        self.rate_in = RateMeter(rate_window_s)
+        self.rate_out = RateMeter(rate_window_s)
         #: Entries handed to ``publish`` and not yet handed to the managed ledger.
         self._appends: collections.deque[tuple[bytes, asyncio.Future]] = collections.deque()
         self._appender: asyncio.Task[None] | None = None

@@ -8,8 +8,13 @@ those statuses; this module imports nothing of the admin package, so imports sti
 down the data path.
 
 Positions are ``(ledger id, entry id)``; ``(-1, -1)`` and ``(2**63-1, 2**63-1)`` are the
-client's earliest and latest. Stats follow Pulsar's JSON field names; rates are not
-measured yet and read 0.0, counters (``msgInCounter``, ``bytesInCounter``, ...) are exact.
+client's earliest and latest. Stats follow Pulsar's JSON field names. Counters
+(``msgInCounter``, ``bytesInCounter``, ...) are exact; rates (``msgRateIn``,
+``msgThroughputOut``, ...) are those counts over the last ``stats_rate_window_s`` seconds
+(10 by default) divided by it, per second (``rate_meter.py``), so they read 0.0 one
+window after traffic stops. The topic's rates count everything published to it and
+dispatched from it, a subscription's everything it dispatched (to consumers since gone
+too), a consumer's what it was sent.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from georep.broker.errors import (
     TopicNotFound,
 )
 from georep.broker.message_id import EARLIEST, LATEST
+from georep.broker.rate_meter import RateMeter
 from georep.broker.service import BrokerService
 from georep.broker.topic import PersistentTopic, is_system_cursor
 from georep.broker.topic_name import TopicName
@@ -124,8 +130,7 @@ class BrokerAdmin:
                 "producerName": p.name,
                 "producerId": p.producer_id,
                 "address": p.connection.peer,
-                "msgRateIn": 0.0,
-                "msgThroughputIn": 0.0,
+                **_rates(p.rate_in, "In"),
                 "msgInCounter": p.stats["messages_in"],
                 "bytesInCounter": p.stats["bytes_in"],
             }
@@ -140,17 +145,16 @@ class BrokerAdmin:
             subscription = loaded.subscriptions.get(name)
             consumers = subscription.consumers if subscription is not None else []
             sub_type = subscription.sub_type if subscription is not None else None
+            rate_out = subscription.rate_out if subscription is not None else None
             subscriptions[name] = {
                 "msgBacklog": backlog,
                 "type": _TYPE_NAMES.get(sub_type, "Exclusive"),
-                "msgRateOut": 0.0,
-                "msgThroughputOut": 0.0,
+                **_rates(rate_out, "Out"),
                 "markDeletePosition": _text(cursor.mark_delete_position),
                 "consumers": [
                     {
                         "consumerName": c.name,
-                        "msgRateOut": 0.0,
-                        "msgThroughputOut": 0.0,
+                        **_rates(c.rate_out, "Out"),
                         "availablePermits": max(0, c.permits),
                         "unackedMessages": c.unacked_messages,
                         "msgOutCounter": c.stats["messages_out"],
@@ -161,10 +165,8 @@ class BrokerAdmin:
                 ],
             }
         return {
-            "msgRateIn": 0.0,
-            "msgThroughputIn": 0.0,
-            "msgRateOut": 0.0,
-            "msgThroughputOut": 0.0,
+            **_rates(loaded.rate_in, "In"),
+            **_rates(loaded.rate_out, "Out"),
             "averageMsgSize": float(storage / entries if ledger_stats["entries"] else 0.0),
             "storageSize": storage,
             "backlogSize": int(storage * slowest_backlog / entries),
@@ -334,6 +336,12 @@ class BrokerAdmin:
         if subscription not in loaded.ledger.cursors or is_system_cursor(subscription):
             raise SubscriptionNotFound(f"no subscription {subscription!r} on {topic}")
         return loaded
+
+
+def _rates(meter: RateMeter | None, direction: str) -> dict[str, float]:
+    """``msgRate<direction>`` (messages/s) and ``msgThroughput<direction>`` (bytes/s)."""
+    messages, size_bytes = meter.rates() if meter is not None else (0.0, 0.0)
+    return {f"msgRate{direction}": messages, f"msgThroughput{direction}": size_bytes}
 
 
 def _start(position: tuple[int, int] | None):

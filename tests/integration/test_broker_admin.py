@@ -27,11 +27,17 @@ from tests.integration.broker_cluster import (
 pytestmark = pytest.mark.timeout(120)
 
 EARLIEST = pulsar.InitialPosition.Earliest
+#: The cluster's stats rate window: short, so rates fall back to 0 soon after traffic.
+RATE_WINDOW_S = 2
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> InProcessCluster:
-    running = InProcessCluster(tmp_path_factory.mktemp("admin") / "cluster", admin_port=0)
+    running = InProcessCluster(
+        tmp_path_factory.mktemp("admin") / "cluster",
+        admin_port=0,
+        stats_rate_window_s=RATE_WINDOW_S,
+    )
     running.start()
     yield running
     running.stop()
@@ -148,3 +154,53 @@ def test_stats_and_cursor_operations_move_a_live_subscription(cluster: InProcess
         producer.close()
     assert call(cluster, "DELETE", rest_path(topic))[0] == 204
     assert call(cluster, "GET", rest_path(topic) + "/stats")[0] == 404
+
+
+def rates_of(stats: dict) -> dict[str, float]:
+    """Every rate of a topic's stats: topic, publishers, subscriptions, consumers."""
+    found = {f"topic.{k}": stats[k] for k in ("msgRateIn", "msgThroughputIn")}
+    found |= {f"topic.{k}": stats[k] for k in ("msgRateOut", "msgThroughputOut")}
+    for publisher in stats["publishers"]:
+        found |= {f"publisher.{k}": publisher[k] for k in ("msgRateIn", "msgThroughputIn")}
+    for name, subscription in stats["subscriptions"].items():
+        for key in ("msgRateOut", "msgThroughputOut"):
+            found[f"{name}.{key}"] = subscription[key]
+            for consumer in subscription["consumers"]:
+                found[f"{name}.{consumer['consumerName']}.{key}"] = consumer[key]
+    return found
+
+
+def test_rates_follow_traffic_and_fall_to_zero_after(cluster: InProcessCluster) -> None:
+    topic = unique_topic("rates")
+    with open_client(cluster.url) as client:
+        consumer = client.subscribe(topic, "s", consumer_name="c", initial_position=EARLIEST)
+        producer = client.create_producer(topic, batching_enabled=False)
+
+        def stats() -> dict:
+            status, body = call(cluster, "GET", rest_path(topic) + "/stats")
+            assert status == 200, body
+            return body
+
+        assert all(rate == 0.0 for rate in rates_of(stats()).values())
+        deadline = time.monotonic() + 30
+        while True:  # traffic flows until every rate reads > 0 (no timing asserted)
+            producer.send(b"x" * 100)
+            receive_all(consumer, 1)
+            rates = rates_of(stats())
+            assert len(rates) == 10
+            if all(rate > 0 for rate in rates.values()):
+                break
+            assert time.monotonic() < deadline, f"rates still 0 under traffic: {rates}"
+        # throughput counts the stored bytes (metadata included), so at least the payload
+        assert rates["topic.msgThroughputIn"] >= 100 * rates["topic.msgRateIn"]
+
+        deadline = time.monotonic() + 30
+        while True:
+            rates = rates_of(stats())
+            if all(rate == 0.0 for rate in rates.values()):
+                break
+            assert time.monotonic() < deadline, f"rates did not fall back to 0: {rates}"
+            time.sleep(0.2)
+        assert len(rates) == 10  # the producer and consumer are still there, idle
+        consumer.close()
+        producer.close()
