@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "cluster": ("georep.broker.main", "run the embedded cluster: broker, bookies, metadata"),
     "demo": ("georep.demo", "end-to-end demo on the embedded default"),
+    "gateway": ("georep.replicator.main", "run the replication gateway beside one cluster"),
 }
 
 

@@ -385,6 +385,9 @@ gateway_namespace_topics_max = 100_000
 #: Seconds between passes over policies and local topic lists (new topics and
 #: partitions are picked up within one pass; a REST change starts a pass at once).
 gateway_discovery_interval_s_default = 3.0
+#: Topics first seen in a pass whose stray replication subscriptions are looked for, at
+#: most (the rest are looked at in the following passes).
+gateway_sweep_topics_per_pass_max = 100
 #: Deadline of one request to a cluster's admin REST.
 cluster_admin_request_timeout_s_default = 10.0
 #: Bytes of a gateway REST request body.

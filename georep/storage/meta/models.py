@@ -235,3 +235,44 @@ class NamespaceRow(Base):
     message_ttl_s: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[float] = mapped_column(Double)
     version: Mapped[int] = mapped_column(Integer)
+
+
+#: A service or admin URL of a remote cluster.
+url_chars_max = 1024
+
+
+class RemoteClusterRow(Base):
+    """A remote cluster a gateway replicates to: its public endpoints.
+
+    Written from the gateway's configuration when it starts (the configuration is the
+    source of truth; tokens stay there and are never stored). ``version`` counts changes.
+    """
+
+    __tablename__ = "remote_clusters"
+    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
+
+    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    service_url: Mapped[str] = mapped_column(String(url_chars_max))
+    admin_url: Mapped[str] = mapped_column(String(url_chars_max))
+    updated_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class ReplicationPolicyRow(Base):
+    """The remote clusters a namespace (``scope = 'namespace'``, name ``tenant/ns``) or a
+    topic (``scope = 'topic'``, name ``persistent://tenant/ns/topic``, a partitioned
+    topic's base name) replicates to. A topic's row overrides its namespace's, even with
+    an empty list. ``clusters`` is a sorted JSON list of names; changes CAS ``version``.
+    """
+
+    __tablename__ = "replication_policies"
+    __table_args__ = (
+        CheckConstraint("version >= 1", name="version"),
+        CheckConstraint("scope IN ('namespace', 'topic')", name="scope"),
+    )
+
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    clusters: Mapped[list[Any]] = mapped_column(JSON)
+    updated_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)

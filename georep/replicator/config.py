@@ -1,0 +1,312 @@
+"""The gateway's configuration: one TOML file, checked into one typed object.
+
+Example (``examples/gateway-a.toml`` has a commented one)::
+
+    [gateway]
+    listen = "127.0.0.1:8090"              # the gateway's REST admin
+    metadata = "sqlite:///var/lib/georep/gateway-a.db"   # its own metadata store
+    token_file = "/etc/georep/gateway-tokens"   # admin tokens (or GEOREP_GATEWAY_TOKENS)
+    discovery_interval_s = 3.0
+
+    [local]                                 # the cluster this gateway sits beside
+    name = "A"
+    service_url = "pulsar://127.0.0.1:6650"
+    admin_url = "http://127.0.0.1:8080"
+    token_env = "CLUSTER_A_TOKEN"           # or token_file = "...", or none
+
+    [remotes.B]
+    service_url = "pulsar://10.0.0.2:6650"
+    admin_url = "http://10.0.0.2:8080"
+    token_file = "/etc/georep/cluster-b-token"
+
+    [rate_limits]                           # per replicator; absent or 0: unlimited
+    messages_per_s = 20000
+    bytes_per_s = 50_000_000
+
+    [policies.namespaces]                   # applied only where no policy is stored yet
+    "public/default" = ["B"]
+    [policies.topics]
+    "persistent://public/default/local-only" = []
+
+Secrets: tokens come from a file (``token_file``) or an environment variable
+(``token_env``); a literal ``token`` is accepted for local experiments and warned about.
+The gateway's own REST tokens come from ``GEOREP_GATEWAY_TOKENS`` /
+``GEOREP_GATEWAY_READ_ONLY_TOKENS`` or ``token_file`` / ``read_only_token_file``. Tokens are
+:class:`~georep.broker.admin.settings.Token` objects: they print as ``***``.
+
+Unknown keys are refused (a typo in ``rate_limit`` would otherwise silently mean
+"unlimited"), and every error names the key at fault.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from georep import limits
+from georep.broker.admin.settings import AdminSettingsError, Token
+from georep.broker.errors import InvalidTopicName
+from georep.broker.topic_name import TopicName, check_namespace
+from georep.replicator.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+GATEWAY_TOKENS_ENV = "GEOREP_GATEWAY_TOKENS"
+GATEWAY_READ_ONLY_TOKENS_ENV = "GEOREP_GATEWAY_READ_ONLY_TOKENS"
+DEFAULT_LISTEN = "127.0.0.1:8090"
+
+_CLUSTER = re.compile(r"[-=:.\w]+", re.ASCII)
+_SECTIONS = {"gateway", "local", "remotes", "rate_limits", "policies"}
+_GATEWAY_KEYS = {"listen", "metadata", "token_file", "read_only_token_file", "discovery_interval_s"}
+_CLUSTER_KEYS = {"name", "service_url", "admin_url", "token", "token_file", "token_env"}
+_RATE_KEYS = {"messages_per_s", "bytes_per_s"}
+
+
+@dataclass(frozen=True)
+class ClusterEndpoint:
+    """How the gateway reaches one cluster over its public interfaces."""
+
+    name: str
+    service_url: str
+    admin_url: str
+    token: Token | None = field(default=None, repr=False)
+
+    @property
+    def token_text(self) -> str | None:
+        return self.token.reveal() if self.token is not None else None
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    local: ClusterEndpoint
+    remotes: Mapping[str, ClusterEndpoint]
+    metadata_url: str
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 8090
+    admin_tokens: frozenset[Token] = field(default=frozenset(), repr=False)
+    read_only_tokens: frozenset[Token] = field(default=frozenset(), repr=False)
+    discovery_interval_s: float = limits.gateway_discovery_interval_s_default
+    messages_per_s: float | None = None
+    bytes_per_s: float | None = None
+    #: Policies applied at start where none is stored: namespace -> clusters.
+    seed_namespace_policies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    seed_topic_policies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def open(self) -> bool:
+        """No admin token: anyone reaching the port may change policies."""
+        return not self.admin_tokens
+
+
+def load(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> GatewayConfig:
+    """Read and check the TOML file at ``path``; ConfigError says what is wrong."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > limits.gateway_config_bytes_max:
+            raise ConfigError(f"{path}: {size} bytes; at most {limits.gateway_config_bytes_max}")
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    return parse(document, environ, base_dir=path.parent)
+
+
+def parse(
+    document: Mapping[str, Any],
+    environ: Mapping[str, str] = os.environ,
+    *,
+    base_dir: Path = Path("."),
+) -> GatewayConfig:
+    _only(document, _SECTIONS, "the file")
+    gateway = _table(document, "gateway")
+    _only(gateway, _GATEWAY_KEYS, "[gateway]")
+    local = _endpoint("local", _table(document, "local", required=True), environ, base_dir)
+    remotes_table = _table(document, "remotes")
+    if len(remotes_table) > limits.remote_clusters_count_max:
+        raise ConfigError(f"[remotes]: at most {limits.remote_clusters_count_max} clusters")
+    remotes = {}
+    for name, table in remotes_table.items():
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"[remotes.{name}] must be a table")
+        if "name" in table and table["name"] != name:
+            raise ConfigError(f"[remotes.{name}]: name {table['name']!r} differs from the key")
+        remotes[name] = _endpoint(f"remotes.{name}", {**table, "name": name}, environ, base_dir)
+    if local.name in remotes:
+        raise ConfigError(f"[remotes.{local.name}] is the local cluster")
+    host, port = _listen(gateway.get("listen", DEFAULT_LISTEN))
+    metadata = gateway.get("metadata")
+    if metadata is None:
+        metadata = f"sqlite:///{(base_dir / f'gateway-{local.name}.db').resolve()}"
+    _string("[gateway] metadata", metadata, limits.cluster_url_chars_max)
+    rates = _table(document, "rate_limits")
+    _only(rates, _RATE_KEYS, "[rate_limits]")
+    policies = _table(document, "policies")
+    _only(policies, {"namespaces", "topics"}, "[policies]")
+    admin_tokens = _tokens(environ.get(GATEWAY_TOKENS_ENV), gateway.get("token_file"), base_dir)
+    read_only = _tokens(
+        environ.get(GATEWAY_READ_ONLY_TOKENS_ENV), gateway.get("read_only_token_file"), base_dir
+    )
+    if read_only and not admin_tokens:
+        raise ConfigError("read-only tokens are set but no admin token: mutations would be open")
+    if admin_tokens & read_only:
+        raise ConfigError("a token is both an admin and a read-only token")
+    return GatewayConfig(
+        local=local,
+        remotes=remotes,
+        metadata_url=metadata,
+        listen_host=host,
+        listen_port=port,
+        admin_tokens=admin_tokens,
+        read_only_tokens=read_only,
+        discovery_interval_s=_positive(
+            "[gateway] discovery_interval_s",
+            gateway.get("discovery_interval_s", limits.gateway_discovery_interval_s_default),
+        ),
+        messages_per_s=_rate("messages_per_s", rates.get("messages_per_s")),
+        bytes_per_s=_rate("bytes_per_s", rates.get("bytes_per_s")),
+        seed_namespace_policies=_seeds(policies, "namespaces", remotes, local.name),
+        seed_topic_policies=_seeds(policies, "topics", remotes, local.name),
+    )
+
+
+# --- pieces -----------------------------------------------------------------------------
+def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
+
+
+def _table(document: Mapping[str, Any], key: str, *, required: bool = False) -> Mapping:
+    value = document.get(key)
+    if value is None:
+        if required:
+            raise ConfigError(f"[{key}] is required")
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"[{key}] must be a table")
+    return value
+
+
+def _string(what: str, value: Any, chars_max: int) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= chars_max:
+        raise ConfigError(f"{what} must be a string of 1..{chars_max} characters")
+    return value
+
+
+def cluster_name(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not _CLUSTER.fullmatch(value):
+        raise ConfigError(f"{what}: cluster name {value!r} may use only letters, digits, -=:._")
+    if len(value) > limits.cluster_name_chars_max:
+        raise ConfigError(f"{what}: cluster name longer than {limits.cluster_name_chars_max}")
+    return value
+
+
+def _endpoint(
+    where: str, table: Mapping[str, Any], environ: Mapping[str, str], base_dir: Path
+) -> ClusterEndpoint:
+    _only(table, _CLUSTER_KEYS, f"[{where}]")
+    name = cluster_name(f"[{where}] name", table.get("name"))
+    service_url = _string(f"[{where}] service_url", table.get("service_url"), 1024)
+    if not re.fullmatch(r"pulsar://[^\s/:]+:\d+/?", service_url):
+        raise ConfigError(f"[{where}] service_url {service_url!r}: use pulsar://host:port")
+    admin_url = _string(f"[{where}] admin_url", table.get("admin_url"), 1024)
+    if not re.fullmatch(r"https?://[^\s/]+/?", admin_url):
+        raise ConfigError(f"[{where}] admin_url {admin_url!r}: use http(s)://host:port")
+    sources = [key for key in ("token", "token_file", "token_env") if key in table]
+    if len(sources) > 1:
+        raise ConfigError(f"[{where}]: give one of token, token_file, token_env")
+    token = None
+    try:
+        if "token" in table:
+            log.warning("[%s] has a literal token; prefer token_file or token_env", where)
+            token = Token(table["token"])
+        elif "token_file" in table:
+            token = Token(_read_lines(base_dir, table["token_file"], where)[0])
+        elif "token_env" in table:
+            variable = table["token_env"]
+            if not isinstance(variable, str) or variable not in environ:
+                raise ConfigError(f"[{where}] token_env: environment variable {variable!r} unset")
+            token = Token(environ[variable].strip())
+    except (AdminSettingsError, IndexError) as error:
+        raise ConfigError(f"[{where}] token: {error or 'empty file'}") from None
+    return ClusterEndpoint(name, service_url, admin_url, token)
+
+
+def _read_lines(base_dir: Path, value: Any, where: str) -> list[str]:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"[{where}] token_file must be a path")
+    path = base_dir / value
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise ConfigError(f"[{where}] cannot read token file {path}: {error.strerror}") from None
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _tokens(environment_value: str | None, path: Any, base_dir: Path) -> frozenset[Token]:
+    found: list[str] = []
+    if environment_value:
+        found += [part for part in re.split(r"[\s,]+", environment_value) if part]
+    if path is not None:
+        found += _read_lines(base_dir, path, "gateway")
+    if len(found) > limits.admin_tokens_count_max:
+        raise ConfigError(f"at most {limits.admin_tokens_count_max} gateway tokens of a role")
+    try:
+        return frozenset(Token(value) for value in found)
+    except AdminSettingsError as error:
+        raise ConfigError(f"gateway token: {error}") from None
+
+
+def _listen(value: Any) -> tuple[str, int]:
+    text = _string("[gateway] listen", value, 300)
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65_535:
+        raise ConfigError(f"[gateway] listen {text!r}: use host:port (port 0: any free port)")
+    return host.strip("[]"), int(port)
+
+
+def _positive(what: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(f"{what} must be a number > 0, got {value!r}")
+    return float(value)
+
+
+def _rate(key: str, value: Any) -> float | None:
+    if value is None or value == 0:
+        return None
+    return _positive(f"[rate_limits] {key}", value)
+
+
+def _seeds(
+    policies: Mapping[str, Any], kind: str, remotes: Mapping[str, Any], local: str
+) -> dict[str, tuple[str, ...]]:
+    table = policies.get(kind, {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[policies.{kind}] must be a table")
+    out = {}
+    for name, clusters in table.items():
+        try:
+            if kind == "namespaces":
+                check_namespace(name)
+            else:
+                name = str(TopicName.parse(name))
+        except InvalidTopicName as error:
+            raise ConfigError(f"[policies.{kind}] {name!r}: {error}") from None
+        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+            raise ConfigError(f"[policies.{kind}] {name!r}: give a list of cluster names")
+        unknown = sorted(set(clusters) - set(remotes) - {local})
+        if unknown:
+            raise ConfigError(
+                f"[policies.{kind}] {name!r}: unknown cluster(s) {unknown}; [remotes] has"
+                f" {sorted(remotes)}"
+            )
+        out[name] = tuple(sorted(set(clusters) - {local}))
+    return out

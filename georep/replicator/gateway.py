@@ -1,0 +1,110 @@
+"""The gateway: its metadata store, the replication manager and the REST admin, together.
+
+Start order (stop is the reverse): the metadata store (migrated to head; the gateway's
+own, not a cluster's), the remote clusters of the configuration written into it, the
+configuration's seed policies written where none is stored, the REST admin, then the
+manager's discovery loop. A gateway restarted after kill -9 resumes every replicator
+from its subscription on the local topic: nothing of the replication state lives in the
+gateway's memory only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from aiohttp import web
+
+from georep.replicator.config import GatewayConfig
+from georep.replicator.errors import LinkError
+from georep.replicator.manager import ReplicationManager
+from georep.replicator.replicator import ReplicatorSettings
+from georep.replicator.rest import create_app
+from georep.storage.errors import BadVersion
+from georep.storage.meta.store import MetadataStore
+
+log = logging.getLogger(__name__)
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, settings: ReplicatorSettings | None = None) -> None:
+        self.config = config
+        self.settings = settings or ReplicatorSettings(
+            messages_per_s=config.messages_per_s, bytes_per_s=config.bytes_per_s
+        )
+        self.store: MetadataStore | None = None
+        self.manager: ReplicationManager | None = None
+        self._runner: web.AppRunner | None = None
+        self.port = config.listen_port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.listen_host}:{self.port}"
+
+    async def start(self) -> Gateway:
+        config = self.config
+        try:
+            self.store = await MetadataStore.open(config.metadata_url)
+            await self.store.sync_remote_clusters(
+                {name: (r.service_url, r.admin_url) for name, r in config.remotes.items()}
+            )
+            await self._seed_policies()
+            self.manager = ReplicationManager(
+                local=config.local,
+                remotes=config.remotes,
+                store=self.store,
+                settings=self.settings,
+                discovery_interval_s=config.discovery_interval_s,
+            )
+            self._runner = web.AppRunner(create_app(self), access_log=None)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, config.listen_host, config.listen_port)
+            await site.start()
+            self.port = site._server.sockets[0].getsockname()[1]  # the port chosen for 0
+            if config.open:
+                log.warning(
+                    "gateway REST is OPEN: no token configured, anyone reaching %s may change"
+                    " replication policies; set GEOREP_GATEWAY_TOKENS or [gateway] token_file",
+                    self.url,
+                )
+            await self._check_local_name()
+            self.manager.start()
+        except BaseException:
+            await self.stop()
+            raise
+        log.info(
+            "gateway of %s serving %s; remotes %s",
+            config.local.name, self.url, sorted(config.remotes),
+        )  # fmt: skip
+        return self
+
+    async def _seed_policies(self) -> None:
+        seeds = [("namespace", n, c) for n, c in self.config.seed_namespace_policies.items()]
+        seeds += [("topic", n, c) for n, c in self.config.seed_topic_policies.items()]
+        for scope, name, clusters in seeds:
+            with contextlib.suppress(BadVersion):  # a stored policy wins over the file
+                await self.store.put_replication_policy(scope, name, clusters, expected_version=0)
+                log.info("seeded the %s policy of %s: %s", scope, name, list(clusters))
+
+    async def _check_local_name(self) -> None:
+        try:
+            names = await self.manager.local_admin.cluster_names()
+        except LinkError as error:
+            log.warning("local cluster's admin REST not reachable yet: %s", error)
+            return
+        if names and self.config.local.name not in names:
+            log.warning(
+                "[local] name is %r but the cluster at %s calls itself %s",
+                self.config.local.name, self.config.local.admin_url, names,
+            )  # fmt: skip
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.manager is not None:
+            await self.manager.stop()
+            self.manager = None
+        if self.store is not None:
+            await self.store.close()
+            self.store = None

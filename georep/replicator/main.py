@@ -1,0 +1,72 @@
+"""``georep gateway --config FILE``: run the gateway beside one cluster (on uvloop).
+
+Once its REST admin serves it prints one line to stdout, ``GATEWAY_READY
+http://HOST:PORT``, so a parent process (a test harness, ``georep up``) learns the port it
+got with port 0. SIGTERM and SIGINT stop it cleanly: replicators stop with their
+acknowledgements persisted (their subscriptions stay, and replication resumes from them
+at the next start), links close, the metadata store closes. Exit code 2 means the
+configuration is unusable (the log says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from georep.invariant import InvariantViolation
+from georep.replicator.config import GatewayConfig, load
+from georep.replicator.errors import ConfigError
+from georep.replicator.gateway import Gateway
+from georep.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+READY_PREFIX = "GATEWAY_READY"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", required=True, type=Path, help="gateway TOML file (see examples/)"
+    )
+
+
+async def serve(config: GatewayConfig) -> int:
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_exception_handler)
+    try:
+        gateway = await Gateway(config).start()
+    except (StorageError, OSError) as error:
+        log.error("gateway did not start: %s", error)
+        return 1
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(f"{READY_PREFIX} {gateway.url}", flush=True)
+    await stopping.wait()
+    log.info("signal received; stopping")
+    await gateway.stop()
+    return 0
+
+
+def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    exception = context.get("exception")
+    if isinstance(exception, InvariantViolation):
+        log.critical("invariant violated: %s", context.get("message"), exc_info=exception)
+        logging.shutdown()
+        os._exit(70)
+    loop.default_exception_handler(context)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load(args.config)
+    except ConfigError as error:
+        log.error("%s", error)
+        return 2
+    import uvloop
+
+    return uvloop.run(serve(config))

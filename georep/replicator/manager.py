@@ -1,0 +1,330 @@
+"""The replication manager: policies x local topics → the replicators that should run.
+
+One discovery pass (every ``discovery_interval_s``, and at once after a policy change
+over REST — :meth:`ReplicationManager.poke`):
+
+1. read every policy from the gateway's metadata store;
+2. list the topics of every namespace a policy names, on the local cluster's admin REST
+   (partitions listed one by one; ``limits.gateway_namespace_topics_max`` per namespace);
+   a namespace whose listing fails keeps its last known topics, so a blip of the admin
+   REST never stops replication;
+3. for each topic partition, the effective remote clusters: a policy on the partition
+   itself, else on its (partitioned) topic, else on its namespace; the local cluster and
+   clusters the gateway has no remote for are dropped (the latter reported in stats);
+4. start the replicators that should run and are not running, stop those that run and
+   should not.
+
+Policy removal and topic removal differ: a replicator whose topic is no longer
+replicated to that remote (its policy changed or was deleted) is stopped *and its
+subscription deleted* (the cursor would otherwise hold the topic's backlog forever); a
+replicator whose topic disappeared from its namespace's listing is only stopped. A
+subscription that could not be deleted (the local cluster was down) is retried on every
+pass. When a topic is first seen in a run, its subscriptions are
+listed and replication subscriptions for remotes the policy no longer names (left by a
+gateway that was down while its policy changed) are deleted too.
+
+New topics and partitions are picked up on the next pass; a cluster added to a policy
+gets a replicator whose cursor starts at the EARLIEST retained entry of each topic (see
+``replicator.py``). At most ``limits.gateway_replicators_count_max`` replicators run;
+past it, topics are left out and the stats say how many.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from georep import limits
+from georep.broker.errors import InvalidTopicName
+from georep.broker.topic_name import TopicName
+from georep.replicator.admin_client import ClusterAdminClient
+from georep.replicator.config import ClusterEndpoint
+from georep.replicator.errors import GatewayError, LinkError
+from georep.replicator.origin import REPLICATION_NAME_PREFIX
+from georep.replicator.pulsar_link import PulsarLink
+from georep.replicator.replicator import Replicator, ReplicatorSettings
+from georep.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (topic partition, remote cluster)
+
+
+@dataclass
+class DiscoveryStats:
+    passes: int = 0
+    errors: int = 0
+    last_pass_at: float | None = None
+    last_error: str | None = None
+    namespaces: int = 0
+    topics: int = 0
+    #: Clusters named by a policy that this gateway has no [remotes] entry for.
+    unknown_clusters: set[str] = field(default_factory=set)
+    #: Topic partitions left without replicators past the replicator limit.
+    over_limit: int = 0
+    pending_deletions: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "passes": self.passes,
+            "errorsCounter": self.errors,
+            "lastPassTimestamp": self.last_pass_at,
+            "lastError": self.last_error,
+            "namespaces": self.namespaces,
+            "topics": self.topics,
+            "unknownClusters": sorted(self.unknown_clusters),
+            "topicsOverLimit": self.over_limit,
+            "pendingSubscriptionDeletions": self.pending_deletions,
+        }
+
+
+class ReplicationManager:
+    def __init__(
+        self,
+        *,
+        local: ClusterEndpoint,
+        remotes: Mapping[str, ClusterEndpoint],
+        store,
+        settings: ReplicatorSettings | None = None,
+        discovery_interval_s: float = limits.gateway_discovery_interval_s_default,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.local = local
+        self.remotes = dict(remotes)
+        self.store = store
+        self.settings = settings or ReplicatorSettings()
+        self.discovery_interval_s = discovery_interval_s
+        self._clock = clock
+        self.local_link = PulsarLink(local.service_url, token=local.token_text)
+        self.local_admin = ClusterAdminClient(
+            local.admin_url, cluster_name=local.name, token=local.token_text
+        )
+        self.remote_links = {
+            name: PulsarLink(endpoint.service_url, token=endpoint.token_text)
+            for name, endpoint in self.remotes.items()
+        }
+        self.remote_admins = {
+            name: ClusterAdminClient(
+                endpoint.admin_url, cluster_name=name, token=endpoint.token_text
+            )
+            for name, endpoint in self.remotes.items()
+        }
+        self.replicators: dict[Key, Replicator] = {}
+        self._topics: dict[str, list[str]] = {}  # namespace -> last known topics
+        self._partitions: dict[str, int] = {}  # base topic -> partitions (0: none)
+        self._seen: set[str] = set()  # topics whose stray subscriptions were swept
+        self._pending_deletions: set[Key] = set()
+        self.stats = DiscoveryStats()
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._pass_lock = asyncio.Lock()
+
+    # -- life cycle --
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name="discovery")
+
+    async def stop(self) -> None:
+        """Stop every replicator (their subscriptions stay: replication resumes from
+        them at the next start) and close the links."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        replicators, self.replicators = list(self.replicators.values()), {}
+        await asyncio.gather(*(r.stop() for r in replicators), return_exceptions=True)
+        links = [self.local_link, *self.remote_links.values()]
+        admins = [self.local_admin, *self.remote_admins.values()]
+        for closing in [*(link.close() for link in links), *(a.close() for a in admins)]:
+            with contextlib.suppress(Exception):
+                await closing
+
+    def poke(self) -> None:
+        """Run a discovery pass now (after a policy change)."""
+        self._wakeup.set()
+
+    async def _loop(self) -> None:
+        while True:
+            self._wakeup.clear()
+            try:
+                await self.discover()
+            except asyncio.CancelledError:
+                raise
+            except (GatewayError, StorageError) as error:
+                self._record(error)
+            except Exception as error:  # a bug: log it, keep the replicators running
+                log.exception("discovery pass failed")
+                self._record(error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self.discovery_interval_s)
+
+    def _record(self, error: BaseException) -> None:
+        self.stats.errors += 1
+        self.stats.last_error = f"{type(error).__name__}: {error}"
+        log.warning("discovery: %s", self.stats.last_error)
+
+    # -- one pass --
+
+    async def discover(self) -> None:
+        async with self._pass_lock:
+            await self._discover()
+
+    async def _discover(self) -> None:
+        policies = await self.store.list_replication_policies()
+        namespace_policies = {p.name: p.clusters for p in policies if p.scope == "namespace"}
+        topic_policies = {p.name: p.clusters for p in policies if p.scope == "topic"}
+        namespaces = set(namespace_policies)
+        for name in topic_policies:
+            with contextlib.suppress(InvalidTopicName):
+                namespaces.add(TopicName.parse(name).namespace)
+        for gone in set(self._topics) - namespaces:
+            del self._topics[gone]
+        for namespace in sorted(namespaces):
+            try:
+                listed = await self.local_admin.list_topics(namespace)
+            except LinkError as error:
+                self._record(error)
+                continue  # keep the last known topics of this namespace
+            self._topics[namespace] = listed or []
+
+        unknown: set[str] = set()
+        desired: dict[Key, int] = {}
+        over_limit = 0
+        for namespace, topics in sorted(self._topics.items()):
+            for topic in topics:
+                try:
+                    name = TopicName.parse(topic)
+                except InvalidTopicName:
+                    continue
+                clusters = topic_policies.get(topic)
+                if clusters is None:
+                    clusters = topic_policies.get(str(name.base))
+                if clusters is None:
+                    clusters = namespace_policies.get(namespace, ())
+                wanted = [c for c in clusters if c != self.local.name]
+                unknown.update(c for c in wanted if c not in self.remotes)
+                targets = [c for c in wanted if c in self.remotes]
+                if not targets:
+                    continue
+                if len(desired) + len(targets) > limits.gateway_replicators_count_max:
+                    over_limit += 1
+                    continue
+                partitions = await self._partitions_of(name, topics)
+                for remote in targets:
+                    desired[(topic, remote)] = partitions
+
+        listed_topics = {t for topics in self._topics.values() for t in topics}
+        await self._sweep_new_topics(listed_topics, desired)
+        for key in [k for k in self.replicators if k not in desired]:
+            replicator = self.replicators.pop(key)
+            namespace = replicator.topic_name.namespace
+            if namespace in self._topics and key[0] not in listed_topics:
+                await replicator.stop()
+                log.info("replicator %s -> %s stopped: the topic is gone", *key)
+            else:  # the policy no longer names the remote (or is gone)
+                await self._stop_and_delete(key, replicator)
+        for key, partitions in desired.items():
+            if key not in self.replicators:
+                self._start(key, partitions)
+        for key in sorted(self._pending_deletions):
+            if key not in desired:
+                await self._delete_subscription(key)
+            else:
+                self._pending_deletions.discard(key)
+
+        stats = self.stats
+        stats.passes += 1
+        stats.last_pass_at = self._clock()
+        stats.namespaces = len(self._topics)
+        stats.topics = len(listed_topics)
+        stats.unknown_clusters = unknown
+        stats.over_limit = over_limit
+        stats.pending_deletions = len(self._pending_deletions)
+
+    async def _partitions_of(self, name: TopicName, listed: list[str]) -> int:
+        """The partition count of ``name``'s base topic (0 when not partitioned), asked of
+        the local admin REST once per base topic, and again when more partitions show."""
+        if not name.is_partition:
+            return 0
+        base = str(name.base)
+        seen = self._partitions.get(base)
+        if seen is not None and name.partition_index < seen:
+            return seen
+        try:
+            count = await self.local_admin.partitions(name.base) or 0
+        except LinkError as error:
+            self._record(error)
+            count = 0
+        prefix = f"{base}-partition-"
+        listed_count = sum(1 for t in listed if t.startswith(prefix))
+        self._partitions[base] = max(count, listed_count, name.partition_index + 1)
+        return self._partitions[base]
+
+    def _start(self, key: Key, partitions: int) -> None:
+        topic, remote = key
+        replicator = Replicator(
+            topic=topic,
+            local_cluster=self.local.name,
+            remote_cluster=remote,
+            local_link=self.local_link,
+            remote_link=self.remote_links[remote],
+            remote_admin=self.remote_admins[remote],
+            local_admin=self.local_admin,
+            partitions=partitions,
+            settings=self.settings,
+        )
+        self.replicators[key] = replicator
+        self._pending_deletions.discard(key)
+        replicator.start()
+        log.info("replicator %s -> %s started", topic, remote)
+
+    async def _stop_and_delete(self, key: Key, replicator: Replicator) -> None:
+        try:
+            await replicator.stop(delete_subscription=True)
+            log.info("replicator %s -> %s stopped by policy; subscription deleted", *key)
+        except LinkError as error:
+            log.warning("replicator %s -> %s: deleting its subscription: %s", *key, error)
+            self._pending_deletions.add(key)
+
+    async def _delete_subscription(self, key: Key) -> None:
+        topic, remote = key
+        try:
+            await self.local_admin.delete_subscription(
+                TopicName.parse(topic), f"{REPLICATION_NAME_PREFIX}{remote}"
+            )
+        except LinkError as error:
+            if error.retriable:
+                return  # next pass
+            log.warning("deleting the subscription of %s -> %s: %s", topic, remote, error)
+        self._pending_deletions.discard(key)
+
+    async def _sweep_new_topics(self, listed: set[str], desired: Mapping[Key, int]) -> None:
+        """Delete stray replication subscriptions of topics first seen in this run."""
+        fresh = sorted(listed - self._seen)[: limits.gateway_sweep_topics_per_pass_max]
+        for topic in fresh:
+            try:
+                subscriptions = await self.local_admin.subscriptions(TopicName.parse(topic))
+            except (LinkError, InvalidTopicName) as error:
+                self._record(error)
+                continue
+            self._seen.add(topic)
+            for subscription in subscriptions:
+                if not subscription.startswith(REPLICATION_NAME_PREFIX):
+                    continue
+                remote = subscription.removeprefix(REPLICATION_NAME_PREFIX)
+                if (topic, remote) not in desired:
+                    log.info("deleting stray subscription %s of %s", subscription, topic)
+                    self._pending_deletions.add((topic, remote))
+        if len(self._seen) > limits.gateway_namespace_topics_max:
+            self._seen = set(listed)
+
+    # -- stats --
+
+    def replicator_stats(self) -> list[dict]:
+        return [self.replicators[key].stats() for key in sorted(self.replicators)]

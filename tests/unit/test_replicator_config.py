@@ -1,0 +1,91 @@
+"""The gateway's TOML configuration: a good file, and each mistake named clearly."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from georep.replicator.config import load, parse
+from georep.replicator.errors import ConfigError
+
+GOOD = """
+[gateway]
+listen = "127.0.0.1:0"
+metadata = "sqlite:///gw.db"
+discovery_interval_s = 1.5
+
+[local]
+name = "A"
+service_url = "pulsar://127.0.0.1:6650"
+admin_url = "http://127.0.0.1:8080"
+
+[remotes.B]
+service_url = "pulsar://10.0.0.2:6650"
+admin_url = "http://10.0.0.2:8080"
+token_env = "B_TOKEN"
+
+[rate_limits]
+messages_per_s = 1000
+
+[policies.namespaces]
+"public/default" = ["B", "A"]
+"""
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "gateway.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_a_good_file(tmp_path) -> None:
+    config = load(write(tmp_path, GOOD), {"B_TOKEN": "b-token-0123456789abcdef"})
+    assert config.local.name == "A" and config.listen_port == 0
+    assert config.remotes["B"].token_text == "b-token-0123456789abcdef"
+    assert "b-token" not in repr(config)  # tokens never print
+    assert config.messages_per_s == 1000 and config.bytes_per_s is None
+    assert config.seed_namespace_policies == {"public/default": ("B",)}
+    assert config.discovery_interval_s == 1.5
+    assert config.open
+
+
+def test_tokens_from_files_and_the_environment(tmp_path) -> None:
+    (tmp_path / "tokens").write_text("# admins\nadmin-token-0123456789\n")
+    text = GOOD.replace("discovery_interval_s = 1.5", 'token_file = "tokens"')
+    config = load(write(tmp_path, text), {"B_TOKEN": "b-token-0123456789abcdef"})
+    assert not config.open and len(config.admin_tokens) == 1
+    env = {"B_TOKEN": "b-token-0123456789abcdef", "GEOREP_GATEWAY_TOKENS": "x-token-0123456789"}
+    assert len(load(write(tmp_path, text), env).admin_tokens) == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (("[rate_limits]", "[rate_limit]"), "unknown key(s) rate_limit"),
+        (('name = "A"', 'name = "A B"'), "cluster name 'A B'"),
+        (('service_url = "pulsar://127.0.0.1:6650"', 'service_url = "http://x:1"'), "pulsar://"),
+        (('"public/default" = ["B", "A"]', '"public/default" = ["Z"]'), "unknown cluster(s)"),
+        (('"public/default" = ["B", "A"]', '"bad" = ["B"]'), "tenant/namespace"),
+        (('listen = "127.0.0.1:0"', 'listen = "nowhere"'), "host:port"),
+        (("messages_per_s = 1000", "messages_per_s = -5"), "> 0"),
+        (('token_env = "B_TOKEN"', 'token_env = "UNSET_VARIABLE"'), "UNSET_VARIABLE"),
+        (("[remotes.B]", "[remotes.A]"), "is the local cluster"),
+        (("discovery_interval_s = 1.5", "discovery_interval_s = true"), "number"),
+    ],
+)
+def test_mistakes_are_named(tmp_path, change, words) -> None:
+    old, new = change
+    assert old in GOOD
+    with pytest.raises(ConfigError) as caught:
+        load(write(tmp_path, GOOD.replace(old, new)), {"B_TOKEN": "b-token-0123456789abcdef"})
+    assert words in str(caught.value)
+
+
+def test_not_toml_and_missing_sections(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load(write(tmp_path, "[gateway"))
+    with pytest.raises(ConfigError, match=r"\[local\] is required"):
+        parse({})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load(tmp_path / "missing.toml")
