@@ -182,6 +182,13 @@ last_message_id_markers_skipped_max = 1_000
 stats_rate_window_s_default = 10
 #: One-second buckets a rate keeps, at most (so the window is at most this long).
 stats_rate_buckets_max = 600
+#: Seconds between passes that expire, on every loaded topic, the messages older than
+#: their namespace's message TTL (Pulsar's ``messageExpiryCheckIntervalInMinutes``).
+#: Namespace policies (retention, TTL) are read again at each trim and expiry pass.
+message_expiry_interval_s_default = 60.0
+#: Entries one expiry pass reads per topic, at most; a longer expired backlog is expired
+#: over several passes.
+message_expiry_entries_per_pass_max = 10_000
 
 # A topic's managed-ledger name, ``tenant/namespace/persistent/local``, must fit a metadata
 # name (255 characters).
@@ -194,6 +201,7 @@ invariant(connection_dispatch_buffer_bytes_max >= pulsar_frame_bytes_max)
 invariant(keepalive_interval_s_default > connect_handshake_s_max)
 invariant(key_shared_hash_range_size <= 2**31)
 invariant(1 <= stats_rate_window_s_default <= stats_rate_buckets_max)
+invariant(message_expiry_entries_per_pass_max >= topic_scan_read_entries_max)
 
 # --- managed ledgers and cursors (storage/managed_ledger) ---------------------------
 #: Characters of a managed ledger's name (a topic partition's log) and of a cursor's name

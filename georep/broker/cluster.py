@@ -64,6 +64,9 @@ class ClusterConfig:
     bookie_lease_s: float | None = None
     #: Seconds of the window of the rates in topic stats (``rate_meter.py``).
     stats_rate_window_s: int = limits.stats_rate_window_s_default
+    #: Seconds between trim passes (retention) and between expiry passes (message TTL).
+    trim_interval_s: float = limits.topic_trim_interval_s_default
+    message_expiry_interval_s: float = limits.message_expiry_interval_s_default
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
@@ -121,6 +124,8 @@ class Cluster:
                     cluster_name=config.name,
                     managed_ledger_config=self._ledger_config(),
                     stats_rate_window_s=config.stats_rate_window_s,
+                    trim_interval_s=config.trim_interval_s,
+                    message_expiry_interval_s=config.message_expiry_interval_s,
                 ),
                 self.factory,
                 self.store,

@@ -2,7 +2,8 @@
 
 Tenants and namespaces live in the metadata store (tables ``tenants`` and ``namespaces``),
 kept by the cluster admin REST; the broker only reads them, to refuse topics of a
-namespace that does not exist, and creates the defaults, tenant ``public`` with namespace
+namespace that does not exist and to apply a namespace's policies to its topics
+(``topic_policies.py``), and creates the defaults, tenant ``public`` with namespace
 ``public/default``, when the cluster starts.
 
 Every lookup, producer and consumer asks, so answers are cached: a namespace seen to exist
@@ -18,6 +19,7 @@ from collections.abc import Callable
 
 from georep import limits
 from georep.broker.topic_name import check_namespace
+from georep.broker.topic_policies import TopicPolicies
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "public/default"
@@ -51,6 +53,12 @@ class Namespaces:
         else:
             self._seen.pop(namespace, None)
         return found
+
+    async def policies(self, namespace: str) -> TopicPolicies:
+        """The namespace's retention and message TTL, read from the store each time (the
+        passes that ask are seconds apart); the defaults when the namespace is gone."""
+        tenant, _, name = namespace.partition("/")
+        return TopicPolicies.of(await self._store.get_namespace(tenant, name))
 
     def forget(self, namespace: str) -> None:
         self._seen.pop(namespace, None)

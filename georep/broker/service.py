@@ -1,10 +1,16 @@
 """The broker service: the topics this broker serves, and the names they live under.
 
 Topics are loaded on first use (a producer, a consumer, a last-message-id query) and stay
-loaded until the broker stops; every ``trim_interval_s`` each loaded topic's fully
-acknowledged ledgers are trimmed. Loading opens the topic's managed ledger (creating it if
-new, which is Pulsar's auto-creation of non-partitioned topics) and rebuilds its
+loaded until the broker stops. Loading reads the namespace's policies (retention, TTL;
+``topic_policies.py``), opens the topic's managed ledger with them (creating it if new,
+which is Pulsar's auto-creation of non-partitioned topics) and rebuilds its
 deduplication state. Concurrent first uses of one topic share one load.
+
+Two periodic passes over the loaded topics, each of which first reads every concerned
+namespace's policies again, so that a policy change reaches loaded topics within one
+interval: every ``trim_interval_s`` each topic's acknowledged ledgers that retention
+does not hold are trimmed; every ``message_expiry_interval_s`` each topic whose
+namespace has a message TTL expires what is older (``message_expiry.py``).
 
 Name rules checked before any load: the namespace exists; a partition's index is below
 its partitioned topic's partition count; a partitioned topic's own name is not a topic
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -31,6 +38,7 @@ from georep.broker.errors import (
 from georep.broker.namespaces import Namespaces
 from georep.broker.topic import PersistentTopic
 from georep.broker.topic_name import TopicName
+from georep.storage.managed_ledger import ManagedLedgerConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +50,13 @@ class BrokerConfig:
     service_url: str = "pulsar://127.0.0.1:6650"
     keepalive_interval_s: float = limits.keepalive_interval_s_default
     trim_interval_s: float = limits.topic_trim_interval_s_default
+    message_expiry_interval_s: float = limits.message_expiry_interval_s_default
     #: Seconds of the window every rate in topic stats is measured over.
     stats_rate_window_s: int = limits.stats_rate_window_s_default
     version: str = "georep-broker"
     #: Settings of every topic's managed ledger (ensemble, quorums, rollover, retention);
-    #: None: the managed ledger's defaults.
+    #: None: the managed ledger's defaults. A namespace's retention policy overrides its
+    #: retention.
     managed_ledger_config: object = None
 
 
@@ -63,7 +73,10 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self.closing = False
-        self._trimmer = asyncio.get_running_loop().create_task(self._trim_loop())
+        self.stats = {"trim_passes": 0, "expiry_passes": 0}
+        loop = asyncio.get_running_loop()
+        self._trimmer = loop.create_task(self._trim_loop())
+        self._expirer = loop.create_task(self._expiry_loop())
 
     @classmethod
     async def start(cls, config: BrokerConfig, factory, store) -> BrokerService:
@@ -146,10 +159,13 @@ class BrokerService:
     def loaded_topic(self, name: TopicName) -> PersistentTopic | None:
         return self.topics.get(str(name))
 
+    def _base_ledger_config(self) -> ManagedLedgerConfig:
+        return self.config.managed_ledger_config or ManagedLedgerConfig()
+
     async def _load(self, name: TopicName) -> PersistentTopic:
-        ledger = await self.factory.open(
-            name.managed_ledger_name, self.config.managed_ledger_config
-        )
+        policies = await self.namespaces.policies(name.namespace)
+        base = self._base_ledger_config()
+        ledger = await self.factory.open(name.managed_ledger_name, policies.ledger_config(base))
         try:
             topic = await PersistentTopic.load(
                 name,
@@ -157,6 +173,7 @@ class BrokerService:
                 on_dead=self._topic_died,
                 rate_window_s=self.config.stats_rate_window_s,
             )
+            topic.apply_policies(policies, base)
         except BaseException:
             await ledger.close()
             raise
@@ -182,6 +199,7 @@ class BrokerService:
         acknowledged past (the managed ledger decides what retention still holds)."""
         while True:
             await asyncio.sleep(self.config.trim_interval_s)
+            await self.refresh_policies()
             for topic in list(self.topics.values()):
                 if topic.closed:
                     continue
@@ -189,11 +207,40 @@ class BrokerService:
                     await topic.ledger.trim()
                 except Exception as error:  # the next pass tries again
                     log.warning("trimming %s: %s", topic.name, error)
+            self.stats["trim_passes"] += 1
+
+    async def _expiry_loop(self) -> None:
+        """Expire, now and then, what each loaded topic's TTL says is too old."""
+        while True:
+            await asyncio.sleep(self.config.message_expiry_interval_s)
+            await self.refresh_policies()
+            for topic in list(self.topics.values()):
+                try:
+                    await topic.expire_messages(int(time.time() * 1000))
+                except Exception as error:  # the next pass tries again
+                    log.warning("expiring messages of %s: %s", topic.name, error)
+            self.stats["expiry_passes"] += 1
+
+    async def refresh_policies(self) -> None:
+        """Read the policies of every loaded topic's namespace and apply them."""
+        by_namespace: dict[str, list[PersistentTopic]] = {}
+        for topic in list(self.topics.values()):
+            by_namespace.setdefault(topic.name.namespace, []).append(topic)
+        base = self._base_ledger_config()
+        for namespace, topics in by_namespace.items():
+            try:
+                policies = await self.namespaces.policies(namespace)
+            except Exception as error:  # the store is unreachable: keep the last ones
+                log.warning("reading the policies of %s: %s", namespace, error)
+                continue
+            for topic in topics:
+                topic.apply_policies(policies, base)
 
     async def close(self) -> None:
         self.closing = True
         self._trimmer.cancel()
-        await asyncio.gather(self._trimmer, return_exceptions=True)
+        self._expirer.cancel()
+        await asyncio.gather(self._trimmer, self._expirer, return_exceptions=True)
         for task in list(self._loading.values()):
             task.cancel()
         await asyncio.gather(*self._loading.values(), return_exceptions=True)

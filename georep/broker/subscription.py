@@ -228,7 +228,7 @@ class Subscription:
         #: Held by whoever moves the cursor's read position (dispatch reads, rewind, reset).
         self.cursor_lock = asyncio.Lock()
         self.closed = False
-        self.stats = {"messages_acked": 0, "markers_skipped": 0, "redeliveries": 0}
+        self.stats = {"messages_acked": 0, "markers_skipped": 0, "redeliveries": 0, "expiries": 0}
         #: What its consumers were sent, over the stats window (outlives the consumers).
         self.rate_out = RateMeter(topic.rate_window_s)
 
@@ -368,15 +368,27 @@ class Subscription:
             target = (position[0], position[1] - 1) if position[1] > 0 else None
         if target is None:
             return
-        for held in list(self.partial_batches):
-            if held <= target:
-                del self.partial_batches[held]
+        self._forget_through(target)
+        self.stats["messages_acked"] += 1
+        self.updates.mark_delete(target)
+
+    def expire_through(self, position: Position) -> None:
+        """Message expiry (TTL, ``message_expiry.py``): everything <= ``position`` is
+        acknowledged as by a cumulative acknowledgement, whatever the subscription type."""
+        self._forget_through(position)
+        self.stats["expiries"] += 1
+        self.updates.mark_delete(position)
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
+
+    def _forget_through(self, target: Position) -> None:
+        """Drop what is kept of entries <= ``target``: they are acknowledged."""
+        for held in [p for p in self.partial_batches if p <= target]:
+            del self.partial_batches[held]
         for held in [p for p in self.redelivery_counts if p <= target]:
             del self.redelivery_counts[held]
         for member in self.consumers:
             member.acknowledged_up_to(target)
-        self.stats["messages_acked"] += 1
-        self.updates.mark_delete(target)
 
     def _acknowledge_individual(self, consumer: Consumer, ack: pb.Ack) -> None:
         whole: list[Position] = []

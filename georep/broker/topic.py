@@ -29,12 +29,14 @@ from georep.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from georep.broker.deduplication import MessageDeduplication
 from georep.broker.entry import parse_metadata
 from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
+from georep.broker.message_expiry import MessageExpiryMonitor
 from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription
 from georep.broker.topic_name import TopicName
+from georep.broker.topic_policies import TopicPolicies
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
-from georep.storage.managed_ledger import Position
+from georep.storage.managed_ledger import ManagedLedgerConfig, Position
 
 if TYPE_CHECKING:
     from georep.broker.producer import Producer
@@ -66,6 +68,9 @@ class PersistentTopic:
         self.rate_window_s = rate_window_s
         self.rate_in = RateMeter(rate_window_s)
         self.rate_out = RateMeter(rate_window_s)
+        #: Its namespace's retention and TTL, as last read (``topic_policies.py``).
+        self.policies = TopicPolicies()
+        self.expiry = MessageExpiryMonitor(self)
         #: Entries handed to ``publish`` and not yet handed to the managed ledger.
         self._appends: collections.deque[tuple[bytes, asyncio.Future]] = collections.deque()
         self._appender: asyncio.Task[None] | None = None
@@ -297,6 +302,22 @@ class PersistentTopic:
                     return entry_position
             position = self.ledger.next_position(batch[-1][0])
         return await self.seek_target("latest")
+
+    # -- namespace policies --
+
+    def apply_policies(self, policies: TopicPolicies, base: ManagedLedgerConfig) -> None:
+        """Take the namespace's policies: retention becomes the managed ledger's (from
+        its next trim on), the TTL is used from the next expiry pass on."""
+        self.policies = policies
+        config = policies.ledger_config(base)
+        if self.ledger.config != config:
+            self.ledger.config = config
+
+    async def expire_messages(self, now_ms: int) -> None:
+        """One expiry pass (``message_expiry.py``) if the namespace has a TTL."""
+        ttl_s = self.policies.message_ttl_s
+        if ttl_s and not self.closed:
+            await self.expiry.expire(ttl_s, now_ms)
 
     # -- life cycle --
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import signal
 import socket
@@ -28,6 +29,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -320,3 +323,18 @@ def wait_until(condition: Callable[[], Any], timeout_s: float = 10, interval_s: 
         if time.monotonic() > deadline:
             raise TimeoutError(f"condition not met within {timeout_s} s")
         time.sleep(interval_s)
+
+
+def admin_call(base_url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """One admin REST request: (status, decoded JSON body or None)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        base_url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as error:
+        raw = error.read()
+        return error.code, json.loads(raw) if raw else None
