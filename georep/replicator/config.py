@@ -7,6 +7,7 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     metadata = "sqlite:///var/lib/georep/gateway-a.db"   # its own metadata store
     token_file = "/etc/georep/gateway-tokens"   # admin tokens (or GEOREP_GATEWAY_TOKENS)
     discovery_interval_s = 3.0
+    retry_backoff_s_max = 30.0             # longest wait between reconnection attempts
 
     [local]                                 # the cluster this gateway sits beside
     name = "A"
@@ -63,7 +64,14 @@ DEFAULT_LISTEN = "127.0.0.1:8090"
 
 _CLUSTER = re.compile(r"[-=:.\w]+", re.ASCII)
 _SECTIONS = {"gateway", "local", "remotes", "rate_limits", "policies"}
-_GATEWAY_KEYS = {"listen", "metadata", "token_file", "read_only_token_file", "discovery_interval_s"}
+_GATEWAY_KEYS = {
+    "listen",
+    "metadata",
+    "token_file",
+    "read_only_token_file",
+    "discovery_interval_s",
+    "retry_backoff_s_max",
+}
 _CLUSTER_KEYS = {"name", "service_url", "admin_url", "token", "token_file", "token_env"}
 _RATE_KEYS = {"messages_per_s", "bytes_per_s"}
 
@@ -92,6 +100,8 @@ class GatewayConfig:
     admin_tokens: frozenset[Token] = field(default=frozenset(), repr=False)
     read_only_tokens: frozenset[Token] = field(default=frozenset(), repr=False)
     discovery_interval_s: float = limits.gateway_discovery_interval_s_default
+    #: Longest wait between a replicator's reconnection attempts.
+    retry_backoff_s_max: float = limits.replicator_retry_backoff_s_max
     messages_per_s: float | None = None
     bytes_per_s: float | None = None
     #: Policies applied at start where none is stored: namespace -> clusters.
@@ -170,6 +180,7 @@ def parse(
             "[gateway] discovery_interval_s",
             gateway.get("discovery_interval_s", limits.gateway_discovery_interval_s_default),
         ),
+        retry_backoff_s_max=_backoff(gateway.get("retry_backoff_s_max")),
         messages_per_s=_rate("messages_per_s", rates.get("messages_per_s")),
         bytes_per_s=_rate("bytes_per_s", rates.get("bytes_per_s")),
         seed_namespace_policies=_seeds(policies, "namespaces", remotes, local.name),
@@ -277,6 +288,16 @@ def _positive(what: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ConfigError(f"{what} must be a number > 0, got {value!r}")
     return float(value)
+
+
+def _backoff(value: Any) -> float:
+    if value is None:
+        return limits.replicator_retry_backoff_s_max
+    seconds = _positive("[gateway] retry_backoff_s_max", value)
+    low, high = limits.replicator_retry_backoff_s_initial, limits.replicator_retry_backoff_s_max
+    if not low < seconds <= high:
+        raise ConfigError(f"[gateway] retry_backoff_s_max must be in ({low}, {high}]")
+    return seconds
 
 
 def _rate(key: str, value: Any) -> float | None:

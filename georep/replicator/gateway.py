@@ -30,7 +30,9 @@ class Gateway:
     def __init__(self, config: GatewayConfig, settings: ReplicatorSettings | None = None) -> None:
         self.config = config
         self.settings = settings or ReplicatorSettings(
-            messages_per_s=config.messages_per_s, bytes_per_s=config.bytes_per_s
+            messages_per_s=config.messages_per_s,
+            bytes_per_s=config.bytes_per_s,
+            backoff_s_max=config.retry_backoff_s_max,
         )
         self.store: MetadataStore | None = None
         self.manager: ReplicationManager | None = None

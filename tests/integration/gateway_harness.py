@@ -113,6 +113,7 @@ class GatewayProcess:
             f'listen = "127.0.0.1:{self.port}"',
             f'metadata = "sqlite:///{directory / f"gateway-{local.name}.db"}"',
             "discovery_interval_s = 0.5",
+            "retry_backoff_s_max = 2.0",
             "",
             "[local]",
             f'name = "{local.name}"',
@@ -265,9 +266,12 @@ async def _read_entries(url: str, topic: str, quiet_s: float) -> list[ReceivedEn
         entries = []
         while True:
             try:
-                entries.append(await asyncio.wait_for(consumer.receive(), quiet_s))
+                entry = await asyncio.wait_for(consumer.receive(), quiet_s)
             except TimeoutError:
                 return entries
+            entries.append(entry)
+            # the broker stops dispatching past consumer_unacked_messages_max unacked
+            consumer.ack_cumulative(entry.position)
     finally:
         await link.close()
 

@@ -1,0 +1,97 @@
+"""A cluster killed (SIGKILL) and restarted under replication both ways, with gateway
+processes. While B is down, A's replicator towards B builds backlog on A (nothing is
+lost: the entries wait on A's topic) and B's gateway has lost its local cluster; when B
+is back both catch up, and each side holds every message of the other exactly once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.integration.gateway_harness import (
+    ClusterProcess,
+    GatewayProcess,
+    create_namespace,
+    local_positions,
+    origin_counts,
+    payloads_on,
+    produce,
+    read_entries,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+NAMESPACE = "geo/faults"
+TOPIC = f"persistent://{NAMESPACE}/payments"
+
+
+def keep_producing(url: str, prefix: str, stop: threading.Event, sent: list[bytes]) -> None:
+    """Chunks of 200 until ``stop``; a chunk that fails (its cluster is down) is retried
+    under new payloads, so ``sent`` holds exactly what the broker acknowledged."""
+    start = 0
+    while not stop.is_set():
+        try:
+            sent.extend(produce(url, TOPIC, 200, prefix, start=start))
+        except Exception:
+            time.sleep(0.5)
+        start += 200
+        time.sleep(0.05)
+
+
+def test_remote_killed_and_restarted(tmp_path) -> None:
+    a = ClusterProcess(tmp_path / "a", name="A")
+    b = ClusterProcess(tmp_path / "b", name="B")
+    gateways: list[GatewayProcess] = []
+    stop = threading.Event()
+    try:
+        for cluster in (a, b):
+            cluster.start()
+            create_namespace(cluster, NAMESPACE)
+        ga = GatewayProcess(tmp_path / "gw-a", local=a, remotes=[b], policies={NAMESPACE: ["B"]})
+        gb = GatewayProcess(tmp_path / "gw-b", local=b, remotes=[a], policies={NAMESPACE: ["A"]})
+        gateways = [ga, gb]
+        for gateway in gateways:
+            gateway.start()
+
+        sent_a: list[bytes] = []
+        producer = threading.Thread(target=keep_producing, args=(a.url, "a", stop, sent_a))
+        producer.start()
+        sent_b = produce(b.url, TOPIC, 1000, "b")
+        wait_for(lambda: (ga.replicators(TOPIC) or [{}])[0].get("msgOutCounter", 0) >= 400)
+
+        b.kill()
+        wait_for(lambda: not ga.replicators(TOPIC)[0]["remoteConnected"], timeout_s=30)
+        backlog_before = ga.replicators(TOPIC)[0]["replicationBacklog"] or 0
+        wait_for(
+            lambda: (ga.replicators(TOPIC)[0]["replicationBacklog"] or 0) > backlog_before + 500,
+            timeout_s=60,
+        )
+        down = ga.replicators(TOPIC)[0]
+        assert down["lastError"] and not down["connected"]
+
+        b.start()
+        sent_b += produce(b.url, TOPIC, 1000, "b", start=1000)
+        stop.set()
+        producer.join(60)
+
+        def caught_up(gateway: GatewayProcess) -> bool:
+            found = gateway.replicators(TOPIC)
+            return bool(found) and found[0]["replicationBacklog"] == 0 and found[0]["connected"]
+
+        wait_for(lambda: caught_up(ga), timeout_s=120)
+        wait_for(lambda: caught_up(gb), timeout_s=120)
+        on_a, on_b = read_entries(a.url, TOPIC), read_entries(b.url, TOPIC)
+        copies_on_b = {k: n for k, n in origin_counts(on_b).items() if k[0] == "A"}
+        copies_on_a = {k: n for k, n in origin_counts(on_a).items() if k[0] == "B"}
+        assert copies_on_b == {p: 1 for p in local_positions(on_a, "A")}
+        assert copies_on_a == {p: 1 for p in local_positions(on_b, "B")}
+        everything = {p: 1 for p in sent_a + sent_b}
+        assert payloads_on(b.url, TOPIC) == everything
+        assert payloads_on(a.url, TOPIC) == everything
+    finally:
+        stop.set()
+        for process in [*gateways, a, b]:
+            process.kill()
