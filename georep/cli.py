@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("georep.broker.main", "run the embedded cluster: broker, bookies, metadata"),
     "demo": ("georep.demo", "end-to-end demo on the embedded default"),
     "gateway": ("georep.replicator.main", "run the replication gateway beside one cluster"),
+    "up": ("georep.up", "run clusters and gateways from one TOML file, supervised"),
 }
 
 

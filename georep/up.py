@@ -1,0 +1,378 @@
+"""``georep up --config FILE``: a whole local topology — clusters and their gateways —
+from one TOML file, supervised.
+
+Example (``examples/three-clusters.toml``: A↔B both ways, A→C one way, B and C
+unrelated)::
+
+    data_dir = "georep-up-data"          # relative to the working directory
+
+    [clusters.A]
+    broker_port = 6650
+    admin_port = 8080
+
+    [gateways.A]
+    port = 8090
+    replicate = { "public/default" = ["B", "C"] }
+
+Every gateway knows every other cluster as a remote (so its policies can be changed to
+any of them at run time over its REST admin); ``replicate`` seeds its policies on first
+start. A port of 0 is chosen once when ``up`` starts and kept across restarts, so the
+gateways' view of their remotes stays true.
+
+Start: clusters first (``georep cluster``, waiting for ``CLUSTER_READY``), then gateways
+(``georep gateway``, ``GATEWAY_READY``). Supervision: a process that exits without being
+asked is restarted after a backoff that doubles from ``limits.up_restart_backoff_s_initial``
+up to ``..._s_max`` (and starts over once the process has run a minute). Each process has
+one status line, printed when its state changes::
+
+    [12:00:01] cluster A  running     pid 4242  pulsar://127.0.0.1:6650 http://127.0.0.1:8080
+    [12:00:07] cluster A  restarting  exit -9; again in 0.5 s (restart 1)
+
+SIGINT (Ctrl-C) or SIGTERM stops everything cleanly: gateways first (their replicators
+persist what they acknowledged), then clusters, each with SIGTERM and, after a grace
+period, SIGKILL. Logs go to ``<data_dir>/logs/<process>.log``.
+
+``--demo`` runs a short scripted exchange with the official pulsar-client once all is up
+(messages produced on each cluster, then read back from each), prints which messages
+crossed where, and stops everything; exit code 0 when the topology behaved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from georep import limits
+from georep.processes import ManagedProcess, ProcessFailed, georep_command
+from georep.replicator.config import cluster_name
+from georep.replicator.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+UP_READY = "UP_READY"
+#: A process that ran this long counts as healthy: its next crash restarts at once.
+_STABLE_S = 60.0
+_STOP_GRACE_S = 20.0
+
+
+# --- configuration -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClusterSpec:
+    name: str
+    broker_port: int
+    admin_port: int
+    fsync: bool = True
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    cluster: str
+    port: int
+    replicate: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UpConfig:
+    data_dir: Path
+    clusters: dict[str, ClusterSpec]
+    gateways: dict[str, GatewaySpec]
+    host: str = "127.0.0.1"
+
+
+def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    unknown = sorted(set(document) - {"data_dir", "host", "clusters", "gateways"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) {unknown}")
+    clusters = {}
+    for name, table in (document.get("clusters") or {}).items():
+        cluster_name(f"[clusters.{name}]", name)
+        _only(table, {"broker_port", "admin_port", "fsync"}, f"[clusters.{name}]")
+        clusters[name] = ClusterSpec(
+            name,
+            _port(f"[clusters.{name}] broker_port", table.get("broker_port", 0)),
+            _port(f"[clusters.{name}] admin_port", table.get("admin_port", 0)),
+            bool(table.get("fsync", True)),
+        )
+    if not clusters:
+        raise ConfigError(f"{path}: no [clusters.NAME] table")
+    gateways = {}
+    for name, table in (document.get("gateways") or {}).items():
+        if name not in clusters:
+            raise ConfigError(f"[gateways.{name}]: there is no [clusters.{name}]")
+        _only(table, {"port", "replicate"}, f"[gateways.{name}]")
+        replicate = table.get("replicate", {})
+        for namespace, targets in replicate.items():
+            if not isinstance(targets, list) or set(targets) - set(clusters):
+                raise ConfigError(
+                    f"[gateways.{name}] replicate {namespace!r}: list clusters of this file"
+                )
+        gateways[name] = GatewaySpec(
+            name, _port(f"[gateways.{name}] port", table.get("port", 0)), replicate
+        )
+    if 2 * len(clusters) > limits.up_processes_count_max:
+        raise ConfigError(f"at most {limits.up_processes_count_max // 2} clusters")
+    return UpConfig(
+        data_dir=(data_dir or Path(document.get("data_dir", "georep-up-data"))).resolve(),
+        clusters=clusters,
+        gateways=gateways,
+        host=str(document.get("host", "127.0.0.1")),
+    )
+
+
+def _only(table: Any, allowed: set[str], where: str) -> None:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(allowed)}")
+
+
+def _port(what: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65_535:
+        raise ConfigError(f"{what} must be a port number 0..65535, got {value!r}")
+    return value
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+# --- processes -----------------------------------------------------------------------------
+class Supervised:
+    """One child process, restarted with backoff when it exits unasked."""
+
+    def __init__(self, label: str, args: list[str], ready_prefix: str, log_path: Path) -> None:
+        self.label = label
+        self.args = args
+        self.ready_prefix = ready_prefix
+        self.log_path = log_path
+        self.process: ManagedProcess | None = None
+        self.restarts = 0
+        self.stopping = False
+        self.detail = ""
+        self._task: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+
+    def status(self, state: str, detail: str = "") -> None:
+        clock = time.strftime("%H:%M:%S")
+        print(f"[{clock}] {self.label:<10} {state:<11} {detail}".rstrip(), flush=True)
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._supervise(), name=self.label)
+        await self.ready.wait()
+
+    async def _supervise(self) -> None:
+        backoff = limits.up_restart_backoff_s_initial
+        while not self.stopping:
+            self.process = ManagedProcess(self.args, self.ready_prefix, log_path=self.log_path)
+            started_at = time.monotonic()
+            try:
+                self.detail = await self.process.start()
+            except ProcessFailed as error:
+                code = f"did not start: {error}"
+            else:
+                self.status("running", f"pid {self.process.pid}  {self.detail}")
+                self.ready.set()
+                exit_code = await self.process.wait()
+                if self.stopping:
+                    break
+                code = f"exit {exit_code}"
+                if time.monotonic() - started_at > _STABLE_S:
+                    backoff = limits.up_restart_backoff_s_initial
+            if self.stopping:
+                break
+            self.restarts += 1
+            self.status("restarting", f"{code}; again in {backoff:.1f} s (restart {self.restarts})")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, limits.up_restart_backoff_s_max)
+
+    async def stop(self) -> None:
+        self.stopping = True
+        if self.process is not None and self.process.running:
+            code = await self.process.terminate(_STOP_GRACE_S)
+            self.status("stopped", f"exit {code}")
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _gateway_toml(config: UpConfig, spec: GatewaySpec, home: Path) -> str:
+    host = config.host
+    local = config.clusters[spec.cluster]
+    lines = [
+        "# written by georep up; edit the up configuration instead",
+        "[gateway]",
+        f'listen = "{host}:{spec.port}"',
+        f'metadata = "sqlite:///{home / "gateway.db"}"',
+        "",
+        "[local]",
+        f'name = "{local.name}"',
+        f'service_url = "pulsar://{host}:{local.broker_port}"',
+        f'admin_url = "http://{host}:{local.admin_port}"',
+    ]
+    for name, remote in sorted(config.clusters.items()):
+        if name == spec.cluster:
+            continue
+        lines += [
+            "",
+            f"[remotes.{name}]",
+            f'service_url = "pulsar://{host}:{remote.broker_port}"',
+            f'admin_url = "http://{host}:{remote.admin_port}"',
+        ]
+    if spec.replicate:
+        lines += ["", "[policies.namespaces]"]
+        lines += [
+            f'"{namespace}" = {json.dumps(sorted(targets))}'
+            for namespace, targets in sorted(spec.replicate.items())
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _with_ports(config: UpConfig) -> UpConfig:
+    """Ports of 0 replaced by free ports, chosen once, so that restarts keep them."""
+    clusters = {
+        name: ClusterSpec(
+            name,
+            spec.broker_port or _free_port(config.host),
+            spec.admin_port or _free_port(config.host),
+            spec.fsync,
+        )
+        for name, spec in config.clusters.items()
+    }
+    gateways = {
+        name: GatewaySpec(name, spec.port or _free_port(config.host), spec.replicate)
+        for name, spec in config.gateways.items()
+    }
+    return UpConfig(config.data_dir, clusters, gateways, config.host)
+
+
+def build(config: UpConfig) -> tuple[list[Supervised], list[Supervised]]:
+    """The supervised clusters and gateways (not started)."""
+    logs = config.data_dir / "logs"
+    clusters = []
+    for name, spec in sorted(config.clusters.items()):
+        args = georep_command(
+            "cluster",
+            "--name", name,
+            "--data", str(config.data_dir / f"cluster-{name}"),
+            "--host", config.host,
+            "--broker-port", str(spec.broker_port),
+            "--admin-port", str(spec.admin_port),
+            "--admin-host", config.host,
+        )  # fmt: skip
+        if not spec.fsync:
+            args.append("--no-fsync")
+        clusters.append(
+            Supervised(f"cluster {name}", args, "CLUSTER_READY", logs / f"cluster-{name}.log")
+        )
+    gateways = []
+    for name, spec in sorted(config.gateways.items()):
+        home = config.data_dir / f"gateway-{name}"
+        home.mkdir(parents=True, exist_ok=True)
+        path = home / "gateway.toml"
+        path.write_text(_gateway_toml(config, spec, home))
+        gateways.append(
+            Supervised(
+                f"gateway {name}",
+                georep_command("gateway", "--config", str(path)),
+                "GATEWAY_READY",
+                logs / f"gateway-{name}.log",
+            )
+        )
+    return clusters, gateways
+
+
+# --- the command -----------------------------------------------------------------------------
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, type=Path, help="topology TOML file")
+    parser.add_argument(
+        "--data", type=Path, default=None, help="data directory (overrides data_dir)"
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="once up, produce and consume a few messages on each cluster, show what "
+        "crossed where, and stop",
+    )
+
+
+async def serve(config: UpConfig, demo: bool) -> int:
+    config = _with_ports(config)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    clusters, gateways = build(config)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    code = 0
+    try:
+        starting = asyncio.gather(*(p.start() for p in clusters))
+        await _unless_stopped(starting, stopping)
+        if not stopping.is_set():
+            await _unless_stopped(asyncio.gather(*(p.start() for p in gateways)), stopping)
+        if not stopping.is_set():
+            count = len(clusters) + len(gateways)
+            print(f"{UP_READY} {count} processes; data in {config.data_dir}", flush=True)
+            for process in [*clusters, *gateways]:
+                print(f"  {process.label:<10} {process.detail}", flush=True)
+            if demo:
+                from georep.up_demo import run_demo
+
+                code = await _unless_stopped(asyncio.to_thread(run_demo, config), stopping)
+            else:
+                await stopping.wait()
+    finally:
+        print("stopping: gateways first, then clusters", flush=True)
+        await asyncio.gather(*(p.stop() for p in gateways))
+        await asyncio.gather(*(p.stop() for p in clusters))
+    return int(code or 0)
+
+
+async def _unless_stopped(awaitable, stopping: asyncio.Event):
+    """``await awaitable`` unless a signal comes first (then cancel it)."""
+    task = asyncio.ensure_future(awaitable)
+    waiter = asyncio.ensure_future(stopping.wait())
+    done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if task in done:
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
+    return 1
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config, args.data)
+    except ConfigError as error:
+        log.error("%s", error)
+        return 2
+    if sys.platform == "win32":  # pragma: no cover - signals and fork semantics
+        log.error("georep up needs a POSIX system")
+        return 2
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    import uvloop
+
+    return uvloop.run(serve(config, args.demo))
