@@ -165,6 +165,53 @@ async def test_second_opener_fences_the_first_without_interleaving(cluster_facto
     assert await third.read(Position.EARLIEST, 100) == log
 
 
+class StoreRacingTheOwner:
+    """The metadata store, except that its first read of a managed ledger's row returns
+    only after ``race()`` ran: what the previous owner does between a new opener's read
+    and its compare-and-set."""
+
+    def __init__(self, store, race) -> None:
+        self._store = store
+        self._race = race
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    async def get_managed_ledger(self, name):
+        info = await self._store.get_managed_ledger(name)
+        race, self._race = self._race, None
+        if race is not None:
+            await race()
+        return info
+
+
+async def test_opener_fences_a_ledger_the_owner_rolled_over_to_meanwhile(
+    cluster_factory, factories
+):
+    """The previous owner rolls over after the new opener read the list: the opener's
+    CAS fails, it reads the list again and fences the new ledger too."""
+    cluster = await cluster_factory(3)
+    first = await factories(cluster).open("t/rolling", SMALL)
+    confirmed = await append_all(first, payloads(5, "a"))  # the ledger is full
+
+    async def roll_over() -> None:
+        confirmed.append(await first.append(b"rolled"))  # onto a new ledger, CAS'd
+
+    racing = StoreRacingTheOwner(cluster.store, roll_over)
+    second = await ManagedLedgerFactory(cluster.client(), racing).open("t/rolling", SMALL)
+    try:
+        assert confirmed[-1].ledger_id > confirmed[0].ledger_id
+        with pytest.raises(ManagedLedgerFenced):
+            await first.append(b"after the takeover")
+        later = await append_all(second, payloads(3, "b"))
+        assert later[0].ledger_id > confirmed[-1].ledger_id
+        log = await second.read(Position.EARLIEST, 100)
+        assert [p for p, _ in log] == confirmed + later
+        assert [data for _, data in log] == [*payloads(5, "a"), b"rolled", *payloads(3, "b")]
+    finally:
+        await second.close()
+
+
 async def test_concurrent_openers_leave_one_owner(cluster_factory, factories):
     cluster = await cluster_factory(3)
     opened = await asyncio.gather(

@@ -12,8 +12,13 @@ Opening (:meth:`ManagedLedger.open`), which fences any previous owner:
    A previous owner still writing gets ``LedgerFenced`` on its next add and turns it into
    :class:`ManagedLedgerFenced`; every entry it had confirmed is inside the recovered end;
 3. drop that ledger from the list if it is empty, record its end otherwise;
-4. create a fresh ledger and CAS the list with it appended. A concurrent opener that CAS'd
-   first makes this CAS fail: this opener gets ManagedLedgerFenced, never two owners;
+4. create a fresh ledger and CAS the list with it appended. When the CAS fails the list
+   changed meanwhile: the previous owner rolled over (it closed the ledger of step 2
+   before we fenced it and listed a new one), or a concurrent opener got in first. Read
+   the list again and go back to step 2 for its new last ledger, which fences that
+   writer too, at most ``limits.metadata_cas_retries_max`` times (then
+   ManagedLedgerFenced). The last opener wins and every earlier one is fenced on its
+   next add: never two owners;
 5. recover every cursor (see ``cursor.py``), which fences the previous owner's cursors.
 
 Example: owner A writes ledger 12 of list [7, 12]. B opens: recovers 12 (A's adds now
@@ -172,30 +177,40 @@ class ManagedLedger:
         """Open ``name`` as its new owner (steps 1-5 of the module docstring)."""
         check_name("managed ledger name", name, limits.managed_ledger_name_chars_max)
         info = await _get_or_create(store, name)
-        ledgers = list(info.ledgers)
-        dropped: list[int] = []
-        if ledgers:
-            last = ledgers[-1]
-            metadata = await _recover(bookkeeper, last.ledger_id)
-            if metadata is None or metadata.last_entry_id < 0:
-                dropped.append(ledgers.pop().ledger_id)
-            else:
-                ledgers[-1] = LedgerInfo(
-                    ledger_id=last.ledger_id,
-                    entries=metadata.last_entry_id + 1,
-                    size_bytes=metadata.length,
-                    created_at=last.created_at,
-                    closed_at=last.closed_at if last.closed_at is not None else clock(),
-                )
-        writer = await _create_ledger(bookkeeper, config, {ROLE_KEY: "log", NAME_KEY: name})
-        ledgers.append(LedgerInfo(writer.ledger_id, created_at=clock()))
-        try:
-            info = await store.update_managed_ledger(info.replace(ledgers=tuple(ledgers)))
-        except (BadVersion, NoSuchManagedLedger) as error:
-            await _delete_quietly(bookkeeper, [writer.ledger_id])
+        writer: LedgerHandle | None = None
+        for _attempt in range(limits.metadata_cas_retries_max):
+            ledgers, dropped = await _end_last_ledger(bookkeeper, info, clock)
+            if writer is None or (ledgers and ledgers[-1].ledger_id > writer.ledger_id):
+                # ids must grow along the list: a writer older than a ledger the previous
+                # owner listed meanwhile is replaced
+                if writer is not None:
+                    await _delete_quietly(bookkeeper, [writer.ledger_id])
+                writer = await _create_ledger(bookkeeper, config, {ROLE_KEY: "log", NAME_KEY: name})
+            ledgers.append(LedgerInfo(writer.ledger_id, created_at=clock()))
+            try:
+                info = await store.update_managed_ledger(info.replace(ledgers=tuple(ledgers)))
+                break
+            except BadVersion:
+                # The list changed since we read it: the previous owner rolled over to a
+                # ledger we have not fenced, or another opener got in first. Read it
+                # again and fence its new last ledger too (step 4).
+                try:
+                    info = await store.get_managed_ledger(name)
+                except NoSuchManagedLedger as error:
+                    await _delete_quietly(bookkeeper, [writer.ledger_id])
+                    raise ManagedLedgerFenced(f"managed ledger {name}: {error}") from None
+            except NoSuchManagedLedger as error:
+                await _delete_quietly(bookkeeper, [writer.ledger_id])
+                raise ManagedLedgerFenced(
+                    f"managed ledger {name} was deleted while opening ({error})"
+                ) from None
+        else:
+            if writer is not None:
+                await _delete_quietly(bookkeeper, [writer.ledger_id])
             raise ManagedLedgerFenced(
-                f"managed ledger {name}: another owner opened it meanwhile ({error})"
-            ) from None
+                f"managed ledger {name}: its list kept changing while opening "
+                f"({limits.metadata_cas_retries_max} attempts)"
+            )
         await _delete_quietly(bookkeeper, dropped)
         managed_ledger = cls(
             name,
@@ -887,6 +902,28 @@ async def _get_or_create(store: MetadataStore, name: str) -> ManagedLedgerInfo:
         return await store.create_managed_ledger(name)
     except BadVersion:  # created meanwhile by a concurrent opener
         return await store.get_managed_ledger(name)
+
+
+async def _end_last_ledger(
+    bookkeeper: BookKeeper, info: ManagedLedgerInfo, clock: Clock
+) -> tuple[list[LedgerInfo], list[int]]:
+    """Steps 2-3 of opening: the list of ``info`` with its last ledger recovered (fenced
+    and closed) and its end recorded, or dropped when empty; and the dropped ids."""
+    ledgers = list(info.ledgers)
+    if not ledgers:
+        return ledgers, []
+    last = ledgers[-1]
+    metadata = await _recover(bookkeeper, last.ledger_id)
+    if metadata is None or metadata.last_entry_id < 0:
+        return ledgers[:-1], [last.ledger_id]
+    ledgers[-1] = LedgerInfo(
+        ledger_id=last.ledger_id,
+        entries=metadata.last_entry_id + 1,
+        size_bytes=metadata.length,
+        created_at=last.created_at,
+        closed_at=last.closed_at if last.closed_at is not None else clock(),
+    )
+    return ledgers, []
 
 
 async def _recover(bookkeeper: BookKeeper, ledger_id: int) -> LedgerMetadata | None:
