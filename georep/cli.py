@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("georep.demo", "end-to-end demo on the embedded default"),
     "gateway": ("georep.replicator.main", "run the replication gateway beside one cluster"),
     "up": ("georep.up", "run clusters and gateways from one TOML file, supervised"),
+    "export": ("georep.spark_reconcile.export", "export a cluster's message index as Parquet"),
+    "reconcile": ("georep.spark_reconcile.job", "Spark job: duplicates and gaps across clusters"),
 }
 
 

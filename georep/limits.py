@@ -451,3 +451,44 @@ invariant(marker_bytes_max <= pulsar_message_bytes_max)
 invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
 invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
 invariant(0 < snapshot_interval_s_default < snapshot_timeout_s_default)
+
+# --- Spark reconciliation (georep/spark_reconcile) -----------------------------------
+#: Rows of one Parquet row group written by ``georep export``: an export holds at most one
+#: row group per table in memory, whatever the size of the topics it reads.
+export_row_group_rows_max = 65_536
+#: Messages the export's Reader prefetches (the client's receiver queue).
+export_receiver_queue_messages_max = 1_000
+#: Deadline of one read once the broker said a message is available.
+export_read_timeout_ms_max = 30_000
+#: Seconds between the export's progress lines on stderr.
+export_progress_interval_s_default = 5.0
+#: Topic partitions one export reads; a pattern matching more is refused.
+export_topics_count_max = 100_000
+#: Bytes of one admin REST answer the export accepts.
+export_admin_answer_bytes_max = 64 * MIB
+#: Entry ids per bucket of the acknowledged-range join: a range is cut into one piece per
+#: ledger and bucket it covers, and a message meets only the pieces of its own bucket, so
+#: the join compares at most this many messages with each piece.
+reconcile_range_bucket_entries = 1_024
+#: Range pieces sent whole to every task (broadcast join); more are joined by shuffle.
+reconcile_broadcast_pieces_max = 2_000_000
+#: Input directories (one per cluster export) one reconciliation reads.
+reconcile_inputs_count_max = 64
+#: Topics drawn in the HTML summary's timeline charts, and rows shown per HTML table
+#: (the Parquet tables hold every row).
+reconcile_report_topics_max = 20
+reconcile_report_rows_max = 200
+#: Buckets along a topic's timeline in the chart.
+reconcile_timeline_buckets_max = 60
+#: Driver memory when ``georep reconcile`` starts its own Spark (not under spark-submit).
+reconcile_driver_memory_mib_default = 4_096
+#: Shuffle partitions when ``georep reconcile`` starts its own Spark; adaptive execution
+#: coalesces them further.
+reconcile_shuffle_partitions_default = 8
+
+invariant(export_row_group_rows_max >= export_receiver_queue_messages_max)
+invariant(reconcile_range_bucket_entries & (reconcile_range_bucket_entries - 1) == 0)
+# Every persisted range of a cursor fits a broadcast many times over.
+invariant(cursor_ranges_persisted_max * 100 <= reconcile_broadcast_pieces_max)
+invariant(reconcile_inputs_count_max >= remote_clusters_count_max)
+invariant(reconcile_report_topics_max <= reconcile_report_rows_max)

@@ -1,0 +1,450 @@
+"""``georep export``: one cluster's message index and subscription states, as Parquet.
+
+For each topic partition that matches ``--topics`` (a glob over full names, e.g.
+``'persistent://geo/orders/*'``; every topic by default) the export
+
+1. reads every data message with the official pulsar-client ``Reader`` from the earliest
+   position (markers are never dispatched, so the index holds data messages only), one
+   row per message: its position (ledger, entry, batch index), its origin identity
+   (``schema.py``), key, publish and event time, payload size;
+2. then takes the topic partition's ``internalStats`` from the admin REST: one row per
+   cursor with its mark-delete position and individually deleted ranges, stamped
+   ``captured_at``. Taking it right after the read keeps acknowledgements and the
+   index close in time; a range that reaches past the last message read simply matches
+   nothing.
+
+Rows go to a ``pyarrow.parquet.ParquetWriter`` in row groups of at most
+``limits.export_row_group_rows_max`` rows, so memory stays bounded by one row group
+whatever the size of the topics. Files are written under a hidden name and renamed when
+complete: an interrupted export leaves no file a reconciliation would take for whole.
+
+**Origin.** A message carrying ``georep.origin.cluster`` and ``georep.origin.position``
+(``"ledger:entry"``) is a copy: its origin is those, with its own batch index. Any other
+message was published here: its origin is this cluster and its own position. One case
+the official client cannot show: a *batch* replicated by the gateway carries the origin
+properties on the entry's metadata, and the client hands each message of a batch the
+properties of its own batch header instead. Such a copy is recognised by its producer
+name (``georep.repl.<origin cluster>``, DESIGN §5); it is written with its origin cluster
+and a null origin position, counted as ``unmapped`` in the export's summary, and the
+reconciliation reports it apart rather than guess.
+
+The admin token, if the cluster requires one, is read from ``GEOREP_ADMIN_TOKEN``, never
+from a flag. The summary is one JSON line on stdout; progress lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from georep import limits
+from georep.spark_reconcile import schema
+from georep.spark_reconcile.errors import ExportError
+
+ORIGIN_CLUSTER_PROPERTY = "georep.origin.cluster"
+ORIGIN_POSITION_PROPERTY = "georep.origin.position"
+REPLICATION_PRODUCER_PREFIX = "georep.repl."
+TOKEN_ENV = "GEOREP_ADMIN_TOKEN"
+ADMIN_TIMEOUT_S = 30.0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cluster-admin",
+        required=True,
+        metavar="URL",
+        help="the cluster's admin REST, e.g. http://127.0.0.1:8080",
+    )
+    parser.add_argument(
+        "--service-url",
+        required=True,
+        metavar="URL",
+        help="the cluster's broker, e.g. pulsar://127.0.0.1:6650",
+    )
+    parser.add_argument(
+        "--topics",
+        default="*",
+        metavar="PATTERN",
+        help="glob over full topic names (default: every topic)",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="export directory (messages/ and subscriptions/ under it)",
+    )
+    parser.add_argument(
+        "--cluster",
+        default=None,
+        metavar="NAME",
+        help="cluster name (default: asked from the admin REST)",
+    )
+    parser.add_argument("--progress-interval", type=float,
+                        default=limits.export_progress_interval_s_default, metavar="S",
+                        help="seconds between progress lines on stderr (0: none)")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        summary = export(
+            admin_url=args.cluster_admin,
+            service_url=args.service_url,
+            out=args.out,
+            pattern=args.topics,
+            cluster=args.cluster,
+            progress_interval_s=args.progress_interval,
+        )
+    except ExportError as error:
+        print(f"georep export: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+# --- admin REST ---------------------------------------------------------------------
+class AdminClient:
+    """The few GETs of the Pulsar admin v2 REST the export needs (blocking, urllib)."""
+
+    def __init__(self, base_url: str, token: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+
+    def get(self, path: str) -> Any:
+        url = self.base_url + path
+        request = urllib.request.Request(url, headers=self._headers)
+        try:
+            with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S) as answer:
+                body = answer.read(limits.export_admin_answer_bytes_max + 1)
+        except urllib.error.HTTPError as error:
+            raise ExportError(f"admin REST {url}: HTTP {error.code} {error.reason}") from None
+        except (urllib.error.URLError, OSError) as error:
+            reason = getattr(error, "reason", error)
+            raise ExportError(f"admin REST {url} unreachable: {reason}") from None
+        if len(body) > limits.export_admin_answer_bytes_max:
+            raise ExportError(
+                f"admin REST {url}: answer over {limits.export_admin_answer_bytes_max} bytes"
+            )
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise ExportError(f"admin REST {url}: answer is not JSON") from None
+
+    def cluster_name(self) -> str:
+        names = self.get("/admin/v2/clusters")
+        if not isinstance(names, list) or len(names) != 1:
+            raise ExportError(f"the admin REST lists clusters {names!r}; name one with --cluster")
+        return str(names[0])
+
+    def topic_partitions(self) -> Iterator[str]:
+        """Every persistent topic partition (and non-partitioned topic), by full name."""
+        for tenant in self._names("/admin/v2/tenants"):
+            for namespace in self._names(f"/admin/v2/namespaces/{_quote(tenant)}"):
+                tenant_part, _, local = namespace.partition("/")
+                yield from self._names(
+                    f"/admin/v2/persistent/{_quote(tenant_part)}/{_quote(local)}"
+                )
+
+    def internal_stats(self, partition_name: str) -> dict:
+        path = partition_name.removeprefix("persistent://")
+        tenant, namespace, local = path.split("/", 2)
+        stats = self.get(
+            f"/admin/v2/persistent/{_quote(tenant)}/{_quote(namespace)}/{_quote(local)}"
+            "/internalStats"
+        )
+        if not isinstance(stats, dict):
+            raise ExportError(f"internalStats of {partition_name} is not an object")
+        return stats
+
+    def _names(self, path: str) -> list[str]:
+        names = self.get(path)
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ExportError(f"admin REST {path}: expected a list of names")
+        return names
+
+
+def _quote(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+# --- rows ---------------------------------------------------------------------------
+@dataclass
+class Origin:
+    cluster: str
+    ledger_id: int | None
+    entry_id: int | None
+
+
+def origin_of(
+    properties: dict[str, str], producer_name: str, cluster: str, ledger_id: int, entry_id: int
+) -> Origin:
+    """The origin of one message as the client shows it (see the module docstring).
+
+    >>> origin_of({"georep.origin.cluster": "A", "georep.origin.position": "7:5"}, "p", "B", 3, 1)
+    Origin(cluster='A', ledger_id=7, entry_id=5)
+    >>> origin_of({}, "georep.repl.A", "B", 3, 1)
+    Origin(cluster='A', ledger_id=None, entry_id=None)
+    >>> origin_of({}, "app-1", "B", 3, 1)
+    Origin(cluster='B', ledger_id=3, entry_id=1)
+    """
+    origin_cluster = properties.get(ORIGIN_CLUSTER_PROPERTY)
+    origin_position = properties.get(ORIGIN_POSITION_PROPERTY)
+    if origin_cluster and origin_position:
+        try:
+            origin_ledger, origin_entry = schema.parse_position(origin_position)
+        except ValueError:
+            return Origin(origin_cluster, None, None)
+        return Origin(origin_cluster, origin_ledger, origin_entry)
+    if producer_name.startswith(REPLICATION_PRODUCER_PREFIX):
+        return Origin(producer_name.removeprefix(REPLICATION_PRODUCER_PREFIX), None, None)
+    return Origin(cluster, ledger_id, entry_id)
+
+
+@dataclass
+class RowBuffer:
+    """Rows of one table, column by column, flushed to a ParquetWriter as row groups."""
+
+    table_schema: pa.Schema
+    writer: pq.ParquetWriter
+    columns: dict[str, list] = field(default_factory=dict)
+    rows: int = 0
+    written: int = 0
+
+    def __post_init__(self) -> None:
+        self.columns = {name: [] for name in self.table_schema.names}
+
+    def append(self, row: dict[str, Any]) -> None:
+        for name, values in self.columns.items():
+            values.append(row[name])
+        self.rows += 1
+        if self.rows >= limits.export_row_group_rows_max:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        batch = pa.RecordBatch.from_pydict(self.columns, schema=self.table_schema)
+        self.writer.write_batch(batch, row_group_size=limits.export_row_group_rows_max)
+        self.written += self.rows
+        self.columns = {name: [] for name in self.table_schema.names}
+        self.rows = 0
+
+
+class TableFile:
+    """One Parquet file written under a hidden name, renamed into place on ``commit``."""
+
+    def __init__(self, directory: Path, table: str, cluster: str) -> None:
+        self.final = directory / table / f"{_file_name(cluster)}.parquet"
+        self.partial = self.final.with_name(f".{self.final.name}.partial")
+        self.final.parent.mkdir(parents=True, exist_ok=True)
+        table_schema = schema.SCHEMAS[table]
+        self.writer = pq.ParquetWriter(self.partial, table_schema, compression="zstd")
+        self.buffer = RowBuffer(table_schema, self.writer)
+
+    def commit(self) -> int:
+        self.buffer.flush()
+        self.writer.close()
+        os.replace(self.partial, self.final)
+        return self.buffer.written
+
+    def abandon(self) -> None:
+        self.writer.close()
+        self.partial.unlink(missing_ok=True)
+
+
+def _file_name(cluster: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in cluster) or "cluster"
+
+
+class Progress:
+    """A line on stderr at most every ``interval_s`` seconds."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self.started = time.monotonic()
+        self.last = self.started
+
+    def tick(self, text: str, messages: int) -> None:
+        if self.interval_s <= 0:
+            return
+        now = time.monotonic()
+        if now - self.last >= self.interval_s:
+            self.last = now
+            rate = messages / max(now - self.started, 1e-9)
+            print(f"export: {messages} messages ({rate:.0f}/s); {text}", file=sys.stderr)
+
+
+# --- the export ---------------------------------------------------------------------
+def export(
+    *,
+    admin_url: str,
+    service_url: str,
+    out: Path,
+    pattern: str = "*",
+    cluster: str | None = None,
+    progress_interval_s: float = limits.export_progress_interval_s_default,
+) -> dict[str, Any]:
+    import pulsar  # the official client; imported here so `georep --help` stays light
+
+    admin = AdminClient(admin_url, os.environ.get(TOKEN_ENV))
+    cluster = cluster or admin.cluster_name()
+    partitions = sorted(
+        name
+        for name in admin.topic_partitions()
+        if fnmatch.fnmatchcase(name, pattern)
+        or fnmatch.fnmatchcase(schema.split_partition(name)[0], pattern)
+    )
+    if not partitions:
+        raise ExportError(f"no topic of cluster {cluster} matches {pattern!r}")
+    if len(partitions) > limits.export_topics_count_max:
+        raise ExportError(
+            f"{len(partitions)} topic partitions match {pattern!r}; at most "
+            f"{limits.export_topics_count_max} per export (narrow --topics)"
+        )
+
+    messages = TableFile(out, schema.MESSAGES, cluster)
+    subscriptions = TableFile(out, schema.SUBSCRIPTIONS, cluster)
+    progress = Progress(progress_interval_s)
+    counts = {"messages": 0, "unmapped": 0, "subscriptions": 0}
+    try:
+        client = pulsar.Client(
+            service_url,
+            operation_timeout_seconds=30,
+            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+        )
+    except Exception as error:  # the client raises its own types for a bad URL
+        messages.abandon()
+        subscriptions.abandon()
+        raise ExportError(f"cannot open a client on {service_url}: {error}") from None
+    try:
+        for name in partitions:
+            _read_partition(pulsar, client, name, cluster, messages.buffer, counts, progress)
+            _capture_subscriptions(admin, name, cluster, subscriptions.buffer, counts)
+        written = messages.commit(), subscriptions.commit()
+    except BaseException:
+        messages.abandon()
+        subscriptions.abandon()
+        raise
+    finally:
+        client.close()
+    return {
+        "cluster": cluster,
+        "topic_partitions": len(partitions),
+        "messages": written[0],
+        "subscriptions": written[1],
+        "unmapped_copies": counts["unmapped"],
+        "out": str(out),
+        "schema_version": schema.SCHEMA_VERSION,
+    }
+
+
+def _read_partition(
+    pulsar: Any,
+    client: Any,
+    name: str,
+    cluster: str,
+    rows: RowBuffer,
+    counts: dict[str, int],
+    progress: Progress,
+) -> None:
+    topic, partition = schema.split_partition(name)
+    try:
+        reader = client.create_reader(
+            name,
+            pulsar.MessageId.earliest,
+            receiver_queue_size=limits.export_receiver_queue_messages_max,
+        )
+    except pulsar.PulsarException as error:
+        raise ExportError(f"cannot read {name}: {error}") from None
+    try:
+        while reader.has_message_available():
+            message = reader.read_next(timeout_millis=limits.export_read_timeout_ms_max)
+            message_id = message.message_id()
+            ledger_id, entry_id = message_id.ledger_id(), message_id.entry_id()
+            origin = origin_of(
+                message.properties(), message.producer_name(), cluster, ledger_id, entry_id
+            )
+            if origin.ledger_id is None:
+                counts["unmapped"] += 1
+            event_ms = message.event_timestamp()
+            rows.append(
+                {
+                    "schema_version": schema.SCHEMA_VERSION,
+                    "cluster": cluster,
+                    "topic": topic,
+                    "partition": partition,
+                    "ledger_id": ledger_id,
+                    "entry_id": entry_id,
+                    "batch_index": message_id.batch_index(),
+                    "origin_cluster": origin.cluster,
+                    "origin_ledger_id": origin.ledger_id,
+                    "origin_entry_id": origin.entry_id,
+                    "key": message.partition_key() or None,
+                    "publish_time": message.publish_timestamp(),
+                    "event_time": event_ms or None,
+                    "size": len(message.data()),
+                }
+            )
+            counts["messages"] += 1
+            progress.tick(name, counts["messages"])
+    except pulsar.PulsarException as error:
+        raise ExportError(f"reading {name} failed: {error}") from None
+    finally:
+        reader.close()
+
+
+def _capture_subscriptions(
+    admin: AdminClient, name: str, cluster: str, rows: RowBuffer, counts: dict[str, int]
+) -> None:
+    topic, partition = schema.split_partition(name)
+    stats = admin.internal_stats(name)
+    captured_at = int(time.time() * 1000)
+    cursors = stats.get("cursors") or {}
+    if not isinstance(cursors, dict):
+        raise ExportError(f"internalStats of {name}: cursors is not an object")
+    for subscription, cursor in sorted(cursors.items()):
+        try:
+            mark_delete = schema.parse_position(cursor["markDeletePosition"])
+            ranges = schema.parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
+        except (KeyError, TypeError, ValueError) as error:
+            raise ExportError(
+                f"internalStats of {name}, cursor {subscription!r}: {error}"
+            ) from None
+        rows.append(
+            {
+                "schema_version": schema.SCHEMA_VERSION,
+                "cluster": cluster,
+                "topic": topic,
+                "partition": partition,
+                "subscription": subscription,
+                "mark_delete_ledger_id": mark_delete[0],
+                "mark_delete_entry_id": mark_delete[1],
+                "individually_deleted": [
+                    {
+                        "lower_ledger_id": lower[0],
+                        "lower_entry_id": lower[1],
+                        "upper_ledger_id": upper[0],
+                        "upper_entry_id": upper[1],
+                    }
+                    for lower, upper in ranges
+                ],
+                "captured_at": captured_at,
+            }
+        )
+        counts["subscriptions"] += 1

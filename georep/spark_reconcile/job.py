@@ -1,0 +1,470 @@
+"""``georep reconcile``: the Spark job of DESIGN §8.
+
+Run as ``georep reconcile --input A/ B/ [--deliveries LOG] --out OUT`` (Spark in local
+mode, ``local[*]``, unless ``--master`` names another), or as
+``spark-submit georep/spark_reconcile/job.py --input ... --out ...`` (the master and
+resources are then spark-submit's). The Spark UI is off unless ``--ui``.
+
+Steps: check the inputs' footers (``inputs.py``; bad input fails here, before Spark
+starts), load them, run the transformations of ``reconciliation.py``, write each result
+as a Parquet table under OUT, collect the small aggregates (bounded by
+``limits.reconcile_report_*``) into OUT/summary.json and the page OUT/report.html.
+
+Tables written under OUT (every one a directory of Parquet files):
+
+==========================  =============================================================
+link_summary                per topic, origin and replica: published, copied, missing,
+                            duplicated, unmapped copies
+replication_gap             each message of an origin with no copy on a replica
+replication_gaps            per topic partition and link: gap size, first/last publish
+                            time, first/last origin position
+translated_positions        per subscription and origin range (-1 = MDP): where the
+                            copies of its messages lie on the replica, how many the
+                            replica's subscription acknowledged
+subscription_summary        per subscription and link: MDPs (origin, translated, replica),
+                            acknowledged on origin, redelivery risk, skip risk
+redelivery_risk             each copy acknowledged on the origin and not on the replica
+skip_risk                   each copy acknowledged on the replica and not on the origin
+duplicate_copies            identities stored more than once on one replica
+observed_duplicates         (with --deliveries) identities delivered more than once
+observed_losses             (with --deliveries) messages never delivered, with a cause
+==========================  =============================================================
+
+Exit status: 0 done, 2 bad input (one line on stderr saying what and where), 1 Spark
+failed (its message's first lines on stderr). Never a stack trace for these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __name__ == "__main__" and not __package__:
+    # Run by spark-submit as a script: this file's directory must not shadow top-level
+    # modules (it holds schema.py, errors.py, ...), and georep must be importable.
+    _here = Path(__file__).resolve()
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _here.parent]
+    sys.path.insert(0, str(_here.parents[2]))
+
+from georep import limits
+from georep.spark_reconcile.errors import ReconcileError
+from georep.spark_reconcile.inputs import CheckedExports, check_exports
+
+SUBMIT_ENV = "PYSPARK_GATEWAY_PORT"  # set for the Python driver spark-submit starts
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input",
+        required=True,
+        nargs="+",
+        metavar="DIR",
+        help="export directories (`georep export --out`), one per cluster",
+    )
+    parser.add_argument(
+        "--deliveries",
+        default=None,
+        metavar="FILE",
+        help="a drill's delivery log: JSON lines or Parquet",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="output directory: Parquet tables, summary.json, report.html",
+    )
+    parser.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="Spark master (default: local[*], or spark-submit's)",
+    )
+    parser.add_argument("--ui", action="store_true", help="serve the Spark UI while running")
+    parser.add_argument(
+        "--driver-memory-mib",
+        type=int,
+        default=limits.reconcile_driver_memory_mib_default,
+        metavar="MIB",
+        help="driver memory when this command starts Spark itself",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting (repeatable)",
+    )
+    parser.add_argument("--title", default="georep reconciliation", help="report title")
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        checked = check_exports(args.input)
+        if args.deliveries and not Path(args.deliveries).exists():
+            raise ReconcileError(f"deliveries {args.deliveries}: no such file")
+        conf = _parse_conf(args.conf)
+        spark = start_spark(master=args.master, ui=args.ui,
+                            driver_memory_mib=args.driver_memory_mib, conf=conf)  # fmt: skip
+        try:
+            totals = reconcile(spark, checked, args.deliveries, args.out, title=args.title)
+        finally:
+            spark.stop()
+    except ReconcileError as error:
+        print(f"georep reconcile: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        if not _is_spark_error(error):
+            raise
+        print(f"georep reconcile: Spark failed: {_head(error)}", file=sys.stderr)
+        return 1
+    totals["wall_s"] = round(time.monotonic() - started, 3)
+    print(json.dumps(totals, sort_keys=True))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="job.py", description=__doc__.splitlines()[0])
+    configure(parser)
+    return run(parser.parse_args(argv))
+
+
+def _parse_conf(pairs: list[str]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise ReconcileError(f"--conf {pair!r} is not KEY=VALUE")
+        conf[key.strip()] = value
+    return conf
+
+
+def _is_spark_error(error: BaseException) -> bool:
+    module = type(error).__module__ or ""
+    return module.startswith(("pyspark", "py4j"))
+
+
+def _head(error: BaseException, lines: int = 3) -> str:
+    text = [line for line in str(error).strip().splitlines() if line.strip()]
+    return " | ".join(text[:lines]) or type(error).__name__
+
+
+def start_spark(
+    *,
+    master: str | None = None,
+    ui: bool = False,
+    driver_memory_mib: int = limits.reconcile_driver_memory_mib_default,
+    conf: dict[str, str] | None = None,
+):
+    from pyspark.sql import SparkSession
+
+    under_submit = SUBMIT_ENV in os.environ
+    builder = SparkSession.builder.appName("georep-reconcile")
+    if master:
+        builder = builder.master(master)
+    elif not under_submit:
+        builder = builder.master("local[*]")
+    settings = {
+        "spark.ui.enabled": "true" if ui else "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.showConsoleProgress": "true",
+    }
+    if not under_submit:
+        settings["spark.driver.memory"] = f"{driver_memory_mib}m"
+        settings["spark.sql.shuffle.partitions"] = str(limits.reconcile_shuffle_partitions_default)
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+class _Steps:
+    """``reconcile: [n/total] what`` on stderr, one line per step."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total, self.done, self.quiet = total, 0, quiet
+        self.started = time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        self.done += 1
+        if not self.quiet:
+            elapsed = time.monotonic() - self.started
+            print(f"reconcile: [{self.done}/{self.total}] {what} ({elapsed:.1f} s)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+
+def reconcile(
+    spark,
+    checked: CheckedExports,
+    deliveries_path: str | None,
+    out: Path,
+    *,
+    title: str = "georep reconciliation",
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Run the reconciliation on ``spark``; write the tables, summary.json and
+    report.html under ``out``; return the totals."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from georep.spark_reconcile import reconciliation as R
+    from georep.spark_reconcile import report
+    from georep.spark_reconcile.inputs import load
+
+    keep = StorageLevel.MEMORY_AND_DISK
+    step = _Steps(14 if deliveries_path else 12, quiet)
+    out.mkdir(parents=True, exist_ok=True)
+    inputs = load(spark, checked, deliveries_path)
+    step("inputs checked")
+
+    messages = inputs.messages.persist(keep)
+    subscriptions = inputs.subscriptions.persist(keep)
+    local = R.local_messages(messages)
+    replica_copies = R.copies(messages)
+    link_rows = R.links(messages).persist(keep)
+    ranges = R.acknowledged_ranges(subscriptions).persist(keep)
+    pieces = R.range_pieces(ranges, R.ledgers(messages)).persist(keep)
+    piece_count = pieces.count()
+    step(f"acknowledged ranges cut into {piece_count} pieces")
+
+    acked = R.acknowledged(
+        messages, pieces, broadcast=piece_count <= limits.reconcile_broadcast_pieces_max
+    ).persist(keep)
+    translation = R.acked_translation(acked, replica_copies, link_rows, subscriptions).persist(keep)
+    gap = R.replication_gap(local, replica_copies, link_rows).persist(keep)
+    skips = R.skip_risk(acked, local, subscriptions).persist(keep)
+    risk = R.redelivery_risk(translation)
+
+    def write(frame, name: str, *, small: bool = False) -> None:
+        if small:
+            frame = frame.coalesce(1)
+        frame.write.mode("overwrite").parquet(str(out / name))
+        step(f"wrote {name}")
+
+    write(R.translated_positions(translation, ranges), "translated_positions")
+    write(risk, "redelivery_risk")
+    write(skips, "skip_risk")
+    write(gap, "replication_gap")
+    gaps = R.gap_summary(gap).persist(keep)
+    duplicates = R.duplicate_copies(replica_copies).persist(keep)
+    write(gaps, "replication_gaps", small=True)
+    write(duplicates, "duplicate_copies", small=True)
+    links_table = R.link_summary(
+        local, replica_copies, link_rows, gaps, duplicates, R.unmapped_copies(messages)
+    ).persist(keep)
+    write(links_table, "link_summary", small=True)
+    subscriptions_table = R.subscription_summary(
+        translation, skips, subscriptions, link_rows
+    ).persist(keep)
+    write(subscriptions_table, "subscription_summary", small=True)
+
+    observed = None
+    if inputs.deliveries is not None:
+        observed = R.observed(inputs.deliveries, local, gap)
+        observed = R.Observed(
+            duplicates=observed.duplicates.persist(keep), losses=observed.losses.persist(keep)
+        )
+        write(observed.duplicates, "observed_duplicates")
+        write(observed.losses, "observed_losses")
+
+    totals = _totals(F, checked, messages, links_table, subscriptions_table, observed)
+    timelines = _timelines(
+        spark, F, R, local, gap, risk, skips, observed, links_table, subscriptions_table
+    )
+    step("timelines collected")
+    tables = _report_tables(F, links_table, gaps, subscriptions_table, spark, out, observed,
+                            duplicates)  # fmt: skip
+    page = report.render(title=title, totals=totals, tables=tables, timelines=timelines)
+    (out / "report.html").write_text(page, encoding="utf-8")
+    (out / "summary.json").write_text(json.dumps(totals, indent=2, sort_keys=True) + "\n")
+    step("report.html written")
+    spark.catalog.clearCache()
+    return totals
+
+
+def _totals(F, checked, messages, links_table, subscriptions_table, observed) -> dict:
+    """Every total in one Spark job: single-row aggregates joined side by side."""
+    parts = [
+        messages.agg(
+            F.countDistinct("cluster").alias("clusters"),
+            F.countDistinct("topic").alias("topics"),
+        ),
+        links_table.agg(
+            F.count(F.lit(1)).alias("links"),
+            F.sum("gap_messages").alias("replication_gap"),
+            F.sum("duplicate_copies").alias("duplicate_copies"),
+            F.sum("unmapped_copies").alias("unmapped_copies"),
+        ),
+        subscriptions_table.agg(
+            F.countDistinct("topic", "partition", "subscription").alias("subscriptions"),
+            F.sum("acked_on_origin").alias("acked_on_origin"),
+            F.sum("redelivery_risk").alias("redelivery_risk"),
+            F.sum("skip_risk").alias("skip_risk"),
+        ),
+    ]
+    if observed is not None:
+        parts.append(observed.duplicates.agg(F.count(F.lit(1)).alias("observed_duplicates")))
+        parts.append(observed.losses.agg(F.count(F.lit(1)).alias("observed_losses")))
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined.crossJoin(part)
+    totals = {"messages": checked.rows["messages"], **combined.collect()[0].asDict()}
+    return {k: int(v or 0) for k, v in totals.items()}
+
+
+def _timelines(spark, F, R, local, gap, risk, skips, observed, links_table, subs_table):
+    """Per chosen topic (most problems first, at most ``reconcile_report_topics_max``):
+    counts per bucket of each series."""
+    per_topic = (
+        links_table.groupBy("topic")
+        .agg(F.sum(F.col("gap_messages") + F.col("duplicate_copies")).alias("problems"))
+        .unionByName(
+            subs_table.groupBy("topic").agg(
+                F.sum(F.col("redelivery_risk") + F.col("skip_risk")).alias("problems")
+            )
+        )
+        .unionByName(local.select("topic", F.lit(0).cast("long").alias("problems")).distinct())
+        .groupBy("topic")
+        .agg(F.sum("problems").alias("problems"))
+        .orderBy(F.desc("problems"), "topic")
+        .limit(limits.reconcile_report_topics_max)
+    )
+    chosen = [row.topic for row in per_topic.collect()]
+    if not chosen:
+        return {}
+    bounds = R.timeline_bounds(local.where(F.col("topic").isin(chosen))).persist()
+    series = [
+        R.timeline_counts(local, bounds, "published"),
+        R.timeline_counts(gap, bounds, "replication_gap"),
+        R.timeline_counts(risk, bounds, "redelivery_risk"),
+        R.timeline_counts(skips, bounds, "skip_risk"),
+    ]
+    if observed is not None:
+        series.append(
+            R.timeline_counts(
+                observed.duplicates.where(F.col("publish_time").isNotNull()),
+                bounds,
+                "observed_duplicates",
+            )
+        )
+        series.append(R.timeline_counts(observed.losses, bounds, "observed_losses"))
+    counts = series[0]
+    for more in series[1:]:
+        counts = counts.unionByName(more)
+    buckets = limits.reconcile_timeline_buckets_max
+    names = ["published", "replication_gap", "redelivery_risk", "skip_risk"]
+    if observed is not None:
+        names += ["observed_duplicates", "observed_losses"]
+    timelines: dict[str, dict[str, Any]] = {}
+    for row in bounds.collect():
+        timelines[row.topic] = {
+            "first_ms": row.first_ms,
+            "last_ms": row.last_ms,
+            "series": {name: [0] * buckets for name in names},
+        }
+    for row in counts.collect():  # at most topics x buckets x series rows
+        timelines[row.topic]["series"][row.series][row.bucket] = row.messages
+    bounds.unpersist()
+    return {topic: timelines[topic] for topic in chosen if topic in timelines}
+
+
+def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, duplicates):
+    rows_max = limits.reconcile_report_rows_max
+
+    def rows(frame, order):
+        """The first ``rows_max`` rows, and ``rows_max + 1`` when there are more."""
+        shown = [row.asDict() for row in frame.orderBy(*order).limit(rows_max + 1).collect()]
+        return shown[:rows_max], len(shown)
+
+    tables = []
+    link_rows, total = rows(
+        links_table.select("topic", "origin_cluster", "replica_cluster", "origin_messages",
+                           "copies", "gap_messages", "gap_first_publish_time",
+                           "gap_last_publish_time", "duplicate_copies", "unmapped_copies"),
+        [F.desc("gap_messages"), "topic", "origin_cluster", "replica_cluster"],
+    )  # fmt: skip
+    tables.append(("Replication links",
+                   "Per topic and link: messages published on the origin, copies on the "
+                   "replica, messages missing there (replication gap) with their publish-time "
+                   "window, identities stored twice, copies whose origin the export could not "
+                   "see (batches replicated by the gateway; not compared).",
+                   link_rows, total))  # fmt: skip
+    gap_rows, total = rows(
+        gaps.select("topic", "partition", "origin_cluster", "replica_cluster", "gap_messages",
+                    "gap_first_publish_time", "gap_last_publish_time",
+                    F.concat_ws(":", "gap_first_ledger_id", "gap_first_entry_id")
+                    .alias("first_origin_position"),
+                    F.concat_ws(":", "gap_last_ledger_id", "gap_last_entry_id")
+                    .alias("last_origin_position")),
+        [F.desc("gap_messages"), "topic", "partition"],
+    )  # fmt: skip
+    tables.append(("Replication gaps",
+                   "Per topic partition: messages on the origin with no copy on the replica, "
+                   "and the window of their publish times and origin positions.",
+                   gap_rows, total))  # fmt: skip
+    sub_rows, total = rows(
+        subs_table.select(
+            "topic", "partition", "subscription", "origin_cluster", "replica_cluster",
+            F.concat_ws(":", "origin_mdp_ledger_id", "origin_mdp_entry_id").alias("origin_mdp"),
+            F.concat_ws(":", "translated_mdp_ledger_id", "translated_mdp_entry_id")
+            .alias("translated_mdp"),
+            F.concat_ws(":", "replica_mdp_ledger_id", "replica_mdp_entry_id")
+            .alias("replica_mdp"),
+            "replica_subscription_present", "acked_on_origin", "copies_acked_on_replica",
+            "redelivery_risk", "skip_risk"),
+        [F.desc("redelivery_risk"), F.desc("skip_risk"), "topic", "partition", "subscription"],
+    )  # fmt: skip
+    tables.append(("Subscriptions",
+                   "Per subscription and link: the origin's mark-delete position, where it "
+                   "lands on the replica (translated: the copy of the last message it covers), "
+                   "the replica's own; messages acknowledged on the origin, their copies "
+                   "acknowledged on the replica; redelivery risk (acknowledged on the origin, "
+                   "not on the replica: duplicates after failover) and skip risk (the reverse: "
+                   "losses after failover).",
+                   sub_rows, total))  # fmt: skip
+    duplicate_rows, total = rows(
+        duplicates.select("replica_cluster", "topic", "partition", "origin_cluster",
+                          "origin_ledger_id", "origin_entry_id", "batch_index", "copies"),
+        [F.desc("copies"), "topic"],
+    )  # fmt: skip
+    tables.append(("Duplicate copies",
+                   "Identities stored more than once on one replica.",
+                   duplicate_rows, total))  # fmt: skip
+    if observed is not None:
+        kinds, total = rows(
+            observed.duplicates.groupBy("topic", "subscription", "kind").agg(
+                F.count(F.lit(1)).alias("messages"),
+                F.sum(F.col("deliveries") - 1).alias("extra_deliveries"),
+            ),
+            [F.desc("messages"), "topic", "subscription"],
+        )
+        tables.append(("Observed duplicates",
+                       "From the delivery log: messages delivered more than once, by when "
+                       "(before the failover, after it, or across it).",
+                       kinds, total))  # fmt: skip
+        causes, total = rows(
+            observed.losses.groupBy("topic", "subscription", "cause").agg(
+                F.count(F.lit(1)).alias("messages"),
+                F.min("publish_time").alias("first_publish_time"),
+                F.max("publish_time").alias("last_publish_time"),
+            ),
+            [F.desc("messages"), "topic", "subscription"],
+        )
+        tables.append(("Observed losses",
+                       "From the delivery log: messages published on a topic a subscription "
+                       "consumed that it never received, and why (a replication gap, or not "
+                       "delivered).",
+                       causes, total))  # fmt: skip
+    return tables
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,510 @@
+"""The reconciliation as DataFrame transformations (no I/O, no UDFs, nothing collected).
+
+Vocabulary (``schema.py`` has the input columns):
+
+- a **local** message is one published on the cluster that exported it
+  (``cluster == origin_cluster``); a **copy** is one replicated into it from elsewhere;
+- a **link** (topic, origin cluster O, replica cluster R) exists when R holds at least one
+  copy of a message O published on that topic. Only links are compared: a cluster that
+  does not replicate a topic is not "missing" its messages;
+- a **position** is (ledger id, entry id); the **identity** of a message is (origin
+  cluster, origin ledger id, origin entry id, batch index), the same on every cluster.
+
+**Acknowledged ranges as a range join.** A subscription acknowledges everything up to its
+mark-delete position (MDP) and its individually deleted ranges ``(lower, upper]``. Both
+are turned into *ranges* (the MDP is range -1: ``((-1, -1), MDP]``); each range is cut
+into *pieces*, one per ledger it covers (clamped to the entries that ledger holds in the
+index) and per bucket of ``limits.reconcile_range_bucket_entries`` entry ids. A message
+then joins the pieces of its own (cluster, topic, partition, ledger, bucket) and tests
+``first_entry <= entry_id <= last_entry``. Worked example with buckets of 1024: range
+``(5:100..7:10]`` over ledgers 5 (entries 0..3000), 6 (0..99) and 7 (0..500) gives pieces
+5:[101..3000] in buckets 0, 1, 2; 6:[0..99] in bucket 0; 7:[0..10] in bucket 0 — six rows
+however many entries the range covers, where exploding it would give 3010. A message
+compares itself with at most the pieces of one bucket, so no pair count blows up either.
+Pieces are few (at most ranges + entries / bucket), so they are broadcast when under
+``limits.reconcile_broadcast_pieces_max``, and the messages are not shuffled at all.
+
+Ranges of one cursor are disjoint and above its MDP, so a message meets at most one piece
+per subscription. Acknowledgements are per entry, as in ``internalStats``: a batch entry
+partly acknowledged (batch-index acks) counts as not acknowledged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from georep import limits
+from georep.spark_reconcile.schema import SYSTEM_SUBSCRIPTION_PREFIXES
+
+IDENTITY = ["origin_cluster", "origin_ledger_id", "origin_entry_id", "batch_index"]
+PLACE = ["topic", "partition"]
+SUBSCRIPTION_KEY = ["cluster", "topic", "partition", "subscription"]
+MDP_RANGE_ID = -1
+
+_BUCKET_BITS = limits.reconcile_range_bucket_entries.bit_length() - 1
+
+
+def is_system_subscription(column: Column) -> Column:
+    condition = F.lit(False)
+    for prefix in SYSTEM_SUBSCRIPTION_PREFIXES:
+        condition = condition | column.startswith(prefix)
+    return condition
+
+
+def local_messages(messages: DataFrame) -> DataFrame:
+    return messages.where(F.col("cluster") == F.col("origin_cluster"))
+
+
+def copies(messages: DataFrame) -> DataFrame:
+    """Replicated copies whose origin position is known, with the replica's position."""
+    return messages.where(
+        (F.col("cluster") != F.col("origin_cluster")) & F.col("origin_ledger_id").isNotNull()
+    ).select(
+        F.col("cluster").alias("replica_cluster"),
+        *PLACE,
+        *IDENTITY,
+        F.col("ledger_id").alias("replica_ledger_id"),
+        F.col("entry_id").alias("replica_entry_id"),
+    )
+
+
+def unmapped_copies(messages: DataFrame) -> DataFrame:
+    """Copies whose origin position the export could not see, counted per topic."""
+    return (
+        messages.where(F.col("origin_ledger_id").isNull())
+        .groupBy(F.col("cluster").alias("replica_cluster"), "topic", "origin_cluster")
+        .agg(F.count(F.lit(1)).alias("unmapped_copies"))
+    )
+
+
+def links(messages: DataFrame) -> DataFrame:
+    """(topic, origin_cluster, replica_cluster) for every pair with at least one copy."""
+    return (
+        messages.where(F.col("cluster") != F.col("origin_cluster"))
+        .select("topic", "origin_cluster", F.col("cluster").alias("replica_cluster"))
+        .distinct()
+    )
+
+
+def ledgers(messages: DataFrame) -> DataFrame:
+    """The entries each ledger holds in the index: (cluster, topic, partition, ledger_id,
+    first_entry, last_entry)."""
+    return messages.groupBy("cluster", *PLACE, "ledger_id").agg(
+        F.min("entry_id").alias("ledger_first_entry"),
+        F.max("entry_id").alias("ledger_last_entry"),
+    )
+
+
+def acknowledged_ranges(subscriptions: DataFrame) -> DataFrame:
+    """Every subscription's MDP (range -1) and individually deleted ranges, each as
+    ``(lower, upper]`` with a ``range_id``."""
+    mark_delete = subscriptions.select(
+        *SUBSCRIPTION_KEY,
+        F.lit(MDP_RANGE_ID).alias("range_id"),
+        F.lit(-1).cast("long").alias("lower_ledger_id"),
+        F.lit(-1).cast("long").alias("lower_entry_id"),
+        F.col("mark_delete_ledger_id").alias("upper_ledger_id"),
+        F.col("mark_delete_entry_id").alias("upper_entry_id"),
+    )
+    individual = subscriptions.select(
+        *SUBSCRIPTION_KEY, F.posexplode("individually_deleted").alias("range_id", "range")
+    ).select(
+        *SUBSCRIPTION_KEY,
+        "range_id",
+        F.col("range.lower_ledger_id").alias("lower_ledger_id"),
+        F.col("range.lower_entry_id").alias("lower_entry_id"),
+        F.col("range.upper_ledger_id").alias("upper_ledger_id"),
+        F.col("range.upper_entry_id").alias("upper_entry_id"),
+    )
+    return mark_delete.unionByName(individual)
+
+
+def range_pieces(ranges: DataFrame, ledger_entries: DataFrame) -> DataFrame:
+    """Each range cut per ledger and bucket (see the module docstring)."""
+    joined = ranges.join(ledger_entries, on=["cluster", *PLACE]).where(
+        F.col("ledger_id").between(F.col("lower_ledger_id"), F.col("upper_ledger_id"))
+    )
+    first = F.when(
+        F.col("ledger_id") == F.col("lower_ledger_id"),
+        F.greatest(F.col("lower_entry_id") + 1, F.col("ledger_first_entry")),
+    ).otherwise(F.col("ledger_first_entry"))
+    last = F.when(
+        F.col("ledger_id") == F.col("upper_ledger_id"),
+        F.least(F.col("upper_entry_id"), F.col("ledger_last_entry")),
+    ).otherwise(F.col("ledger_last_entry"))
+    pieces = (
+        joined.select(*SUBSCRIPTION_KEY, "range_id", "ledger_id",
+                      first.alias("first_entry"), last.alias("last_entry"))
+        .where(F.col("first_entry") <= F.col("last_entry"))
+    )  # fmt: skip
+    return pieces.select(
+        "*",
+        F.explode(
+            F.sequence(
+                F.shiftright("first_entry", _BUCKET_BITS), F.shiftright("last_entry", _BUCKET_BITS)
+            )
+        ).alias("bucket"),
+    )
+
+
+def acknowledged(messages: DataFrame, pieces: DataFrame, *, broadcast: bool) -> DataFrame:
+    """One row per (message, subscription) that acknowledged it, with the ``range_id``
+    that did: the range join of the module docstring."""
+    bucketed = messages.withColumn("bucket", F.shiftright("entry_id", _BUCKET_BITS))
+    right = F.broadcast(pieces) if broadcast else pieces
+    return bucketed.join(right, on=["cluster", *PLACE, "ledger_id", "bucket"]).where(
+        F.col("entry_id").between(F.col("first_entry"), F.col("last_entry"))
+    ).select(
+        *SUBSCRIPTION_KEY, "range_id", "ledger_id", "entry_id", "batch_index",
+        "origin_cluster", "origin_ledger_id", "origin_entry_id", "publish_time",
+    )  # fmt: skip
+
+
+def subscription_presence(subscriptions: DataFrame, side: str) -> DataFrame:
+    """(``side``_cluster, topic, partition, subscription) of the non-system subscriptions,
+    with ``side``_subscription_present = true."""
+    return subscriptions.where(~is_system_subscription(F.col("subscription"))).select(
+        F.col("cluster").alias(f"{side}_cluster"),
+        *PLACE,
+        "subscription",
+        F.lit(True).alias(f"{side}_subscription_present"),
+    )
+
+
+def acked_translation(
+    acked: DataFrame, replica_copies: DataFrame, link_rows: DataFrame, subscriptions: DataFrame
+) -> DataFrame:
+    """For every message acknowledged on its origin by a (non-system) subscription, and
+    every replica of its topic: the copy's replica position (null: no copy), whether the
+    same subscription acknowledged the copy there, and whether that subscription exists
+    there at all."""
+    on_origin = acked.where(
+        (F.col("cluster") == F.col("origin_cluster"))
+        & ~is_system_subscription(F.col("subscription"))
+    ).drop("cluster")
+    on_replica = acked.where(F.col("cluster") != F.col("origin_cluster")).select(
+        F.col("cluster").alias("replica_cluster"),
+        *PLACE,
+        "subscription",
+        F.col("ledger_id").alias("replica_ledger_id"),
+        F.col("entry_id").alias("replica_entry_id"),
+        "batch_index",
+        F.lit(True).alias("acked_on_replica"),
+    )
+    return (
+        on_origin.join(F.broadcast(link_rows), on=["topic", "origin_cluster"])
+        .join(replica_copies, on=["replica_cluster", *PLACE, *IDENTITY], how="left")
+        .join(
+            on_replica,
+            on=["replica_cluster", *PLACE, "subscription", "replica_ledger_id",
+                "replica_entry_id", "batch_index"],
+            how="left",
+        )
+        .join(
+            F.broadcast(subscription_presence(subscriptions, "replica")),
+            on=["replica_cluster", *PLACE, "subscription"],
+            how="left",
+        )
+        .select(
+            *PLACE, "subscription", "origin_cluster", "replica_cluster", "range_id",
+            "origin_ledger_id", "origin_entry_id", "batch_index", "publish_time",
+            "replica_ledger_id", "replica_entry_id",
+            F.coalesce("acked_on_replica", F.lit(False)).alias("acked_on_replica"),
+            F.coalesce("replica_subscription_present", F.lit(False))
+            .alias("replica_subscription_present"),
+        )
+    )  # fmt: skip
+
+
+def redelivery_risk(translation: DataFrame) -> DataFrame:
+    """Copies of messages the origin acknowledged that the replica's subscription has not:
+    a consumer failing over to the replica gets them again (would-be duplicates)."""
+    return translation.where(
+        F.col("replica_ledger_id").isNotNull()
+        & ~F.col("acked_on_replica")
+        & F.col("replica_subscription_present")
+    ).drop("acked_on_replica", "replica_subscription_present")
+
+
+def _position(ledger: str, entry: str) -> Column:
+    return F.when(
+        F.col(ledger).isNotNull(), F.struct(F.col(ledger).alias("l"), F.col(entry).alias("e"))
+    )
+
+
+def _flatten(frame: DataFrame, struct_column: str, prefix: str) -> DataFrame:
+    return (
+        frame.withColumn(f"{prefix}_ledger_id", F.col(f"{struct_column}.l"))
+        .withColumn(f"{prefix}_entry_id", F.col(f"{struct_column}.e"))
+        .drop(struct_column)
+    )
+
+
+def translated_positions(translation: DataFrame, ranges: DataFrame) -> DataFrame:
+    """Per origin range (range -1 is the MDP): where the copies of its messages lie on each
+    replica, and how many of them the replica's subscription acknowledged."""
+    grouped = translation.groupBy(
+        *PLACE, "subscription", "origin_cluster", "replica_cluster", "range_id"
+    ).agg(
+        F.count(F.lit(1)).alias("origin_messages"),
+        F.count("replica_ledger_id").alias("copies"),
+        F.sum(F.col("acked_on_replica").cast("long")).alias("copies_acked_on_replica"),
+        F.min(_position("origin_ledger_id", "origin_entry_id")).alias("origin_first"),
+        F.max(_position("origin_ledger_id", "origin_entry_id")).alias("origin_last"),
+        F.min(_position("replica_ledger_id", "replica_entry_id")).alias("replica_first"),
+        F.max(_position("replica_ledger_id", "replica_entry_id")).alias("replica_last"),
+        F.max("replica_subscription_present").alias("replica_subscription_present"),
+    )
+    for column in ("origin_first", "origin_last", "replica_first", "replica_last"):
+        grouped = _flatten(grouped, column, column)
+    bounds = ranges.select(
+        F.col("cluster").alias("origin_cluster"), *PLACE, "subscription", "range_id",
+        F.col("lower_ledger_id").alias("origin_lower_ledger_id"),
+        F.col("lower_entry_id").alias("origin_lower_entry_id"),
+        F.col("upper_ledger_id").alias("origin_upper_ledger_id"),
+        F.col("upper_entry_id").alias("origin_upper_entry_id"),
+    )  # fmt: skip
+    return grouped.join(
+        F.broadcast(bounds), on=["origin_cluster", *PLACE, "subscription", "range_id"], how="left"
+    ).withColumn("copies_not_acked_on_replica", F.col("copies") - F.col("copies_acked_on_replica"))
+
+
+def skip_risk(acked: DataFrame, local: DataFrame, subscriptions: DataFrame) -> DataFrame:
+    """Copies the replica's subscription acknowledged whose original the origin still
+    holds unacknowledged by the same subscription: a consumer failing over would skip
+    them (would-be losses)."""
+    on_replica = acked.where(
+        (F.col("cluster") != F.col("origin_cluster"))
+        & ~is_system_subscription(F.col("subscription"))
+    ).select(
+        *PLACE, "subscription",
+        F.col("cluster").alias("replica_cluster"),
+        *IDENTITY,
+        F.col("ledger_id").alias("replica_ledger_id"),
+        F.col("entry_id").alias("replica_entry_id"),
+    )  # fmt: skip
+    on_origin = acked.where(F.col("cluster") == F.col("origin_cluster")).select(
+        *PLACE, "subscription", *IDENTITY
+    )
+    held = local.select(*PLACE, *IDENTITY, "publish_time")
+    return (
+        on_replica.join(
+            F.broadcast(subscription_presence(subscriptions, "origin")),
+            on=["origin_cluster", *PLACE, "subscription"],
+        )
+        .join(held, on=[*PLACE, *IDENTITY])
+        .join(on_origin, on=[*PLACE, "subscription", *IDENTITY], how="left_anti")
+        .drop("origin_subscription_present")
+    )
+
+
+def replication_gap(local: DataFrame, replica_copies: DataFrame, link_rows: DataFrame) -> DataFrame:
+    """Messages published on an origin with no copy on a replica of their topic."""
+    present = replica_copies.select("replica_cluster", *PLACE, *IDENTITY)
+    return (
+        local.select(*PLACE, *IDENTITY, "key", "publish_time")
+        .join(F.broadcast(link_rows), on=["topic", "origin_cluster"])
+        .join(present, on=["replica_cluster", *PLACE, *IDENTITY], how="left_anti")
+    )
+
+
+def gap_summary(gap: DataFrame) -> DataFrame:
+    """Per topic partition and link: how many messages are missing, and when and where
+    the missing stretch begins and ends on the origin."""
+    grouped = gap.groupBy(*PLACE, "origin_cluster", "replica_cluster").agg(
+        F.count(F.lit(1)).alias("gap_messages"),
+        F.min("publish_time").alias("gap_first_publish_time"),
+        F.max("publish_time").alias("gap_last_publish_time"),
+        F.min(_position("origin_ledger_id", "origin_entry_id")).alias("first"),
+        F.max(_position("origin_ledger_id", "origin_entry_id")).alias("last"),
+    )
+    return _flatten(_flatten(grouped, "first", "gap_first"), "last", "gap_last")
+
+
+def duplicate_copies(replica_copies: DataFrame) -> DataFrame:
+    """Identities stored more than once on one replica (replication deduplication failed)."""
+    return (
+        replica_copies.groupBy("replica_cluster", *PLACE, *IDENTITY)
+        .agg(
+            F.count(F.lit(1)).alias("copies"),
+            F.collect_list(_position("replica_ledger_id", "replica_entry_id")).alias("positions"),
+        )
+        .where(F.col("copies") > 1)
+    )
+
+
+def link_summary(
+    local: DataFrame,
+    replica_copies: DataFrame,
+    link_rows: DataFrame,
+    gaps: DataFrame,
+    duplicates: DataFrame,
+    unmapped: DataFrame,
+) -> DataFrame:
+    """Per (topic, origin, replica): published, copied, missing (and when), duplicated,
+    unmapped."""
+    published = local.groupBy("topic", "origin_cluster").agg(
+        F.count(F.lit(1)).alias("origin_messages")
+    )
+    copied = replica_copies.groupBy("topic", "origin_cluster", "replica_cluster").agg(
+        F.count(F.lit(1)).alias("copies")
+    )
+    missing = gaps.groupBy("topic", "origin_cluster", "replica_cluster").agg(
+        F.sum("gap_messages").alias("gap_messages"),
+        F.min("gap_first_publish_time").alias("gap_first_publish_time"),
+        F.max("gap_last_publish_time").alias("gap_last_publish_time"),
+    )
+    doubled = duplicates.groupBy("topic", "origin_cluster", "replica_cluster").agg(
+        F.sum(F.col("copies") - 1).alias("duplicate_copies")
+    )
+    link_key = ["topic", "origin_cluster", "replica_cluster"]
+    return (
+        link_rows.join(published, on=["topic", "origin_cluster"], how="left")
+        .join(copied, on=link_key, how="left")
+        .join(missing, on=link_key, how="left")
+        .join(doubled, on=link_key, how="left")
+        .join(unmapped, on=link_key, how="left")
+        .fillna(0, subset=["origin_messages", "copies", "gap_messages", "duplicate_copies",
+                           "unmapped_copies"])
+    )  # fmt: skip
+
+
+def subscription_summary(
+    translation: DataFrame, skips: DataFrame, subscriptions: DataFrame, link_rows: DataFrame
+) -> DataFrame:
+    """Per (topic, partition, subscription, origin, replica): acknowledged on the origin,
+    copies acknowledged on the replica, redelivery and skip risk, and the MDPs: the
+    origin's, its translation onto the replica (the last copy of a message below it) and
+    the replica's own."""
+    key = [*PLACE, "subscription", "origin_cluster", "replica_cluster"]
+    risky = (
+        F.col("replica_ledger_id").isNotNull()
+        & ~F.col("acked_on_replica")
+        & F.col("replica_subscription_present")
+    )
+    acked = translation.groupBy(*key).agg(
+        F.count(F.lit(1)).alias("acked_on_origin"),
+        F.count("replica_ledger_id").alias("acked_on_origin_with_copy"),
+        F.sum(F.col("acked_on_replica").cast("long")).alias("copies_acked_on_replica"),
+        F.sum(risky.cast("long")).alias("redelivery_risk"),
+        F.max("replica_subscription_present").alias("replica_subscription_present"),
+        F.max(
+            F.when(
+                F.col("range_id") == MDP_RANGE_ID,
+                _position("replica_ledger_id", "replica_entry_id"),
+            )
+        ).alias("translated_mdp"),
+    )
+    skipped = skips.groupBy(*key).agg(F.count(F.lit(1)).alias("skip_risk"))
+    mdp = subscriptions.select(
+        *PLACE, "subscription", "cluster", "mark_delete_ledger_id", "mark_delete_entry_id"
+    )
+    origin_mdp = mdp.select(
+        F.col("cluster").alias("origin_cluster"), *PLACE, "subscription",
+        F.col("mark_delete_ledger_id").alias("origin_mdp_ledger_id"),
+        F.col("mark_delete_entry_id").alias("origin_mdp_entry_id"),
+    )  # fmt: skip
+    replica_mdp = mdp.select(
+        F.col("cluster").alias("replica_cluster"), *PLACE, "subscription",
+        F.col("mark_delete_ledger_id").alias("replica_mdp_ledger_id"),
+        F.col("mark_delete_entry_id").alias("replica_mdp_entry_id"),
+    )  # fmt: skip
+    pairs = subscription_presence(subscriptions, "origin").join(
+        F.broadcast(link_rows), on=["topic", "origin_cluster"]
+    )
+    summary = (
+        pairs.select(*key)
+        .join(acked, on=key, how="left")
+        .join(skipped, on=key, how="left")
+        .join(F.broadcast(origin_mdp), on=["origin_cluster", *PLACE, "subscription"], how="left")
+        .join(F.broadcast(replica_mdp), on=["replica_cluster", *PLACE, "subscription"],
+              how="left")
+        .fillna(0, subset=["acked_on_origin", "acked_on_origin_with_copy",
+                           "copies_acked_on_replica", "redelivery_risk", "skip_risk"])
+    )  # fmt: skip
+    summary = _flatten(summary, "translated_mdp", "translated_mdp")
+    return summary.withColumn(
+        "replica_subscription_present", F.col("replica_mdp_ledger_id").isNotNull()
+    ).withColumn(
+        "replica_mdp_covers_translated",
+        F.struct("replica_mdp_ledger_id", "replica_mdp_entry_id")
+        >= F.struct("translated_mdp_ledger_id", "translated_mdp_entry_id"),
+    )
+
+
+# --- a drill's delivery log ---------------------------------------------------------
+@dataclass(frozen=True)
+class Observed:
+    duplicates: DataFrame
+    losses: DataFrame
+
+
+def observed(deliveries: DataFrame, local: DataFrame, gap: DataFrame) -> Observed:
+    """What consumers actually saw: identities delivered more than once per
+    subscription (``kind``: ``before``, ``after`` or ``across_failover``), and messages
+    published on the topics a subscription consumed that it never received (``cause``:
+    ``replication_gap`` when a replica lacks them, else ``not_delivered``)."""
+    key = [*PLACE, "subscription", *IDENTITY]
+    per_message = deliveries.groupBy(*key).agg(
+        F.count(F.lit(1)).alias("deliveries"),
+        F.sum((F.col("phase") == "before").cast("long")).alias("deliveries_before"),
+        F.sum((F.col("phase") == "after").cast("long")).alias("deliveries_after"),
+        F.min("delivered_at").alias("first_delivered_at"),
+        F.max("delivered_at").alias("last_delivered_at"),
+        F.array_sort(F.collect_set("cluster")).alias("clusters"),
+    )
+    published = local.select(*PLACE, *IDENTITY, "publish_time")
+    duplicates = (
+        per_message.where(F.col("deliveries") > 1)
+        .withColumn(
+            "kind",
+            F.when(
+                (F.col("deliveries_before") > 0) & (F.col("deliveries_after") > 0),
+                "across_failover",
+            ).otherwise(F.when(F.col("deliveries_after") > 0, "after").otherwise("before")),
+        )
+        .join(published, on=[*PLACE, *IDENTITY], how="left")
+    )
+    consumed = deliveries.select("topic", "subscription").distinct()
+    missing_anywhere = gap.select(*PLACE, *IDENTITY).distinct().withColumn("in_gap", F.lit(True))
+    losses = (
+        published.join(F.broadcast(consumed), on="topic")
+        .join(per_message.select(*key), on=key, how="left_anti")
+        .join(missing_anywhere, on=[*PLACE, *IDENTITY], how="left")
+        .withColumn(
+            "cause",
+            F.when(F.col("in_gap"), "replication_gap").otherwise("not_delivered"),
+        )
+        .drop("in_gap")
+    )
+    return Observed(duplicates=duplicates, losses=losses)
+
+
+def timeline_counts(events: DataFrame, bounds: DataFrame, series: str) -> DataFrame:
+    """(topic, bucket, series, messages) for ``events`` (with topic and publish_time),
+    bucketed along each topic's [first, last] publish time in ``bounds``."""
+    buckets = limits.reconcile_timeline_buckets_max
+    span = F.col("last_ms") - F.col("first_ms") + 1
+    bucket = F.least(
+        F.lit(buckets - 1),
+        F.floor((F.col("publish_ms") - F.col("first_ms")) * buckets / span).cast("int"),
+    )
+    return (
+        events.select("topic", (F.unix_millis("publish_time")).alias("publish_ms"))
+        .join(F.broadcast(bounds), on="topic")
+        .select("topic", bucket.alias("bucket"))
+        .groupBy("topic", "bucket")
+        .agg(F.count(F.lit(1)).alias("messages"))
+        .withColumn("series", F.lit(series))
+    )
+
+
+def timeline_bounds(local: DataFrame) -> DataFrame:
+    """Per topic, first and last publish time (ms) of the messages published on it."""
+    return local.groupBy("topic").agg(
+        F.min(F.unix_millis("publish_time")).alias("first_ms"),
+        F.max(F.unix_millis("publish_time")).alias("last_ms"),
+    )

@@ -1,0 +1,165 @@
+"""The tables ``georep export`` writes and ``georep reconcile`` reads, version 1.
+
+Two tables per cluster, each a Parquet file under the export directory::
+
+    DIR/messages/<cluster>.parquet        one row per data message (markers are not read)
+    DIR/subscriptions/<cluster>.parquet   one row per subscription of a topic partition
+
+Every file carries its schema version twice: a ``schema_version`` column and the
+key-value metadata ``georep.schema_version`` (with ``georep.table`` naming the table), so
+a reader can refuse a file from its footer alone, and a row taken out of its file still
+says what it is.
+
+**Message identity.** A message is known everywhere by its *origin identity*: (origin
+cluster, origin ledger id, origin entry id, batch index). A message published on cluster A
+has origin A and its own position there; its copy on B carries A and A's position in the
+properties ``georep.origin.cluster`` / ``georep.origin.position`` (DESIGN §5), and the same
+batch index because a batch is replicated whole. Example: the third message of a batch
+stored at A 7:5 is (A, 7, 5, 2) on A, and (A, 7, 5, 2) again on B although B stored it at
+3:12. ``batch_index`` is -1 for a message that is not part of a batch, as in Pulsar's
+MessageId; ``partition`` is -1 for a non-partitioned topic.
+
+**Acknowledged ranges** keep Pulsar's ``individuallyDeletedMessages`` meaning: each range is
+open below and closed above, ``(lower, upper]``. Example: ``(3:5..3:7]`` holds 3:6 and 3:7.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+VERSION_KEY = b"georep.schema_version"
+TABLE_KEY = b"georep.table"
+
+MESSAGES = "messages"
+SUBSCRIPTIONS = "subscriptions"
+TABLES = (MESSAGES, SUBSCRIPTIONS)
+
+_TIME = pa.timestamp("ms", tz="UTC")
+
+RANGE_TYPE = pa.struct(
+    [
+        pa.field("lower_ledger_id", pa.int64(), nullable=False),
+        pa.field("lower_entry_id", pa.int64(), nullable=False),
+        pa.field("upper_ledger_id", pa.int64(), nullable=False),
+        pa.field("upper_entry_id", pa.int64(), nullable=False),
+    ]
+)
+
+
+def _metadata(table: str) -> dict[bytes, bytes]:
+    return {VERSION_KEY: str(SCHEMA_VERSION).encode(), TABLE_KEY: table.encode()}
+
+
+MESSAGES_SCHEMA = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("cluster", pa.string(), nullable=False),
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("ledger_id", pa.int64(), nullable=False),
+        pa.field("entry_id", pa.int64(), nullable=False),
+        pa.field("batch_index", pa.int32(), nullable=False),
+        pa.field("origin_cluster", pa.string(), nullable=False),
+        # null when a replicated copy does not show its origin position (see export.py)
+        pa.field("origin_ledger_id", pa.int64()),
+        pa.field("origin_entry_id", pa.int64()),
+        pa.field("key", pa.string()),
+        pa.field("publish_time", _TIME, nullable=False),
+        pa.field("event_time", _TIME),
+        pa.field("size", pa.int32(), nullable=False),
+    ],
+    metadata=_metadata(MESSAGES),
+)
+
+SUBSCRIPTIONS_SCHEMA = pa.schema(
+    [
+        pa.field("schema_version", pa.int32(), nullable=False),
+        pa.field("cluster", pa.string(), nullable=False),
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("partition", pa.int32(), nullable=False),
+        pa.field("subscription", pa.string(), nullable=False),
+        pa.field("mark_delete_ledger_id", pa.int64(), nullable=False),
+        pa.field("mark_delete_entry_id", pa.int64(), nullable=False),
+        pa.field("individually_deleted", pa.list_(RANGE_TYPE), nullable=False),
+        pa.field("captured_at", _TIME, nullable=False),
+    ],
+    metadata=_metadata(SUBSCRIPTIONS),
+)
+
+SCHEMAS = {MESSAGES: MESSAGES_SCHEMA, SUBSCRIPTIONS: SUBSCRIPTIONS_SCHEMA}
+
+#: The delivery log a failover drill writes (JSON lines or Parquet): one row per message
+#: delivered to a consumer. ``delivered_at`` is epoch milliseconds or ISO-8601 in JSON;
+#: ``phase`` is ``before`` or ``after`` the failover. Optional: ``partition`` (else taken
+#: from a ``-partition-N`` topic name, else -1) and ``schema_version`` (must be 1).
+DELIVERY_COLUMNS = (
+    "cluster",
+    "topic",
+    "subscription",
+    "origin_cluster",
+    "origin_ledger_id",
+    "origin_entry_id",
+    "batch_index",
+    "delivered_at",
+    "phase",
+)
+PHASES = ("before", "after")
+
+#: Subscriptions that are machinery, not consumers: replication cursors and the broker's
+#: own. They are exported (they are state) but never paired across clusters.
+SYSTEM_SUBSCRIPTION_PREFIXES = ("georep.repl.", "pulsar.")
+
+PARTITION_SUFFIX = "-partition-"
+
+
+def split_partition(topic: str) -> tuple[str, int]:
+    """``(base name, partition)`` of a topic name; -1 when it names no partition.
+
+    >>> split_partition("persistent://t/ns/orders-partition-3")
+    ('persistent://t/ns/orders', 3)
+    >>> split_partition("persistent://t/ns/orders")
+    ('persistent://t/ns/orders', -1)
+    """
+    base, suffix, index = topic.rpartition(PARTITION_SUFFIX)
+    if suffix and index.isdigit() and (index == "0" or not index.startswith("0")):
+        return base, int(index)
+    return topic, -1
+
+
+def parse_position(text: str) -> tuple[int, int]:
+    """``"L:E"`` -> ``(L, E)``; ValueError on anything else.
+
+    >>> parse_position("7:-1")
+    (7, -1)
+    """
+    ledger, colon, entry = text.strip().partition(":")
+    if not colon:
+        raise ValueError(f"position {text!r} is not ledger:entry")
+    return int(ledger), int(entry)
+
+
+def parse_ranges(text: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Pulsar's ``individuallyDeletedMessages`` text -> ``[(lower, upper), ...]``.
+
+    >>> parse_ranges("[(3:5..3:7], (3:9..4:0]]")
+    [((3, 5), (3, 7)), ((3, 9), (4, 0))]
+    >>> parse_ranges("[]")
+    []
+    """
+    body = text.strip()
+    if not (body.startswith("[") and body.endswith("]")):
+        raise ValueError(f"ranges {text!r} are not [(L:E..L:E], ...]")
+    body = body[1:-1].strip()
+    ranges = []
+    if not body:
+        return ranges
+    for part in body.split(","):
+        part = part.strip()
+        if not (part.startswith("(") and part.endswith("]")):
+            raise ValueError(f"range {part!r} is not (L:E..L:E]")
+        lower, dots, upper = part[1:-1].partition("..")
+        if not dots:
+            raise ValueError(f"range {part!r} is not (L:E..L:E]")
+        ranges.append((parse_position(lower), parse_position(upper)))
+    return ranges
