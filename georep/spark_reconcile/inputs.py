@@ -150,21 +150,17 @@ def _version_of(path: Path, metadata: pq.FileMetaData, file_schema: pa.Schema) -
 
 
 def _check_versions(versions: dict[int, list[str]]) -> None:
-    if set(versions) <= {schema.SCHEMA_VERSION}:
+    foreign = {v: paths for v, paths in versions.items() if v != schema.SCHEMA_VERSION}
+    if not foreign:
         return
-    if len(versions) == 1:
-        ((version, paths),) = versions.items()
-        raise InputError(
-            f"schema version {version} in {_some(paths)}; this georep reads version "
-            f"{schema.SCHEMA_VERSION} (export again with this georep)"
-        )
     described = "; ".join(
-        f"version {version}: {_some(paths)}" for version, paths in sorted(versions.items())
+        f"schema version {version} in {_some(paths)}" for version, paths in sorted(foreign.items())
     )
-    raise InputError(
-        f"mixed schema versions ({described}); this georep reads version "
-        f"{schema.SCHEMA_VERSION}: export every cluster with the same georep"
-    )
+    mixed = ""
+    if len(versions) > 1:
+        listed = ", ".join(str(v) for v in sorted(versions))
+        mixed = f" (the inputs mix versions {listed}: export every cluster with the same georep)"
+    raise InputError(f"{described}; this georep reads version {schema.SCHEMA_VERSION}{mixed}")
 
 
 def _some(paths: list[str], shown: int = 3) -> str:
