@@ -29,9 +29,10 @@ closed. Closing fails every waiting request and tells every producer and consume
 the reason, so they fail their own waiters; nothing reconnects here (the replicator
 decides when, with backoff).
 
-Backpressure: :meth:`write` queues bytes on the transport; writers that may produce much
-(``LinkProducer.send``) call :meth:`drain` which waits while more than
-``limits.link_write_buffer_bytes_max`` bytes are queued.
+Writes: frames written during one event-loop turn are joined and handed to the socket in
+one write at the end of the turn (a replicator sends many small SENDs at once).
+Backpressure: writers that may produce much (``LinkProducer.send``) call :meth:`drain`,
+which waits while more than ``limits.link_write_buffer_bytes_max`` bytes are queued.
 """
 
 from __future__ import annotations
@@ -79,14 +80,24 @@ class FrameHandler(Protocol):
     def on_connection_closed(self, reason: str) -> None: ...
 
 
+# Plain ints: attribute lookups on the protobuf enum wrapper cost more than the compare.
+_CONNECTED = int(Type.CONNECTED)
+_PING = int(Type.PING)
+_PONG = int(Type.PONG)
+_AUTH_CHALLENGE = int(Type.AUTH_CHALLENGE)
+_ERROR = int(Type.ERROR)
+_CLOSE_PRODUCER = int(Type.CLOSE_PRODUCER)
+_CLOSE_CONSUMER = int(Type.CLOSE_CONSUMER)
 #: Commands routed to a producer, by the field holding its id.
-_PRODUCER_FRAMES = {Type.SEND_RECEIPT: "producer_id", Type.SEND_ERROR: "producer_id"}
+_PRODUCER_FRAMES = {int(Type.SEND_RECEIPT): "producer_id", int(Type.SEND_ERROR): "producer_id"}
 #: Commands routed to a consumer.
 _CONSUMER_FRAMES = {
-    Type.MESSAGE: "consumer_id",
-    Type.ACTIVE_CONSUMER_CHANGE: "consumer_id",
-    Type.REACHED_END_OF_TOPIC: "consumer_id",
+    int(Type.MESSAGE): "consumer_id",
+    int(Type.ACTIVE_CONSUMER_CHANGE): "consumer_id",
+    int(Type.REACHED_END_OF_TOPIC): "consumer_id",
 }
+#: Types the broker may send (anything else from it is out of step).
+_FROM_BROKER = frozenset(t for t, spec in REGISTRY.items() if Sender.BROKER in spec.sender)
 
 
 def split_url(url: str) -> tuple[str, int]:
@@ -127,6 +138,9 @@ class LinkConnection:
         self._consumers: dict[int, FrameHandler] = {}
         self._connected: asyncio.Future[frames.Frame] | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self._flush_scheduled = False
         self._last_received = clock()
         self._ping_sent_at: float | None = None
         self.closed = asyncio.Event()
@@ -202,6 +216,8 @@ class LinkConnection:
         self._transition(State.CLOSED)
         self.close_reason = reason
         log.info("link %s closed: %s", self.url, reason)
+        self._out.clear()
+        self._out_bytes = 0
         if self._writer is not None:
             self._writer.close()
         current = asyncio.current_task()
@@ -255,25 +271,42 @@ class LinkConnection:
 
     def write(self, data: bytes) -> None:
         self._check_ready()
-        self._writer.write(data)
-        self.stats["frames_out"] += 1
-        self.stats["bytes_out"] += len(data)
+        self._queue_out(data)
 
     def send_command(self, command: pb.BaseCommand) -> None:
         if self.state is State.CLOSED:
             raise LinkClosed(f"{self.url}: {self.close_reason}")
-        self._writer.write(frames.encode_command(command))
+        self._queue_out(frames.encode_command(command))
+
+    def _queue_out(self, data: bytes) -> None:
+        """Frames written in one event-loop turn go to the socket in one write."""
+        self._out.append(data)
+        self._out_bytes += len(data)
         self.stats["frames_out"] += 1
+        self.stats["bytes_out"] += len(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._out or self.state is State.CLOSED:
+            return
+        data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
+        self._out.clear()
+        self._out_bytes = 0
+        self._writer.write(data)
 
     @property
     def write_buffer_bytes(self) -> int:
         if self._writer is None or self._writer.transport.is_closing():
-            return 0
-        return self._writer.transport.get_write_buffer_size()
+            return self._out_bytes
+        return self._out_bytes + self._writer.transport.get_write_buffer_size()
 
     async def drain(self) -> None:
         """Wait while the socket has more than ``link_write_buffer_bytes_max`` queued."""
         if self.write_buffer_bytes > limits.link_write_buffer_bytes_max:
+            self._flush()
             try:
                 await self._writer.drain()
             except (ConnectionError, RuntimeError) as error:
@@ -338,20 +371,30 @@ class LinkConnection:
     def _dispatch(self, frame: frames.Frame) -> None:
         command = frame.command
         kind = command.type
-        spec = REGISTRY[kind]
-        if Sender.BROKER not in spec.sender:
-            self.close(f"the broker sent {spec.name}, a client-to-broker command")
+        if kind in _PRODUCER_FRAMES:  # the hot paths first
+            handler = self._producers.get(getattr(frame.body, _PRODUCER_FRAMES[kind]))
+            if handler is not None:
+                handler.on_frame(frame)
             return
-        if kind == Type.CONNECTED:
+        if kind in _CONSUMER_FRAMES:
+            handler = self._consumers.get(getattr(frame.body, _CONSUMER_FRAMES[kind]))
+            if handler is not None:
+                handler.on_frame(frame)
+            return
+        if kind not in _FROM_BROKER:
+            name = REGISTRY[kind].name
+            self.close(f"the broker sent {name}, a client-to-broker command")
+            return
+        if kind == _CONNECTED:
             if self._connected is not None and not self._connected.done():
                 self._connected.set_result(frame)
             return
-        if kind == Type.PING:
+        if kind == _PING:
             self.send_command(commands.pong())
             return
-        if kind == Type.PONG:
+        if kind == _PONG:
             return
-        if kind == Type.AUTH_CHALLENGE:
+        if kind == _AUTH_CHALLENGE:
             response = commands.build(
                 Type.AUTH_RESPONSE,
                 client_version=CLIENT_VERSION,
@@ -362,40 +405,26 @@ class LinkConnection:
             )
             self.send_command(response)
             return
-        if kind in _PRODUCER_FRAMES or kind == Type.CLOSE_PRODUCER:
-            producer_id = (
-                command.close_producer.producer_id
-                if kind == Type.CLOSE_PRODUCER
-                else getattr(frame.body, _PRODUCER_FRAMES[kind])
-            )
-            handler = self._producers.get(producer_id)
+        if kind == _CLOSE_PRODUCER:
+            handler = self._producers.pop(command.close_producer.producer_id, None)
             if handler is not None:
-                if kind == Type.CLOSE_PRODUCER:
-                    self._producers.pop(producer_id, None)
                 handler.on_frame(frame)
             return
-        if kind in _CONSUMER_FRAMES or kind == Type.CLOSE_CONSUMER:
-            consumer_id = (
-                command.close_consumer.consumer_id
-                if kind == Type.CLOSE_CONSUMER
-                else getattr(frame.body, _CONSUMER_FRAMES[kind])
-            )
-            handler = self._consumers.get(consumer_id)
+        if kind == _CLOSE_CONSUMER:
+            handler = self._consumers.pop(command.close_consumer.consumer_id, None)
             if handler is not None:
-                if kind == Type.CLOSE_CONSUMER:
-                    self._consumers.pop(consumer_id, None)
                 handler.on_frame(frame)
             return
-        if kind == Type.ERROR and self._connected is not None and not self._connected.done():
+        if kind == _ERROR and self._connected is not None and not self._connected.done():
             error = command.error
             self._connected.set_exception(ServerError(error.message, error.error))
             return
         request_id = commands.request_id_of(command)
         future = self._requests.get(request_id) if request_id is not None else None
         if future is None or future.done():
-            log.debug("link %s: dropping unmatched %s", self.url, spec.name)
+            log.debug("link %s: dropping unmatched %s", self.url, REGISTRY[kind].name)
             return
-        if kind == Type.ERROR:
+        if kind == _ERROR:
             future.set_exception(
                 ServerError(f"{self.url}: {command.error.message}", command.error.error)
             )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from georep import limits
 from georep.broker.protocol import commands, frames
@@ -32,6 +32,8 @@ from georep.replicator.link_connection import LinkConnection
 SubType = pb.Subscribe.SubType
 InitialPosition = pb.Subscribe.InitialPosition
 _U64 = 2**64
+_MESSAGE = int(Type.MESSAGE)
+_CLOSE_CONSUMER = int(Type.CLOSE_CONSUMER)
 
 
 def _signed(value: int) -> int:
@@ -48,20 +50,21 @@ class ReceivedEntry:
     #: The payload as stored: for a batch, every message with its header (batch.py).
     payload: bytes
     redelivery_count: int = 0
+    #: Messages the entry holds (a batch's count, else 1); derived from the metadata.
+    messages: int = field(init=False)
+    publish_time_ms: int = field(init=False)
 
-    @property
-    def messages(self) -> int:
-        if not self.metadata.HasField("num_messages_in_batch"):
-            return 1
-        return max(1, self.metadata.num_messages_in_batch)
+    def __post_init__(self) -> None:
+        metadata = self.metadata
+        messages = 1
+        if metadata.HasField("num_messages_in_batch"):
+            messages = max(1, metadata.num_messages_in_batch)
+        object.__setattr__(self, "messages", messages)
+        object.__setattr__(self, "publish_time_ms", metadata.publish_time)
 
     @property
     def size_bytes(self) -> int:
         return len(self.payload)
-
-    @property
-    def publish_time_ms(self) -> int:
-        return self.metadata.publish_time
 
 
 def message_id_data(position: tuple[int, int], partition: int = -1) -> pb.MessageIdData:
@@ -234,7 +237,7 @@ class LinkConsumer:
 
     def on_frame(self, frame: frames.Frame) -> None:
         kind = frame.command.type
-        if kind == Type.MESSAGE:
+        if kind == _MESSAGE:
             message = frame.command.message
             entry = ReceivedEntry(
                 (_signed(message.message_id.ledger_id), _signed(message.message_id.entry_id)),
@@ -247,7 +250,7 @@ class LinkConsumer:
             self.stats["messages_in"] += entry.messages
             self.stats["bytes_in"] += entry.size_bytes
             self._arrived.set()
-        elif kind == Type.CLOSE_CONSUMER:
+        elif kind == _CLOSE_CONSUMER:
             self._fail(LinkClosed(f"{self.topic}: the broker closed {self.subscription!r}"))
 
     def on_connection_closed(self, reason: str) -> None:

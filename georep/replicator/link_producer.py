@@ -43,6 +43,10 @@ from georep.replicator.link_connection import LinkConnection
 log = logging.getLogger(__name__)
 
 _U64 = 2**64
+_SEND = int(Type.SEND)
+_SEND_RECEIPT = int(Type.SEND_RECEIPT)
+_SEND_ERROR = int(Type.SEND_ERROR)
+_CLOSE_PRODUCER = int(Type.CLOSE_PRODUCER)
 
 
 def _signed(value: int) -> int:
@@ -170,17 +174,19 @@ class LinkProducer:
         if self.failure is not None:
             raise self.failure
         sequence_id = metadata.sequence_id
-        command = commands.build(
-            Type.SEND,
+        send = pb.Send(
             producer_id=self.producer_id,
             sequence_id=sequence_id,
             num_messages=max(1, num_messages),
         )
         if metadata.HasField("highest_sequence_id"):
-            command.send.highest_sequence_id = metadata.highest_sequence_id
+            send.highest_sequence_id = metadata.highest_sequence_id
+        command = pb.BaseCommand(type=_SEND, send=send)
         try:
-            data = frames.encode_payload_command(
-                command, metadata, payload, frame_bytes_max=self.connection.frame_bytes_max
+            data = frames.encode_stored_payload_command(
+                command,
+                frames.encode_headers_and_payload(metadata.SerializeToString(), payload),
+                frame_bytes_max=self.connection.frame_bytes_max,
             )
         except FrameTooLarge as error:
             raise MessageTooLarge(
@@ -202,16 +208,16 @@ class LinkProducer:
 
     def on_frame(self, frame: frames.Frame) -> None:
         kind = frame.command.type
-        if kind == Type.SEND_RECEIPT:
+        if kind == _SEND_RECEIPT:
             self._on_receipt(frame.command.send_receipt)
-        elif kind == Type.SEND_ERROR:
+        elif kind == _SEND_ERROR:
             error = frame.command.send_error
             self._fail(
                 ServerError(
                     f"{self.topic}: SEND {error.sequence_id} refused: {error.message}", error.error
                 )
             )
-        elif kind == Type.CLOSE_PRODUCER:
+        elif kind == _CLOSE_PRODUCER:
             self._fail(LinkClosed(f"{self.topic}: the broker closed producer {self.name!r}"))
 
     def _on_receipt(self, receipt: pb.SendReceipt) -> None:

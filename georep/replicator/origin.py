@@ -182,9 +182,10 @@ def replicated_metadata(
     out = pb.MessageMetadata()
     out.CopyFrom(metadata)
     original_producer = metadata.producer_name
-    kept = [kv for kv in metadata.properties if kv.key not in _ORIGIN_PROPERTIES]
-    del out.properties[:]
-    out.properties.extend(kept)
+    if any(kv.key in _ORIGIN_PROPERTIES for kv in metadata.properties):  # rare: stale ones
+        kept = [kv for kv in metadata.properties if kv.key not in _ORIGIN_PROPERTIES]
+        del out.properties[:]
+        out.properties.extend(kept)
     out.properties.add(key=ORIGIN_CLUSTER_PROPERTY, value=local_cluster)
     out.properties.add(key=ORIGIN_POSITION_PROPERTY, value=f"{position[0]}:{position[1]}")
     out.properties.add(key=ORIGIN_PRODUCER_PROPERTY, value=original_producer)

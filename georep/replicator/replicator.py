@@ -551,6 +551,7 @@ class Replicator:
             "msgInCounter": c.messages_in,
             "bytesInCounter": c.bytes_in,
             "msgOutCounter": c.messages_out,
+            "entriesOutCounter": c.entries_out,
             "bytesOutCounter": c.bytes_out,
             "duplicatesCounter": c.duplicates,
             "alreadyReplicatedCounter": c.already_replicated,
