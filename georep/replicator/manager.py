@@ -92,6 +92,7 @@ class ReplicationManager:
         settings: ReplicatorSettings | None = None,
         discovery_interval_s: float = limits.gateway_discovery_interval_s_default,
         clock: Callable[[], float] = time.time,
+        replicator_factory: Callable[..., Replicator] = Replicator,
     ) -> None:
         self.local = local
         self.remotes = dict(remotes)
@@ -99,6 +100,7 @@ class ReplicationManager:
         self.settings = settings or ReplicatorSettings()
         self.discovery_interval_s = discovery_interval_s
         self._clock = clock
+        self._replicator_factory = replicator_factory
         self.local_link = PulsarLink(local.service_url, token=local.token_text)
         self.local_admin = ClusterAdminClient(
             local.admin_url, cluster_name=local.name, token=local.token_text
@@ -268,7 +270,7 @@ class ReplicationManager:
 
     def _start(self, key: Key, partitions: int) -> None:
         topic, remote = key
-        replicator = Replicator(
+        replicator = self._replicator_factory(
             topic=topic,
             local_cluster=self.local.name,
             remote_cluster=remote,
