@@ -225,22 +225,23 @@ def reconcile(
     inputs = load(spark, checked, deliveries_path)
     step("inputs checked")
 
-    messages = inputs.messages.persist(keep)
+    messages = inputs.messages
     subscriptions = inputs.subscriptions.persist(keep)
-    local = R.local_messages(messages)
-    replica_copies = R.copies(messages)
     link_rows = R.links(messages).persist(keep)
     ranges = R.acknowledged_ranges(subscriptions).persist(keep)
     pieces = R.range_pieces(ranges, R.ledgers(messages)).persist(keep)
     piece_count = pieces.count()
     step(f"acknowledged ranges cut into {piece_count} pieces")
 
-    acked = R.acknowledged(
+    acks = R.acknowledgements(
         messages, pieces, broadcast=piece_count <= limits.reconcile_broadcast_pieces_max
-    ).persist(keep)
-    translation = R.acked_translation(acked, replica_copies, link_rows, subscriptions).persist(keep)
-    gap = R.replication_gap(local, replica_copies, link_rows).persist(keep)
-    skips = R.skip_risk(acked, local, subscriptions).persist(keep)
+    )
+    identities = R.identities(acks).persist(keep)
+    published = identities.where(F.col("published"))
+    linked = R.per_link(identities, link_rows)
+    translation = R.acked_translation(linked, subscriptions)
+    gap = R.replication_gap(linked)
+    skips = R.skip_risk(linked, subscriptions)
     risk = R.redelivery_risk(translation)
 
     def write(frame, name: str, *, small: bool = False) -> None:
@@ -254,12 +255,10 @@ def reconcile(
     write(skips, "skip_risk")
     write(gap, "replication_gap")
     gaps = R.gap_summary(gap).persist(keep)
-    duplicates = R.duplicate_copies(replica_copies).persist(keep)
+    duplicates = R.duplicate_copies(linked).persist(keep)
     write(gaps, "replication_gaps", small=True)
     write(duplicates, "duplicate_copies", small=True)
-    links_table = R.link_summary(
-        local, replica_copies, link_rows, gaps, duplicates, R.unmapped_copies(messages)
-    ).persist(keep)
+    links_table = R.link_summary(linked, link_rows, R.unmapped_copies(messages)).persist(keep)
     write(links_table, "link_summary", small=True)
     subscriptions_table = R.subscription_summary(
         translation, skips, subscriptions, link_rows
@@ -268,7 +267,7 @@ def reconcile(
 
     observed = None
     if inputs.deliveries is not None:
-        observed = R.observed(inputs.deliveries, local, gap)
+        observed = R.observed(inputs.deliveries, published, gap)
         observed = R.Observed(
             duplicates=observed.duplicates.persist(keep), losses=observed.losses.persist(keep)
         )
@@ -277,7 +276,7 @@ def reconcile(
 
     totals = _totals(F, checked, messages, links_table, subscriptions_table, observed)
     timelines = _timelines(
-        spark, F, R, local, gap, risk, skips, observed, links_table, subscriptions_table
+        spark, F, R, published, gap, risk, skips, observed, links_table, subscriptions_table
     )
     step("timelines collected")
     tables = _report_tables(F, links_table, gaps, subscriptions_table, spark, out, observed,

@@ -24,6 +24,18 @@ compares itself with at most the pieces of one bucket, so no pair count blows up
 Pieces are few (at most ranges + entries / bucket), so they are broadcast when under
 ``limits.reconcile_broadcast_pieces_max``, and the messages are not shuffled at all.
 
+**One shuffle.** Each message row leaves the range join carrying the subscriptions (of its
+own cluster) that acknowledged it. Then all rows of one identity meet in a single
+aggregation (:func:`identities`): whether the origin holds it, which subscriptions
+acknowledged it there, its copies on each replica and which subscriptions acknowledged
+those. Every result (gap, translation, risks, duplicates) is then read off these rows by
+narrow transformations and broadcast joins with small tables, without shuffling the
+messages again. Example, the identity (A, 1, 4, -1) acknowledged on A by ``s`` through
+its range 0 and copied to B at 5:4, unacknowledged there::
+
+    published=true  origin_acks=[(s, 0)]  copies=[(B, 5, 4)]  replica_acks=[]
+    -> one redelivery-risk row (s, A→B, 1:4 → 5:4); no gap; no skip.
+
 Ranges of one cursor are disjoint and above its MDP, so a message meets at most one piece
 per subscription. Acknowledgements are per entry, as in ``internalStats``: a batch entry
 partly acknowledged (batch-index acks) counts as not acknowledged.
@@ -52,23 +64,6 @@ def is_system_subscription(column: Column) -> Column:
     for prefix in SYSTEM_SUBSCRIPTION_PREFIXES:
         condition = condition | column.startswith(prefix)
     return condition
-
-
-def local_messages(messages: DataFrame) -> DataFrame:
-    return messages.where(F.col("cluster") == F.col("origin_cluster"))
-
-
-def copies(messages: DataFrame) -> DataFrame:
-    """Replicated copies whose origin position is known, with the replica's position."""
-    return messages.where(
-        (F.col("cluster") != F.col("origin_cluster")) & F.col("origin_ledger_id").isNotNull()
-    ).select(
-        F.col("cluster").alias("replica_cluster"),
-        *PLACE,
-        *IDENTITY,
-        F.col("ledger_id").alias("replica_ledger_id"),
-        F.col("entry_id").alias("replica_entry_id"),
-    )
 
 
 def unmapped_copies(messages: DataFrame) -> DataFrame:
@@ -150,16 +145,64 @@ def range_pieces(ranges: DataFrame, ledger_entries: DataFrame) -> DataFrame:
     )
 
 
-def acknowledged(messages: DataFrame, pieces: DataFrame, *, broadcast: bool) -> DataFrame:
-    """One row per (message, subscription) that acknowledged it, with the ``range_id``
-    that did: the range join of the module docstring."""
-    bucketed = messages.withColumn("bucket", F.shiftright("entry_id", _BUCKET_BITS))
-    right = F.broadcast(pieces) if broadcast else pieces
-    return bucketed.join(right, on=["cluster", *PLACE, "ledger_id", "bucket"]).where(
-        F.col("entry_id").between(F.col("first_entry"), F.col("last_entry"))
-    ).select(
-        *SUBSCRIPTION_KEY, "range_id", "ledger_id", "entry_id", "batch_index",
-        "origin_cluster", "origin_ledger_id", "origin_entry_id", "publish_time",
+def acknowledgements(messages: DataFrame, pieces: DataFrame, *, broadcast: bool) -> DataFrame:
+    """Every message with its identity known, once per (non-system) subscription of its
+    own cluster that acknowledged it (``subscription``, ``range_id``), or once with nulls
+    when none did: the range join of the module docstring, as a left join."""
+    m = messages.where(F.col("origin_ledger_id").isNotNull()).withColumn(
+        "bucket", F.shiftright("entry_id", _BUCKET_BITS)
+    )
+    p = pieces.where(~is_system_subscription(F.col("subscription"))).select(
+        F.col("cluster").alias("p_cluster"),
+        F.col("topic").alias("p_topic"),
+        F.col("partition").alias("p_partition"),
+        F.col("ledger_id").alias("p_ledger_id"),
+        F.col("bucket").alias("p_bucket"),
+        "first_entry",
+        "last_entry",
+        "subscription",
+        "range_id",
+    )
+    condition = (
+        (F.col("cluster") == F.col("p_cluster"))
+        & (F.col("topic") == F.col("p_topic"))
+        & (F.col("partition") == F.col("p_partition"))
+        & (F.col("ledger_id") == F.col("p_ledger_id"))
+        & (F.col("bucket") == F.col("p_bucket"))
+        & F.col("entry_id").between(F.col("first_entry"), F.col("last_entry"))
+    )
+    right = F.broadcast(p) if broadcast else p
+    return m.join(right, on=condition, how="left").select(
+        "cluster", *PLACE, *IDENTITY, "ledger_id", "entry_id", "publish_time", "key",
+        "subscription", "range_id",
+    )  # fmt: skip
+
+
+def identities(acks: DataFrame) -> DataFrame:
+    """One row per (topic, partition, identity): ``published`` (the origin's own index
+    holds it), its ``publish_time``, ``key``, ``origin_acks`` (subscription ``s``, range
+    ``r``), ``copies`` (cluster ``c``, ledger ``l``, entry ``e``) and ``replica_acks``
+    (cluster ``c``, subscription ``s``)."""
+    local = F.col("cluster") == F.col("origin_cluster")
+    acked = F.col("subscription").isNotNull()
+    return acks.groupBy(*PLACE, *IDENTITY).agg(
+        F.max(local).alias("published"),
+        F.coalesce(F.max(F.when(local, F.col("publish_time"))), F.max("publish_time")).alias(
+            "publish_time"
+        ),
+        F.max("key").alias("key"),
+        F.collect_set(
+            F.when(local & acked, F.struct(F.col("subscription").alias("s"),
+                                           F.col("range_id").alias("r")))
+        ).alias("origin_acks"),
+        F.collect_set(
+            F.when(~local, F.struct(F.col("cluster").alias("c"), F.col("ledger_id").alias("l"),
+                                    F.col("entry_id").alias("e")))
+        ).alias("copies"),
+        F.collect_set(
+            F.when(~local & acked, F.struct(F.col("cluster").alias("c"),
+                                            F.col("subscription").alias("s")))
+        ).alias("replica_acks"),
     )  # fmt: skip
 
 
@@ -174,47 +217,43 @@ def subscription_presence(subscriptions: DataFrame, side: str) -> DataFrame:
     )
 
 
-def acked_translation(
-    acked: DataFrame, replica_copies: DataFrame, link_rows: DataFrame, subscriptions: DataFrame
-) -> DataFrame:
-    """For every message acknowledged on its origin by a (non-system) subscription, and
-    every replica of its topic: the copy's replica position (null: no copy), whether the
-    same subscription acknowledged the copy there, and whether that subscription exists
-    there at all."""
-    on_origin = acked.where(
-        (F.col("cluster") == F.col("origin_cluster"))
-        & ~is_system_subscription(F.col("subscription"))
-    ).drop("cluster")
-    on_replica = acked.where(F.col("cluster") != F.col("origin_cluster")).select(
-        F.col("cluster").alias("replica_cluster"),
-        *PLACE,
-        "subscription",
-        F.col("ledger_id").alias("replica_ledger_id"),
-        F.col("entry_id").alias("replica_entry_id"),
-        "batch_index",
-        F.lit(True).alias("acked_on_replica"),
+def per_link(identity_rows: DataFrame, link_rows: DataFrame) -> DataFrame:
+    """Each identity once per replica of its topic's link, with ``replica_copies`` (its
+    copies there: none, one, or more when stored twice) and the first of them."""
+    here = F.filter("copies", lambda copy: copy["c"] == F.col("replica_cluster"))
+    return (
+        identity_rows.join(F.broadcast(link_rows), on=["topic", "origin_cluster"])
+        .withColumn("replica_copies", here)
+        .withColumn("replica_copy", F.try_element_at(F.array_sort("replica_copies"), F.lit(1)))
+        .withColumn("replica_ledger_id", F.col("replica_copy.l"))
+        .withColumn("replica_entry_id", F.col("replica_copy.e"))
+    )
+
+
+def acked_translation(linked: DataFrame, subscriptions: DataFrame) -> DataFrame:
+    """For every published message acknowledged on its origin by a subscription, and every
+    replica of its topic: the copy's replica position (null: no copy), whether the same
+    subscription acknowledged the copy there, and whether it exists there at all."""
+    exploded = linked.where(F.col("published")).select("*", F.explode("origin_acks").alias("ack"))
+    acked_here = F.exists(
+        "replica_acks",
+        lambda a: (a["c"] == F.col("replica_cluster")) & (a["s"] == F.col("ack.s")),
     )
     return (
-        on_origin.join(F.broadcast(link_rows), on=["topic", "origin_cluster"])
-        .join(replica_copies, on=["replica_cluster", *PLACE, *IDENTITY], how="left")
-        .join(
-            on_replica,
-            on=["replica_cluster", *PLACE, "subscription", "replica_ledger_id",
-                "replica_entry_id", "batch_index"],
-            how="left",
+        exploded.select(
+            *PLACE, F.col("ack.s").alias("subscription"), "origin_cluster", "replica_cluster",
+            F.col("ack.r").alias("range_id"), "origin_ledger_id", "origin_entry_id",
+            "batch_index", "publish_time", "replica_ledger_id", "replica_entry_id",
+            acked_here.alias("acked_on_replica"),
         )
         .join(
             F.broadcast(subscription_presence(subscriptions, "replica")),
             on=["replica_cluster", *PLACE, "subscription"],
             how="left",
         )
-        .select(
-            *PLACE, "subscription", "origin_cluster", "replica_cluster", "range_id",
-            "origin_ledger_id", "origin_entry_id", "batch_index", "publish_time",
-            "replica_ledger_id", "replica_entry_id",
-            F.coalesce("acked_on_replica", F.lit(False)).alias("acked_on_replica"),
-            F.coalesce("replica_subscription_present", F.lit(False))
-            .alias("replica_subscription_present"),
+        .withColumn(
+            "replica_subscription_present",
+            F.coalesce("replica_subscription_present", F.lit(False)),
         )
     )  # fmt: skip
 
@@ -272,42 +311,32 @@ def translated_positions(translation: DataFrame, ranges: DataFrame) -> DataFrame
     ).withColumn("copies_not_acked_on_replica", F.col("copies") - F.col("copies_acked_on_replica"))
 
 
-def skip_risk(acked: DataFrame, local: DataFrame, subscriptions: DataFrame) -> DataFrame:
+def skip_risk(linked: DataFrame, subscriptions: DataFrame) -> DataFrame:
     """Copies the replica's subscription acknowledged whose original the origin still
-    holds unacknowledged by the same subscription: a consumer failing over would skip
-    them (would-be losses)."""
-    on_replica = acked.where(
-        (F.col("cluster") != F.col("origin_cluster"))
-        & ~is_system_subscription(F.col("subscription"))
-    ).select(
-        *PLACE, "subscription",
-        F.col("cluster").alias("replica_cluster"),
-        *IDENTITY,
-        F.col("ledger_id").alias("replica_ledger_id"),
-        F.col("entry_id").alias("replica_entry_id"),
-    )  # fmt: skip
-    on_origin = acked.where(F.col("cluster") == F.col("origin_cluster")).select(
-        *PLACE, "subscription", *IDENTITY
-    )
-    held = local.select(*PLACE, *IDENTITY, "publish_time")
+    holds unacknowledged by the same subscription (which exists there): a consumer
+    failing over would skip them (would-be losses)."""
+    mine = F.filter("replica_acks", lambda a: a["c"] == F.col("replica_cluster"))
+    exploded = linked.where(F.col("published")).select("*", F.explode(mine).alias("ack"))
+    acked_on_origin = F.exists("origin_acks", lambda a: a["s"] == F.col("ack.s"))
     return (
-        on_replica.join(
+        exploded.where(~acked_on_origin)
+        .select(
+            *PLACE, F.col("ack.s").alias("subscription"), "origin_cluster", "replica_cluster",
+            "origin_ledger_id", "origin_entry_id", "batch_index", "publish_time",
+            "replica_ledger_id", "replica_entry_id",
+        )
+        .join(
             F.broadcast(subscription_presence(subscriptions, "origin")),
             on=["origin_cluster", *PLACE, "subscription"],
         )
-        .join(held, on=[*PLACE, *IDENTITY])
-        .join(on_origin, on=[*PLACE, "subscription", *IDENTITY], how="left_anti")
         .drop("origin_subscription_present")
-    )
+    )  # fmt: skip
 
 
-def replication_gap(local: DataFrame, replica_copies: DataFrame, link_rows: DataFrame) -> DataFrame:
+def replication_gap(linked: DataFrame) -> DataFrame:
     """Messages published on an origin with no copy on a replica of their topic."""
-    present = replica_copies.select("replica_cluster", *PLACE, *IDENTITY)
-    return (
-        local.select(*PLACE, *IDENTITY, "key", "publish_time")
-        .join(F.broadcast(link_rows), on=["topic", "origin_cluster"])
-        .join(present, on=["replica_cluster", *PLACE, *IDENTITY], how="left_anti")
+    return linked.where(F.col("published") & (F.size("replica_copies") == 0)).select(
+        *PLACE, *IDENTITY, "key", "publish_time", "replica_cluster"
     )
 
 
@@ -324,48 +353,31 @@ def gap_summary(gap: DataFrame) -> DataFrame:
     return _flatten(_flatten(grouped, "first", "gap_first"), "last", "gap_last")
 
 
-def duplicate_copies(replica_copies: DataFrame) -> DataFrame:
+def duplicate_copies(linked: DataFrame) -> DataFrame:
     """Identities stored more than once on one replica (replication deduplication failed)."""
-    return (
-        replica_copies.groupBy("replica_cluster", *PLACE, *IDENTITY)
-        .agg(
-            F.count(F.lit(1)).alias("copies"),
-            F.collect_list(_position("replica_ledger_id", "replica_entry_id")).alias("positions"),
-        )
-        .where(F.col("copies") > 1)
-    )
+    return linked.where(F.size("replica_copies") > 1).select(
+        "replica_cluster", *PLACE, *IDENTITY,
+        F.size("replica_copies").alias("copies"),
+        F.transform(F.array_sort("replica_copies"),
+                    lambda c: F.struct(c["l"].alias("l"), c["e"].alias("e"))).alias("positions"),
+    )  # fmt: skip
 
 
-def link_summary(
-    local: DataFrame,
-    replica_copies: DataFrame,
-    link_rows: DataFrame,
-    gaps: DataFrame,
-    duplicates: DataFrame,
-    unmapped: DataFrame,
-) -> DataFrame:
+def link_summary(linked: DataFrame, link_rows: DataFrame, unmapped: DataFrame) -> DataFrame:
     """Per (topic, origin, replica): published, copied, missing (and when), duplicated,
     unmapped."""
-    published = local.groupBy("topic", "origin_cluster").agg(
-        F.count(F.lit(1)).alias("origin_messages")
-    )
-    copied = replica_copies.groupBy("topic", "origin_cluster", "replica_cluster").agg(
-        F.count(F.lit(1)).alias("copies")
-    )
-    missing = gaps.groupBy("topic", "origin_cluster", "replica_cluster").agg(
-        F.sum("gap_messages").alias("gap_messages"),
-        F.min("gap_first_publish_time").alias("gap_first_publish_time"),
-        F.max("gap_last_publish_time").alias("gap_last_publish_time"),
-    )
-    doubled = duplicates.groupBy("topic", "origin_cluster", "replica_cluster").agg(
-        F.sum(F.col("copies") - 1).alias("duplicate_copies")
-    )
     link_key = ["topic", "origin_cluster", "replica_cluster"]
+    missing = F.col("published") & (F.size("replica_copies") == 0)
+    counted = linked.groupBy(*link_key).agg(
+        F.sum(F.col("published").cast("long")).alias("origin_messages"),
+        F.sum(F.size("replica_copies")).alias("copies"),
+        F.sum(missing.cast("long")).alias("gap_messages"),
+        F.min(F.when(missing, F.col("publish_time"))).alias("gap_first_publish_time"),
+        F.max(F.when(missing, F.col("publish_time"))).alias("gap_last_publish_time"),
+        F.sum(F.greatest(F.size("replica_copies") - 1, F.lit(0))).alias("duplicate_copies"),
+    )
     return (
-        link_rows.join(published, on=["topic", "origin_cluster"], how="left")
-        .join(copied, on=link_key, how="left")
-        .join(missing, on=link_key, how="left")
-        .join(doubled, on=link_key, how="left")
+        link_rows.join(counted, on=link_key, how="left")
         .join(unmapped, on=link_key, how="left")
         .fillna(0, subset=["origin_messages", "copies", "gap_messages", "duplicate_copies",
                            "unmapped_copies"])
