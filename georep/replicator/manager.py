@@ -259,14 +259,18 @@ class ReplicationManager:
         if seen is not None and name.partition_index < seen:
             return seen
         try:
-            count = await self.local_admin.partitions(name.base) or 0
-        except LinkError as error:
+            count = await self.local_admin.partitions(name.base)
+        except LinkError as error:  # infer from the listing; asked again next pass
             self._record(error)
+            prefix = f"{base}-partition-"
+            listed_count = sum(1 for t in listed if t.startswith(prefix))
+            return max(listed_count, name.partition_index + 1)
+        if not count:
+            # A topic that only looks like a partition ("x-partition-0" created on its
+            # own): replicated as the plain topic it is.
             count = 0
-        prefix = f"{base}-partition-"
-        listed_count = sum(1 for t in listed if t.startswith(prefix))
-        self._partitions[base] = max(count, listed_count, name.partition_index + 1)
-        return self._partitions[base]
+        self._partitions[base] = count
+        return count
 
     def _start(self, key: Key, partitions: int) -> None:
         topic, remote = key

@@ -40,7 +40,7 @@ class FakeAdmin:
         return self.topics.get(namespace)
 
     async def partitions(self, topic):
-        return 2 if topic.local_name == "x" else 0
+        return {"x": 2, "lone": None}.get(topic.local_name, 0)
 
     async def subscriptions(self, topic):
         return self.subs.get(str(topic), [])
@@ -138,3 +138,11 @@ async def test_stray_subscriptions_are_deleted_on_first_sight(manager) -> None:
     manager.local_admin.subs[Y] = ["app", "georep.repl.B", "georep.repl.C"]
     await manager.discover()
     assert manager.local_admin.deleted == [(Y, "georep.repl.C")]
+
+
+async def test_a_topic_that_only_looks_like_a_partition(manager) -> None:
+    lone = f"persistent://{NS}/lone-partition-0"
+    manager.local_admin.topics[NS] = [lone]
+    manager.store.policies[("namespace", NS)] = ["B"]
+    await manager.discover()
+    assert running(manager) == {(lone, "B"): 0}
