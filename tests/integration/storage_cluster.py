@@ -13,7 +13,7 @@ from georep.storage.client.bookie_client import BookieClient
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.meta.store import MetadataStore
 
-LEASE_S = 1.5
+LEASE_S = 3.0  # long enough that a bookie starved by a loaded machine still renews
 
 
 class StorageCluster:
