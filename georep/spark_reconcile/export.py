@@ -24,9 +24,14 @@ message was published here: its origin is this cluster and its own position. One
 the official client cannot show: a *batch* replicated by the gateway carries the origin
 properties on the entry's metadata, and the client hands each message of a batch the
 properties of its own batch header instead. Such a copy is recognised by its producer
-name (``georep.repl.<origin cluster>``, DESIGN §5); it is written with its origin cluster
-and a null origin position, counted as ``unmapped`` in the export's summary, and the
-reconciliation reports it apart rather than guess.
+name (``georep.repl.<origin cluster>``, DESIGN §5). Its rows are set aside in a hidden
+side file while the Reader goes on; when the partition is read, a second pass streams
+the partition's entries as stored (the gateway's own protocol client,
+``replicator/pulsar_link.py``, on a non-durable subscription) in step with the side file,
+both in position order, and takes each set-aside entry's origin from its metadata. Memory
+stays bounded by a row group and the client's queue. A copy still unresolved after that
+(its entry carries no origin) keeps its origin cluster and a null origin position, is
+counted as ``unmapped``, and the reconciliation reports it apart rather than guess.
 
 The admin token, if the cluster requires one, is read from ``GEOREP_ADMIN_TOKEN``, never
 from a flag. The summary is one JSON line on stdout; progress lines go to stderr.
@@ -249,8 +254,8 @@ class RowBuffer:
 class TableFile:
     """One Parquet file written under a hidden name, renamed into place on ``commit``."""
 
-    def __init__(self, directory: Path, table: str, cluster: str) -> None:
-        self.final = directory / table / f"{_file_name(cluster)}.parquet"
+    def __init__(self, directory: Path, table: str, cluster: str, *, name: str = "") -> None:
+        self.final = directory / table / f"{name or _file_name(cluster)}.parquet"
         self.partial = self.final.with_name(f".{self.final.name}.partial")
         self.final.parent.mkdir(parents=True, exist_ok=True)
         table_schema = schema.SCHEMAS[table]
@@ -321,7 +326,7 @@ def export(
     messages = TableFile(out, schema.MESSAGES, cluster)
     subscriptions = TableFile(out, schema.SUBSCRIPTIONS, cluster)
     progress = Progress(progress_interval_s)
-    counts = {"messages": 0, "unmapped": 0, "subscriptions": 0}
+    counts = {"messages": 0, "unmapped": 0, "resolved": 0, "subscriptions": 0}
     try:
         client = pulsar.Client(
             service_url,
@@ -334,7 +339,19 @@ def export(
         raise ExportError(f"cannot open a client on {service_url}: {error}") from None
     try:
         for name in partitions:
-            _read_partition(pulsar, client, name, cluster, messages.buffer, counts, progress)
+            set_aside = TableFile(out, schema.MESSAGES, cluster, name=f"{_file_name(cluster)}.side")
+            try:
+                _read_partition(
+                    pulsar, client, name, cluster, messages.buffer, set_aside.buffer, counts,
+                    progress,
+                )  # fmt: skip
+                set_aside.buffer.flush()
+                set_aside.writer.close()
+                if set_aside.buffer.written:
+                    _resolve_set_aside(service_url, name, set_aside.partial, messages.buffer,
+                                       counts)  # fmt: skip
+            finally:
+                set_aside.partial.unlink(missing_ok=True)
             _capture_subscriptions(admin, name, cluster, subscriptions.buffer, counts)
         written = messages.commit(), subscriptions.commit()
     except BaseException:
@@ -349,6 +366,7 @@ def export(
         "messages": written[0],
         "subscriptions": written[1],
         "unmapped_copies": counts["unmapped"],
+        "copies_resolved_from_entries": counts["resolved"],
         "out": str(out),
         "schema_version": schema.SCHEMA_VERSION,
     }
@@ -360,9 +378,12 @@ def _read_partition(
     name: str,
     cluster: str,
     rows: RowBuffer,
+    set_aside: RowBuffer,
     counts: dict[str, int],
     progress: Progress,
 ) -> None:
+    """Every message of one topic partition into ``rows``; those whose origin position
+    the client does not show into ``set_aside`` (see the module docstring)."""
     topic, partition = schema.split_partition(name)
     try:
         reader = client.create_reader(
@@ -380,10 +401,8 @@ def _read_partition(
             origin = origin_of(
                 message.properties(), message.producer_name(), cluster, ledger_id, entry_id
             )
-            if origin.ledger_id is None:
-                counts["unmapped"] += 1
             event_ms = message.event_timestamp()
-            rows.append(
+            (rows if origin.ledger_id is not None else set_aside).append(
                 {
                     "schema_version": schema.SCHEMA_VERSION,
                     "cluster": cluster,
@@ -448,3 +467,53 @@ def _capture_subscriptions(
             }
         )
         counts["subscriptions"] += 1
+
+
+def _resolve_set_aside(
+    service_url: str, name: str, side_file: Path, rows: RowBuffer, counts: dict[str, int]
+) -> None:
+    """Fill the origin of the set-aside rows (position order) from the entries' metadata,
+    read in the same order, and append them to ``rows``."""
+    import asyncio
+
+    from georep.replicator.origin import origin_of as entry_origin_of
+    from georep.replicator.pulsar_link import PulsarLink
+
+    loop = asyncio.new_event_loop()
+    link = PulsarLink(service_url)
+    try:
+        consumer = loop.run_until_complete(
+            link.subscribe(name, f"georep-export-{os.getpid()}-{time.monotonic_ns()}",
+                           durable=False)
+        )  # fmt: skip
+        current: tuple[tuple[int, int], Any] | None = None
+        exhausted = False
+        side = pq.ParquetFile(side_file)
+        for batch in side.iter_batches(batch_size=limits.export_row_group_rows_max):
+            for row in batch.to_pylist():
+                position = (row["ledger_id"], row["entry_id"])
+                while not exhausted and (current is None or current[0] < position):
+                    try:
+                        entry = loop.run_until_complete(
+                            asyncio.wait_for(
+                                consumer.receive(), limits.export_read_timeout_ms_max / 1000
+                            )
+                        )
+                    except TimeoutError:
+                        exhausted = True
+                        break
+                    current = (entry.position, entry_origin_of(entry.metadata))
+                origin = current[1] if current is not None and current[0] == position else None
+                if origin is not None:
+                    row["origin_cluster"] = origin.cluster
+                    row["origin_ledger_id"] = origin.ledger_id
+                    row["origin_entry_id"] = origin.entry_id
+                    counts["resolved"] += 1
+                else:
+                    counts["unmapped"] += 1
+                rows.append(row)
+    except Exception as error:  # the link raises its own types; any of them ends the export
+        raise ExportError(f"reading the entries of {name} failed: {error}") from None
+    finally:
+        loop.run_until_complete(link.close())
+        loop.close()

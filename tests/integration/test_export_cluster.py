@@ -6,6 +6,7 @@ client saw and the cursor the admin REST shows."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -18,6 +19,9 @@ import pulsar
 import pyarrow.parquet as pq
 import pytest
 
+from georep.broker.protocol import batch as batch_format
+from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.replicator.pulsar_link import PulsarLink
 from georep.spark_reconcile import schema
 from tests.integration.broker_cluster import ClusterProcess, open_client
 
@@ -61,6 +65,28 @@ def georep(*args: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+async def publish_as_the_gateway(url: str, topic: str) -> None:
+    """A batch of 3 replicated from A's entry 9:4 the way the gateway stores it: origin
+    properties on the entry's metadata, which the official client does not show for the
+    messages of a batch."""
+    payload, count = batch_format.build_batch(
+        [(pb.SingleMessageMetadata(payload_size=0), b"replicated-%d" % i) for i in range(3)]
+    )
+    metadata = pb.MessageMetadata(
+        producer_name="georep.repl.A", sequence_id=(9 << 24) | 4, highest_sequence_id=(9 << 24) | 4,
+        publish_time=int(time.time() * 1000), num_messages_in_batch=count, replicated_from="A",
+        properties=[pb.KeyValue(key="georep.origin.cluster", value="A"),
+                    pb.KeyValue(key="georep.origin.position", value="9:4")],
+    )  # fmt: skip
+    link = PulsarLink(url)
+    try:
+        producer = await link.create_producer(topic, "georep.repl.A")
+        await (await producer.send(metadata, payload, num_messages=count))
+        await producer.close()
+    finally:
+        await link.close()
+
+
 def ids(message_id) -> tuple[int, int, int]:
     return message_id.ledger_id(), message_id.entry_id(), message_id.batch_index()
 
@@ -89,13 +115,14 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
         for i in range(3):
             batching.send_async(b"batched-%d" % i, None)
         batching.flush()
+        asyncio.run(publish_as_the_gateway(cluster.url, topic))
         to_partitions = client.create_producer(partitioned, batching_enabled=False)
         partition_ids = [
             to_partitions.send(b"p-%d" % i, partition_key=f"key-{i}") for i in range(6)
         ]
 
         received = {}
-        for _ in range(11):
+        for _ in range(14):
             message = consumer.receive(timeout_millis=10_000)
             received[ids(message.message_id())] = message
         # out of order: the first two (MDP moves), then the 4th and the first copy
@@ -119,7 +146,8 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["cluster"] == "B" and summary["topic_partitions"] == 3
-    assert summary["messages"] == 11 + 6 and summary["unmapped_copies"] == 0
+    assert summary["messages"] == 14 + 6 and summary["unmapped_copies"] == 0
+    assert summary["copies_resolved_from_entries"] == 3
 
     messages_file = pq.ParquetFile(out / "messages" / "B.parquet")
     assert messages_file.schema_arrow.metadata[schema.VERSION_KEY] == b"1"
@@ -143,11 +171,15 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
             7,
             i,
         )
-    batch = sorted(p for p in on_topic if p not in local_ids and p not in copy_ids)
-    assert len({(p[0], p[1]) for p in batch}) == 1, "one entry"
-    assert [p[2] for p in batch] == [0, 1, 2]
-    assert all(on_topic[p]["origin_entry_id"] == p[1] for p in batch)
-    assert all(on_topic[p]["size"] == len(b"batched-0") for p in batch)
+    batches = sorted(p for p in on_topic if p not in local_ids and p not in copy_ids)
+    local_batch = [p for p in batches if on_topic[p]["origin_cluster"] == "B"]
+    assert len({(p[0], p[1]) for p in local_batch}) == 1, "one entry"
+    assert [p[2] for p in local_batch] == [0, 1, 2]
+    assert all(on_topic[p]["origin_entry_id"] == p[1] for p in local_batch)
+    assert all(on_topic[p]["size"] == len(b"batched-0") for p in local_batch)
+    replicated = [p for p in batches if on_topic[p]["origin_cluster"] == "A"]
+    assert [(on_topic[p]["origin_ledger_id"], on_topic[p]["origin_entry_id"], p[2])
+            for p in replicated] == [(9, 4, 0), (9, 4, 1), (9, 4, 2)]  # fmt: skip
 
     by_partition = sorted(
         (r["partition"], r["ledger_id"], r["entry_id"]) for r in rows if r["topic"] == partitioned
@@ -170,7 +202,7 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
                   "--master", "local[2]", "--driver-memory-mib", "1024")  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     totals = json.loads(done.stdout.strip().splitlines()[-1])
-    assert totals["messages"] == 17 and totals["replication_gap"] == 0
+    assert totals["messages"] == 20 and totals["replication_gap"] == 0
     assert (report / "report.html").read_text().count("<svg") == 2
 
 
