@@ -100,6 +100,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="extra Spark setting (repeatable)",
     )
+    parser.add_argument(
+        "--spark-log-level",
+        default="OFF",
+        choices=["OFF", "FATAL", "ERROR", "WARN", "INFO"],
+        help="Spark's own log level once started (default OFF: a failure is reported as "
+        "one message, not as the JVM's stack traces)",
+    )
     parser.add_argument("--title", default="georep reconciliation", help="report title")
 
 
@@ -110,8 +117,13 @@ def run(args: argparse.Namespace) -> int:
         if args.deliveries and not Path(args.deliveries).exists():
             raise ReconcileError(f"deliveries {args.deliveries}: no such file")
         conf = _parse_conf(args.conf)
-        spark = start_spark(master=args.master, ui=args.ui,
-                            driver_memory_mib=args.driver_memory_mib, conf=conf)  # fmt: skip
+        spark = start_spark(
+            master=args.master,
+            ui=args.ui,
+            driver_memory_mib=args.driver_memory_mib,
+            conf=conf,
+            log_level=args.spark_log_level,
+        )
         try:
             totals = reconcile(spark, checked, args.deliveries, args.out, title=args.title)
         finally:
@@ -161,6 +173,7 @@ def start_spark(
     ui: bool = False,
     driver_memory_mib: int = limits.reconcile_driver_memory_mib_default,
     conf: dict[str, str] | None = None,
+    log_level: str = "ERROR",
 ):
     from pyspark.sql import SparkSession
 
@@ -182,7 +195,16 @@ def start_spark(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(log_level)
+    context_conf = spark.sparkContext.getConf()
+    if spark.sparkContext.master.startswith("local") and not context_conf.contains(
+        "spark.sql.shuffle.partitions"
+    ):
+        # spark-submit --master local[...] without a setting: 200 partitions of a few
+        # rows each would cost more than the work
+        spark.conf.set(
+            "spark.sql.shuffle.partitions", str(limits.reconcile_shuffle_partitions_default)
+        )
     return spark
 
 
@@ -233,12 +255,12 @@ def reconcile(
     piece_count = pieces.count()
     step(f"acknowledged ranges cut into {piece_count} pieces")
 
-    acks = R.acknowledgements(
+    acked = R.acknowledgements(
         messages, pieces, broadcast=piece_count <= limits.reconcile_broadcast_pieces_max
     )
-    identities = R.identities(acks).persist(keep)
-    published = identities.where(F.col("published"))
-    linked = R.per_link(identities, link_rows)
+    published = R.published(acked)
+    copies = R.replica_copies(acked)
+    linked = R.linked(published, copies, link_rows).persist(keep)
     translation = R.acked_translation(linked, subscriptions)
     gap = R.replication_gap(linked)
     skips = R.skip_risk(linked, subscriptions)
@@ -255,13 +277,15 @@ def reconcile(
     write(skips, "skip_risk")
     write(gap, "replication_gap")
     gaps = R.gap_summary(gap).persist(keep)
-    duplicates = R.duplicate_copies(linked).persist(keep)
+    duplicates = R.duplicate_copies(copies).persist(keep)
     write(gaps, "replication_gaps", small=True)
     write(duplicates, "duplicate_copies", small=True)
-    links_table = R.link_summary(linked, link_rows, R.unmapped_copies(messages)).persist(keep)
+    links_table = R.link_summary(
+        published, copies, link_rows, gaps, duplicates, R.unmapped_copies(messages)
+    ).persist(keep)
     write(links_table, "link_summary", small=True)
     subscriptions_table = R.subscription_summary(
-        translation, skips, subscriptions, link_rows
+        published, translation, skips, subscriptions, link_rows
     ).persist(keep)
     write(subscriptions_table, "subscription_summary", small=True)
 
@@ -393,8 +417,8 @@ def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, dupli
     tables.append(("Replication links",
                    "Per topic and link: messages published on the origin, copies on the "
                    "replica, messages missing there (replication gap) with their publish-time "
-                   "window, identities stored twice, copies whose origin the export could not "
-                   "see (batches replicated by the gateway; not compared).",
+                   "window, identities stored twice, copies whose origin position the export "
+                   "could not find (not compared).",
                    link_rows, total))  # fmt: skip
     gap_rows, total = rows(
         gaps.select("topic", "partition", "origin_cluster", "replica_cluster", "gap_messages",

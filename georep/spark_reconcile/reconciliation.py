@@ -21,19 +21,20 @@ then joins the pieces of its own (cluster, topic, partition, ledger, bucket) and
 5:[101..3000] in buckets 0, 1, 2; 6:[0..99] in bucket 0; 7:[0..10] in bucket 0 — six rows
 however many entries the range covers, where exploding it would give 3010. A message
 compares itself with at most the pieces of one bucket, so no pair count blows up either.
-Pieces are few (at most ranges + entries / bucket), so they are broadcast when under
-``limits.reconcile_broadcast_pieces_max``, and the messages are not shuffled at all.
+Pieces are few (at most ranges + entries / bucket): they are grouped per (cluster,
+topic, partition, ledger, bucket) into one array of candidates and broadcast when under
+``limits.reconcile_broadcast_pieces_max``, so each message meets its candidates by an
+equi-join without being shuffled, and keeps those whose bounds hold its entry: its
+``acks``, the (subscription ``s``, range ``r``) pairs of its own cluster that acknowledged
+it.
 
-**One shuffle.** Each message row leaves the range join carrying the subscriptions (of its
-own cluster) that acknowledged it. Then all rows of one identity meet in a single
-aggregation (:func:`identities`): whether the origin holds it, which subscriptions
-acknowledged it there, its copies on each replica and which subscriptions acknowledged
-those. Every result (gap, translation, risks, duplicates) is then read off these rows by
-narrow transformations and broadcast joins with small tables, without shuffling the
-messages again. Example, the identity (A, 1, 4, -1) acknowledged on A by ``s`` through
-its range 0 and copied to B at 5:4, unacknowledged there::
+**One shuffle.** The origin's messages, once per replica of their topic, are then joined
+with the replicas' copies on (replica, topic, partition, identity): the only shuffle of
+the messages (:func:`linked`). Every result is read off the joined rows by narrow
+transformations and broadcast joins with small tables. Example, identity (A, 1, 4, -1)
+acknowledged on A by ``s`` through its range 0, copied to B at 5:4, unacknowledged there::
 
-    published=true  origin_acks=[(s, 0)]  copies=[(B, 5, 4)]  replica_acks=[]
+    origin_acks=[(s, 0)]  replica B  replica_position=5:4  replica_acks=[]
     -> one redelivery-risk row (s, A→B, 1:4 → 5:4); no gap; no skip.
 
 Ranges of one cursor are disjoint and above its MDP, so a message meets at most one piece
@@ -146,64 +147,58 @@ def range_pieces(ranges: DataFrame, ledger_entries: DataFrame) -> DataFrame:
 
 
 def acknowledgements(messages: DataFrame, pieces: DataFrame, *, broadcast: bool) -> DataFrame:
-    """Every message with its identity known, once per (non-system) subscription of its
-    own cluster that acknowledged it (``subscription``, ``range_id``), or once with nulls
-    when none did: the range join of the module docstring, as a left join."""
-    m = messages.where(F.col("origin_ledger_id").isNotNull()).withColumn(
-        "bucket", F.shiftright("entry_id", _BUCKET_BITS)
+    """Every message whose identity is known, with ``acks``: the (non-system)
+    subscriptions of its own cluster that acknowledged it, and through which range."""
+    candidates = (
+        pieces.where(~is_system_subscription(F.col("subscription")))
+        .groupBy("cluster", *PLACE, "ledger_id", "bucket")
+        .agg(
+            F.collect_list(
+                F.struct("first_entry", "last_entry", F.col("subscription").alias("s"),
+                         F.col("range_id").alias("r"))
+            ).alias("candidates")
+        )
+    )  # fmt: skip
+    right = F.broadcast(candidates) if broadcast else candidates
+    holding = F.filter(
+        F.coalesce("candidates", F.array().cast(candidates.schema["candidates"].dataType)),
+        lambda c: F.col("entry_id").between(c["first_entry"], c["last_entry"]),
     )
-    p = pieces.where(~is_system_subscription(F.col("subscription"))).select(
-        F.col("cluster").alias("p_cluster"),
-        F.col("topic").alias("p_topic"),
-        F.col("partition").alias("p_partition"),
-        F.col("ledger_id").alias("p_ledger_id"),
-        F.col("bucket").alias("p_bucket"),
-        "first_entry",
-        "last_entry",
-        "subscription",
-        "range_id",
-    )
-    condition = (
-        (F.col("cluster") == F.col("p_cluster"))
-        & (F.col("topic") == F.col("p_topic"))
-        & (F.col("partition") == F.col("p_partition"))
-        & (F.col("ledger_id") == F.col("p_ledger_id"))
-        & (F.col("bucket") == F.col("p_bucket"))
-        & F.col("entry_id").between(F.col("first_entry"), F.col("last_entry"))
-    )
-    right = F.broadcast(p) if broadcast else p
-    return m.join(right, on=condition, how="left").select(
-        "cluster", *PLACE, *IDENTITY, "ledger_id", "entry_id", "publish_time", "key",
-        "subscription", "range_id",
+    return (
+        messages.where(F.col("origin_ledger_id").isNotNull())
+        .withColumn("bucket", F.shiftright("entry_id", _BUCKET_BITS))
+        .join(right, on=["cluster", *PLACE, "ledger_id", "bucket"], how="left")
+        .withColumn("acks", F.transform(holding, lambda c: F.struct(c["s"].alias("s"),
+                                                                      c["r"].alias("r"))))
+        .drop("candidates", "bucket")
     )  # fmt: skip
 
 
-def identities(acks: DataFrame) -> DataFrame:
-    """One row per (topic, partition, identity): ``published`` (the origin's own index
-    holds it), its ``publish_time``, ``key``, ``origin_acks`` (subscription ``s``, range
-    ``r``), ``copies`` (cluster ``c``, ledger ``l``, entry ``e``) and ``replica_acks``
-    (cluster ``c``, subscription ``s``)."""
-    local = F.col("cluster") == F.col("origin_cluster")
-    acked = F.col("subscription").isNotNull()
-    return acks.groupBy(*PLACE, *IDENTITY).agg(
-        F.max(local).alias("published"),
-        F.coalesce(F.max(F.when(local, F.col("publish_time"))), F.max("publish_time")).alias(
-            "publish_time"
-        ),
-        F.max("key").alias("key"),
-        F.collect_set(
-            F.when(local & acked, F.struct(F.col("subscription").alias("s"),
-                                           F.col("range_id").alias("r")))
-        ).alias("origin_acks"),
-        F.collect_set(
-            F.when(~local, F.struct(F.col("cluster").alias("c"), F.col("ledger_id").alias("l"),
-                                    F.col("entry_id").alias("e")))
-        ).alias("copies"),
-        F.collect_set(
-            F.when(~local & acked, F.struct(F.col("cluster").alias("c"),
-                                            F.col("subscription").alias("s")))
-        ).alias("replica_acks"),
-    )  # fmt: skip
+def published(acked: DataFrame) -> DataFrame:
+    """The messages each cluster published itself, with their origin's acks."""
+    return acked.where(F.col("cluster") == F.col("origin_cluster")).select(
+        *PLACE, *IDENTITY, "publish_time", "key", F.col("acks").alias("origin_acks")
+    )
+
+
+def replica_copies(acked: DataFrame) -> DataFrame:
+    """The copies each cluster holds of messages published elsewhere."""
+    return acked.where(F.col("cluster") != F.col("origin_cluster")).select(
+        F.col("cluster").alias("replica_cluster"),
+        *PLACE,
+        *IDENTITY,
+        F.col("ledger_id").alias("replica_ledger_id"),
+        F.col("entry_id").alias("replica_entry_id"),
+        F.col("acks").alias("replica_acks"),
+    )
+
+
+def linked(origin_rows: DataFrame, copy_rows: DataFrame, link_rows: DataFrame) -> DataFrame:
+    """Each published message once per replica of its topic, with its copy there (null
+    replica position: none; two rows: stored twice)."""
+    return origin_rows.join(F.broadcast(link_rows), on=["topic", "origin_cluster"]).join(
+        copy_rows, on=["replica_cluster", *PLACE, *IDENTITY], how="left"
+    )
 
 
 def subscription_presence(subscriptions: DataFrame, side: str) -> DataFrame:
@@ -217,27 +212,13 @@ def subscription_presence(subscriptions: DataFrame, side: str) -> DataFrame:
     )
 
 
-def per_link(identity_rows: DataFrame, link_rows: DataFrame) -> DataFrame:
-    """Each identity once per replica of its topic's link, with ``replica_copies`` (its
-    copies there: none, one, or more when stored twice) and the first of them."""
-    here = F.filter("copies", lambda copy: copy["c"] == F.col("replica_cluster"))
-    return (
-        identity_rows.join(F.broadcast(link_rows), on=["topic", "origin_cluster"])
-        .withColumn("replica_copies", here)
-        .withColumn("replica_copy", F.try_element_at(F.array_sort("replica_copies"), F.lit(1)))
-        .withColumn("replica_ledger_id", F.col("replica_copy.l"))
-        .withColumn("replica_entry_id", F.col("replica_copy.e"))
-    )
-
-
-def acked_translation(linked: DataFrame, subscriptions: DataFrame) -> DataFrame:
+def acked_translation(linked_rows: DataFrame, subscriptions: DataFrame) -> DataFrame:
     """For every published message acknowledged on its origin by a subscription, and every
     replica of its topic: the copy's replica position (null: no copy), whether the same
     subscription acknowledged the copy there, and whether it exists there at all."""
-    exploded = linked.where(F.col("published")).select("*", F.explode("origin_acks").alias("ack"))
-    acked_here = F.exists(
-        "replica_acks",
-        lambda a: (a["c"] == F.col("replica_cluster")) & (a["s"] == F.col("ack.s")),
+    exploded = linked_rows.select("*", F.explode("origin_acks").alias("ack"))
+    acked_here = F.coalesce(
+        F.exists("replica_acks", lambda a: a["s"] == F.col("ack.s")), F.lit(False)
     )
     return (
         exploded.select(
@@ -311,12 +292,13 @@ def translated_positions(translation: DataFrame, ranges: DataFrame) -> DataFrame
     ).withColumn("copies_not_acked_on_replica", F.col("copies") - F.col("copies_acked_on_replica"))
 
 
-def skip_risk(linked: DataFrame, subscriptions: DataFrame) -> DataFrame:
+def skip_risk(linked_rows: DataFrame, subscriptions: DataFrame) -> DataFrame:
     """Copies the replica's subscription acknowledged whose original the origin still
     holds unacknowledged by the same subscription (which exists there): a consumer
     failing over would skip them (would-be losses)."""
-    mine = F.filter("replica_acks", lambda a: a["c"] == F.col("replica_cluster"))
-    exploded = linked.where(F.col("published")).select("*", F.explode(mine).alias("ack"))
+    exploded = linked_rows.where(F.col("replica_ledger_id").isNotNull()).select(
+        "*", F.explode("replica_acks").alias("ack")
+    )
     acked_on_origin = F.exists("origin_acks", lambda a: a["s"] == F.col("ack.s"))
     return (
         exploded.where(~acked_on_origin)
@@ -333,9 +315,9 @@ def skip_risk(linked: DataFrame, subscriptions: DataFrame) -> DataFrame:
     )  # fmt: skip
 
 
-def replication_gap(linked: DataFrame) -> DataFrame:
+def replication_gap(linked_rows: DataFrame) -> DataFrame:
     """Messages published on an origin with no copy on a replica of their topic."""
-    return linked.where(F.col("published") & (F.size("replica_copies") == 0)).select(
+    return linked_rows.where(F.col("replica_ledger_id").isNull()).select(
         *PLACE, *IDENTITY, "key", "publish_time", "replica_cluster"
     )
 
@@ -353,31 +335,49 @@ def gap_summary(gap: DataFrame) -> DataFrame:
     return _flatten(_flatten(grouped, "first", "gap_first"), "last", "gap_last")
 
 
-def duplicate_copies(linked: DataFrame) -> DataFrame:
+def duplicate_copies(copy_rows: DataFrame) -> DataFrame:
     """Identities stored more than once on one replica (replication deduplication failed)."""
-    return linked.where(F.size("replica_copies") > 1).select(
-        "replica_cluster", *PLACE, *IDENTITY,
-        F.size("replica_copies").alias("copies"),
-        F.transform(F.array_sort("replica_copies"),
-                    lambda c: F.struct(c["l"].alias("l"), c["e"].alias("e"))).alias("positions"),
-    )  # fmt: skip
+    key = ["replica_cluster", *PLACE, *IDENTITY]
+    return (
+        copy_rows.groupBy(*key)
+        .agg(
+            F.count(F.lit(1)).alias("copies"),
+            F.array_sort(F.collect_list(_position("replica_ledger_id", "replica_entry_id"))).alias(
+                "positions"
+            ),
+        )
+        .where(F.col("copies") > 1)
+    )
 
 
-def link_summary(linked: DataFrame, link_rows: DataFrame, unmapped: DataFrame) -> DataFrame:
+def link_summary(
+    origin_rows: DataFrame,
+    copy_rows: DataFrame,
+    link_rows: DataFrame,
+    gaps: DataFrame,
+    duplicates: DataFrame,
+    unmapped: DataFrame,
+) -> DataFrame:
     """Per (topic, origin, replica): published, copied, missing (and when), duplicated,
     unmapped."""
     link_key = ["topic", "origin_cluster", "replica_cluster"]
-    missing = F.col("published") & (F.size("replica_copies") == 0)
-    counted = linked.groupBy(*link_key).agg(
-        F.sum(F.col("published").cast("long")).alias("origin_messages"),
-        F.sum(F.size("replica_copies")).alias("copies"),
-        F.sum(missing.cast("long")).alias("gap_messages"),
-        F.min(F.when(missing, F.col("publish_time"))).alias("gap_first_publish_time"),
-        F.max(F.when(missing, F.col("publish_time"))).alias("gap_last_publish_time"),
-        F.sum(F.greatest(F.size("replica_copies") - 1, F.lit(0))).alias("duplicate_copies"),
+    published_counts = origin_rows.groupBy("topic", "origin_cluster").agg(
+        F.count(F.lit(1)).alias("origin_messages")
+    )
+    copied = copy_rows.groupBy(*link_key).agg(F.count(F.lit(1)).alias("copies"))
+    missing = gaps.groupBy(*link_key).agg(
+        F.sum("gap_messages").alias("gap_messages"),
+        F.min("gap_first_publish_time").alias("gap_first_publish_time"),
+        F.max("gap_last_publish_time").alias("gap_last_publish_time"),
+    )
+    doubled = duplicates.groupBy(*link_key).agg(
+        F.sum(F.col("copies") - 1).alias("duplicate_copies")
     )
     return (
-        link_rows.join(counted, on=link_key, how="left")
+        link_rows.join(published_counts, on=["topic", "origin_cluster"], how="left")
+        .join(copied, on=link_key, how="left")
+        .join(missing, on=link_key, how="left")
+        .join(doubled, on=link_key, how="left")
         .join(unmapped, on=link_key, how="left")
         .fillna(0, subset=["origin_messages", "copies", "gap_messages", "duplicate_copies",
                            "unmapped_copies"])
@@ -385,21 +385,30 @@ def link_summary(linked: DataFrame, link_rows: DataFrame, unmapped: DataFrame) -
 
 
 def subscription_summary(
-    translation: DataFrame, skips: DataFrame, subscriptions: DataFrame, link_rows: DataFrame
+    origin_rows: DataFrame,
+    translation: DataFrame,
+    skips: DataFrame,
+    subscriptions: DataFrame,
+    link_rows: DataFrame,
 ) -> DataFrame:
-    """Per (topic, partition, subscription, origin, replica): acknowledged on the origin,
-    copies acknowledged on the replica, redelivery and skip risk, and the MDPs: the
-    origin's, its translation onto the replica (the last copy of a message below it) and
-    the replica's own."""
+    """Per (topic, partition, subscription, origin, replica): messages acknowledged on the
+    origin, copies of them and how many the replica acknowledged, redelivery and skip
+    risk (counted per copy: a message stored twice on the replica is delivered twice),
+    and the MDPs: the origin's, its translation onto the replica (the last copy of a
+    message below it) and the replica's own."""
     key = [*PLACE, "subscription", "origin_cluster", "replica_cluster"]
+    acked_messages = (
+        origin_rows.select(*PLACE, "origin_cluster", F.explode("origin_acks").alias("ack"))
+        .groupBy(*PLACE, "origin_cluster", F.col("ack.s").alias("subscription"))
+        .agg(F.count(F.lit(1)).alias("acked_on_origin"))
+    )
     risky = (
         F.col("replica_ledger_id").isNotNull()
         & ~F.col("acked_on_replica")
         & F.col("replica_subscription_present")
     )
     acked = translation.groupBy(*key).agg(
-        F.count(F.lit(1)).alias("acked_on_origin"),
-        F.count("replica_ledger_id").alias("acked_on_origin_with_copy"),
+        F.count("replica_ledger_id").alias("copies_of_acked_on_origin"),
         F.sum(F.col("acked_on_replica").cast("long")).alias("copies_acked_on_replica"),
         F.sum(risky.cast("long")).alias("redelivery_risk"),
         F.max("replica_subscription_present").alias("replica_subscription_present"),
@@ -429,12 +438,13 @@ def subscription_summary(
     )
     summary = (
         pairs.select(*key)
+        .join(acked_messages, on=[*PLACE, "origin_cluster", "subscription"], how="left")
         .join(acked, on=key, how="left")
         .join(skipped, on=key, how="left")
         .join(F.broadcast(origin_mdp), on=["origin_cluster", *PLACE, "subscription"], how="left")
         .join(F.broadcast(replica_mdp), on=["replica_cluster", *PLACE, "subscription"],
               how="left")
-        .fillna(0, subset=["acked_on_origin", "acked_on_origin_with_copy",
+        .fillna(0, subset=["acked_on_origin", "copies_of_acked_on_origin",
                            "copies_acked_on_replica", "redelivery_risk", "skip_risk"])
     )  # fmt: skip
     summary = _flatten(summary, "translated_mdp", "translated_mdp")

@@ -189,7 +189,7 @@ h1{font-size:22px} h2{font-size:17px;margin-top:28px} h3{font-size:14px;font-fam
 .total{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:120px}
 .total .value{font-size:20px;font-weight:600} .total .name{font-size:12px;color:#555}
 table{border-collapse:collapse;font-size:12px} td,th{border:1px solid #ddd;padding:3px 6px}
-th{background:#f4f4f4;text-align:left} td{font-family:monospace}
+th{background:#f4f4f4;text-align:left} td{font-family:monospace;white-space:nowrap}
 .legend span{margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .none{color:#2ca02c} .more{color:#555;font-size:12px}

@@ -133,11 +133,13 @@ def case_p() -> tuple[list[dict], list[dict], list[dict], list[dict]]:
 
 
 def case_duplicates() -> tuple[list[dict], list[dict], list[dict], list[dict]]:
-    """A 30:1 stored twice on B."""
+    """A 30:1 stored twice on B; d acknowledged all three on A, nothing on B."""
     a_messages = [message("A", 30, e, topic=D) for e in range(3)]
     b_messages = [message("B", 40, e, topic=D, origin=("A", 30, e)) for e in range(3)]
     b_messages.append(message("B", 40, 3, topic=D, origin=("A", 30, 1)))
-    return a_messages, [], b_messages, []
+    a_subs = [subscription("A", "d", (30, 2), topic=D)]
+    b_subs = [subscription("B", "d", (40, -1), topic=D)]
+    return a_messages, a_subs, b_messages, b_subs
 
 
 #: Case BIG: one acknowledged range over 200,000 entry ids spanning three ledgers.
@@ -240,7 +242,7 @@ def test_totals_add_up_over_the_cases(result) -> None:
         1 for m in case_big()[0] if BIG_RANGE[0] < (m["ledger_id"], m["entry_id"]) <= BIG_RANGE[1]
     )
     assert totals["replication_gap"] == 3 + 1
-    assert totals["redelivery_risk"] == 3 + 3 + big
+    assert totals["redelivery_risk"] == 3 + 3 + big + 4
     assert totals["skip_risk"] == 1
     assert totals["duplicate_copies"] == 1
     assert totals["observed_duplicates"] == 4 and totals["observed_losses"] == 3
@@ -301,7 +303,11 @@ def test_batches_and_partitions(result) -> None:
 def test_duplicate_copies_on_a_replica(result) -> None:
     (duplicate,) = result.table("duplicate_copies", D)
     assert duplicate["origin_entry_id"] == 1 and duplicate["copies"] == 2
+    assert [(p["l"], p["e"]) for p in duplicate["positions"]] == [(40, 1), (40, 3)]
     assert result.table("replication_gap", D) == []
+    (summary,) = result.table("subscription_summary", D)
+    assert summary["acked_on_origin"] == 3, "messages, not copies"
+    assert summary["redelivery_risk"] == 4, "both copies of 30:1 would be delivered again"
 
 
 def test_big_ranges_are_joined_not_exploded(result) -> None:
