@@ -80,6 +80,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="output directory: Parquet tables, summary.json, report.html",
     )
     parser.add_argument(
+        "--link",
+        action="append",
+        default=[],
+        metavar="ORIGIN:REPLICA",
+        help="a replication link to check even if nothing crossed it (repeatable); links "
+        "with at least one copy are found by themselves",
+    )
+    parser.add_argument(
         "--master",
         default=None,
         metavar="URL",
@@ -117,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         if args.deliveries and not Path(args.deliveries).exists():
             raise ReconcileError(f"deliveries {args.deliveries}: no such file")
         conf = _parse_conf(args.conf)
+        declared = _parse_links(args.link)
         spark = start_spark(
             master=args.master,
             ui=args.ui,
@@ -125,7 +134,9 @@ def run(args: argparse.Namespace) -> int:
             log_level=args.spark_log_level,
         )
         try:
-            totals = reconcile(spark, checked, args.deliveries, args.out, title=args.title)
+            totals = reconcile(
+                spark, checked, args.deliveries, args.out, title=args.title, links=declared
+            )
         finally:
             spark.stop()
     except ReconcileError as error:
@@ -155,6 +166,16 @@ def _parse_conf(pairs: list[str]) -> dict[str, str]:
             raise ReconcileError(f"--conf {pair!r} is not KEY=VALUE")
         conf[key.strip()] = value
     return conf
+
+
+def _parse_links(pairs: list[str]) -> list[tuple[str, str]]:
+    links = []
+    for pair in pairs:
+        origin, colon, replica = pair.partition(":")
+        if not colon or not origin.strip() or not replica.strip() or origin == replica:
+            raise ReconcileError(f"--link {pair!r} is not ORIGIN:REPLICA (two cluster names)")
+        links.append((origin.strip(), replica.strip()))
+    return links
 
 
 def _is_spark_error(error: BaseException) -> bool:
@@ -231,6 +252,7 @@ def reconcile(
     *,
     title: str = "georep reconciliation",
     quiet: bool = False,
+    links: list[tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Run the reconciliation on ``spark``; write the tables, summary.json and
     report.html under ``out``; return the totals."""
@@ -249,7 +271,12 @@ def reconcile(
 
     messages = inputs.messages
     subscriptions = inputs.subscriptions.persist(keep)
-    link_rows = R.links(messages).persist(keep)
+    declared = (
+        spark.createDataFrame(links, "origin_cluster string, replica_cluster string")
+        if links
+        else None
+    )
+    link_rows = R.links(messages, declared).persist(keep)
     ranges = R.acknowledged_ranges(subscriptions).persist(keep)
     pieces = R.range_pieces(ranges, R.ledgers(messages)).persist(keep)
     piece_count = pieces.count()

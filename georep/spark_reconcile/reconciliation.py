@@ -76,13 +76,26 @@ def unmapped_copies(messages: DataFrame) -> DataFrame:
     )
 
 
-def links(messages: DataFrame) -> DataFrame:
-    """(topic, origin_cluster, replica_cluster) for every pair with at least one copy."""
-    return (
-        messages.where(F.col("cluster") != F.col("origin_cluster"))
-        .select("topic", "origin_cluster", F.col("cluster").alias("replica_cluster"))
-        .distinct()
+def links(messages: DataFrame, declared: DataFrame | None = None) -> DataFrame:
+    """(topic, origin_cluster, replica_cluster) for every pair with at least one copy, and
+    for every topic published on the origin of a ``declared`` (origin_cluster,
+    replica_cluster) pair: a link that was cut before anything crossed it shows as a gap
+    only when declared."""
+    found = messages.where(F.col("cluster") != F.col("origin_cluster")).select(
+        "topic", "origin_cluster", F.col("cluster").alias("replica_cluster")
     )
+    if declared is not None:
+        published_topics = (
+            messages.where(F.col("cluster") == F.col("origin_cluster"))
+            .select("topic", "origin_cluster")
+            .distinct()
+        )
+        found = found.unionByName(
+            published_topics.join(F.broadcast(declared), on="origin_cluster").select(
+                "topic", "origin_cluster", "replica_cluster"
+            )
+        )
+    return found.distinct()
 
 
 def ledgers(messages: DataFrame) -> DataFrame:

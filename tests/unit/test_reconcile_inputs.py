@@ -189,3 +189,11 @@ def test_report_page_is_self_contained_and_escaped() -> None:
     assert page.count("<svg") == 1 and "polyline" in page
     assert "replication gap: 3" in page and "redelivery risk: 0" not in page
     assert "<script" not in page and "src=" not in page
+
+
+@pytest.mark.parametrize("flags", [["--link", "A"], ["--link", "A:A"], ["--conf", "novalue"]])
+def test_bad_flags_exit_2_before_spark_starts(tmp_path, capsys, flags) -> None:
+    directory = write(tmp_path, "A")
+    status = cli.main(["reconcile", "--input", directory, "--out", str(tmp_path / "o"), *flags])
+    assert status == 2
+    assert capsys.readouterr().err.startswith("georep reconcile: error: --")

@@ -31,7 +31,7 @@ import pytest
 
 from georep.spark_reconcile import job, schema
 from georep.spark_reconcile.errors import InputError
-from georep.spark_reconcile.inputs import check_exports, load_deliveries
+from georep.spark_reconcile.inputs import check_exports, load_deliveries, spark_schema
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -382,3 +382,18 @@ def test_bad_delivery_logs_are_refused(spark, tmp_path, lines, complaint) -> Non
     log.write_text("".join(line + "\n" for line in lines))
     with pytest.raises(InputError, match=complaint):
         load_deliveries(spark, str(log))
+
+
+def test_a_declared_link_is_checked_even_with_no_copy(spark) -> None:
+    from georep.spark_reconcile import reconciliation as R
+
+    rows = [message("A", 1, 0), message("A", 1, 1, topic=P, partition=0),
+            message("B", 5, 0, origin=("A", 1, 0))]  # fmt: skip
+    messages = spark.createDataFrame(rows, schema=spark_schema(schema.MESSAGES)).drop(
+        "schema_version"
+    )
+    found = {tuple(r) for r in R.links(messages).collect()}
+    assert found == {(T, "A", "B")}
+    declared = spark.createDataFrame([("A", "C")], "origin_cluster string, replica_cluster string")
+    found = {tuple(r) for r in R.links(messages, declared).collect()}
+    assert found == {(T, "A", "B"), (T, "A", "C"), (P, "A", "C")}
