@@ -130,14 +130,18 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
             consumer.acknowledge(received[position])
         consumer.close()
 
+    ledger = local_ids[0][0]
+    expected_mdp = f"{ledger}:{local_ids[1][1]}"
     deadline = time.monotonic() + 30
-    while True:
+    while True:  # acknowledgements reach the cursor asynchronously
         cursor = internal_stats(cluster, topic)["cursors"]["s"]
-        if cursor["individuallyDeletedMessages"] != "[]" or time.monotonic() > deadline:
+        settled = cursor["markDeletePosition"] == expected_mdp and (
+            cursor["individuallyDeletedMessages"].count("(") == 2
+        )
+        if settled or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    ledger = local_ids[0][0]
-    assert cursor["markDeletePosition"] == f"{ledger}:{local_ids[1][1]}"
+    assert cursor["markDeletePosition"] == expected_mdp, cursor
 
     out = tmp_path / "export"
     pattern = f"persistent://{NAMESPACE}/*-{suffix}"
