@@ -117,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
     except ExportError as error:
         print(f"georep export: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # the output directory or a file in it
+        print(f"georep export: error: cannot write under {args.out}: {error}", file=sys.stderr)
+        return 2
     print(json.dumps(summary, sort_keys=True))
     return 0
 

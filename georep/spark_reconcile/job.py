@@ -126,6 +126,12 @@ def run(args: argparse.Namespace) -> int:
             raise ReconcileError(f"deliveries {args.deliveries}: no such file")
         conf = _parse_conf(args.conf)
         declared = _parse_links(args.link)
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ReconcileError(
+                f"cannot create the output directory {args.out}: {error}"
+            ) from None
         spark = start_spark(
             master=args.master,
             ui=args.ui,
