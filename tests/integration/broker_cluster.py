@@ -179,6 +179,24 @@ class ClusterProcess:
         return f"pulsar://127.0.0.1:{self.broker_port}"
 
     def start(self, timeout_s: float = 60) -> str:
+        """Start the process. Ports chosen by free_port() can be taken by another socket
+        (an outgoing connection's ephemeral port) before the child binds them: a first
+        start that loses a port retries on fresh ports; a restart keeps its ports."""
+        for attempt in range(3):
+            log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+            try:
+                return self._start_once(timeout_s)
+            except RuntimeError:
+                with open(self.log_path, "rb") as log:
+                    log.seek(log_offset)
+                    lost_port = b"address already in use" in log.read()
+                if not lost_port or self.ready_line or attempt == 2:
+                    raise
+                self.broker_port = free_port()
+                self.admin_port = free_port()
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> str:
         args = [
             sys.executable,
             "-m",
