@@ -427,31 +427,6 @@ invariant(remote_clusters_count_max <= tenant_allowed_clusters_count_max)
 invariant(up_restart_backoff_s_initial < up_restart_backoff_s_max)
 invariant(replication_policies_count_max <= catalog_records_max)
 
-# --- replication markers (georep/snapshots) ------------------------------------------
-#: Largest marker payload accepted or written.
-marker_bytes_max = 1 * MIB
-#: Clusters named in one snapshot or update marker.
-marker_clusters_count_max = 64
-#: Ranges one acknowledged-ranges marker carries, over all its origins.
-marker_ranges_count_max = 10_000
-#: Partially acknowledged batches one acknowledged-ranges marker carries.
-marker_partial_batches_count_max = 10_000
-#: Characters in a snapshot id, cluster name or subscription name inside a marker.
-marker_name_chars_max = 256
-#: Completed snapshots cached per replicated subscription (default, and the most a
-#: configuration may ask for).
-snapshot_cache_count_default = 10
-snapshot_cache_count_max = 1_000
-#: Seconds between snapshot requests of a topic (while there is something new).
-snapshot_interval_s_default = 1.0
-#: A snapshot not complete after this long is abandoned; late answers are ignored.
-snapshot_timeout_s_default = 30.0
-
-invariant(marker_bytes_max <= pulsar_message_bytes_max)
-invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
-invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
-invariant(0 < snapshot_interval_s_default < snapshot_timeout_s_default)
-
 # --- Spark reconciliation (georep/spark_reconcile) -----------------------------------
 #: Rows of one Parquet row group written by ``georep export``: an export holds at most one
 #: row group per table in memory, whatever the size of the topics it reads.
