@@ -338,6 +338,28 @@ invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
 invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
 invariant(0 < snapshot_interval_s_default < snapshot_timeout_s_default)
 
+# --- subscription sync in the gateway (georep/subsync) --------------------------------
+#: Seconds between reads of the local cluster's subscription states (acks become
+#: markers at most this much later).
+sync_poll_interval_s_default = 0.2
+#: Bounds of every configured sync period, in seconds.
+sync_seconds_min = 0.01
+sync_seconds_max = 3_600.0
+#: Namespaces a [subscription_sync] table may name.
+sync_namespaces_count_max = 1_000
+#: Topic partitions one gateway syncs (one reader and one marker writer each).
+sync_topics_count_max = 1_000
+#: Replicated subscriptions synced per topic partition; more are left out (stats say so).
+sync_subscriptions_per_topic_max = 100
+#: Runs an origin index keeps (per origin cluster and partition); past it the oldest go,
+#: and ranges mapping there are treated as already applied.
+sync_index_runs_max = 1_000_000
+#: Ranges and batches one sync call to the local admin carries (chunked above it).
+sync_apply_ranges_per_call_max = 10_000
+
+invariant(sync_seconds_min <= sync_poll_interval_s_default <= sync_seconds_max)
+invariant(sync_seconds_min <= snapshot_interval_s_default <= sync_seconds_max)
+
 # --- gateway: replicators, policies, REST (replicator/) -------------------------------
 #: A replicated entry's sequence id on the remote is ``(ledger_id << bits) | entry_id``
 #: (replicator/origin.py): entry ids of one ledger must fit the low bits, ledger ids the

@@ -81,6 +81,8 @@ class GatewaySpec:
     cluster: str
     port: int
     replicate: dict[str, list[str]] = field(default_factory=dict)
+    #: The gateway's [subscription_sync] table, written as given (checked by the gateway).
+    subscription_sync: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,15 +119,18 @@ def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
     for name, table in (document.get("gateways") or {}).items():
         if name not in clusters:
             raise ConfigError(f"[gateways.{name}]: there is no [clusters.{name}]")
-        _only(table, {"port", "replicate"}, f"[gateways.{name}]")
+        _only(table, {"port", "replicate", "subscription_sync"}, f"[gateways.{name}]")
         replicate = table.get("replicate", {})
         for namespace, targets in replicate.items():
             if not isinstance(targets, list) or set(targets) - set(clusters):
                 raise ConfigError(
                     f"[gateways.{name}] replicate {namespace!r}: list clusters of this file"
                 )
+        sync = table.get("subscription_sync", {})
+        if not isinstance(sync, dict):
+            raise ConfigError(f"[gateways.{name}] subscription_sync must be a table")
         gateways[name] = GatewaySpec(
-            name, _port(f"[gateways.{name}] port", table.get("port", 0)), replicate
+            name, _port(f"[gateways.{name}] port", table.get("port", 0)), replicate, sync
         )
     if 2 * len(clusters) > limits.up_processes_count_max:
         raise ConfigError(f"at most {limits.up_processes_count_max // 2} clusters")
@@ -246,7 +251,24 @@ def _gateway_toml(config: UpConfig, spec: GatewaySpec, home: Path) -> str:
             f'"{namespace}" = {json.dumps(sorted(targets))}'
             for namespace, targets in sorted(spec.replicate.items())
         ]
+    if spec.subscription_sync:
+        lines += ["", _toml_table("subscription_sync", spec.subscription_sync)]
     return "\n".join(lines) + "\n"
+
+
+def _toml_table(name: str, table: dict[str, Any]) -> str:
+    """``table`` as a TOML table ``[name]``: scalars as JSON literals (valid TOML for
+    strings, numbers and booleans), nested tables as inline tables."""
+
+    def value(item: Any) -> str:
+        if isinstance(item, dict):
+            inner = ", ".join(f"{json.dumps(k)} = {value(v)}" for k, v in item.items())
+            return "{ " + inner + " }"
+        if isinstance(item, bool):
+            return "true" if item else "false"
+        return json.dumps(item)
+
+    return "\n".join([f"[{name}]", *(f"{json.dumps(k)} = {value(v)}" for k, v in table.items())])
 
 
 def _with_ports(config: UpConfig) -> UpConfig:

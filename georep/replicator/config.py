@@ -29,6 +29,9 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     [policies.topics]
     "persistent://public/default/local-only" = []
 
+    [subscription_sync]                     # see georep/subsync/settings.py
+    mode = "full"                           # full | pulsar-compatible | off
+
 Secrets: tokens come from a file (``token_file``) or an environment variable
 (``token_env``); a literal ``token`` is accepted for local experiments and warned about.
 The gateway's own REST tokens come from ``GEOREP_GATEWAY_TOKENS`` /
@@ -55,6 +58,7 @@ from georep.broker.admin.settings import AdminSettingsError, Token
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
 from georep.replicator.errors import ConfigError
+from georep.subsync.settings import SyncSettings, parse_sync
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +67,7 @@ GATEWAY_READ_ONLY_TOKENS_ENV = "GEOREP_GATEWAY_READ_ONLY_TOKENS"
 DEFAULT_LISTEN = "127.0.0.1:8090"
 
 _CLUSTER = re.compile(r"[-=:.\w]+", re.ASCII)
-_SECTIONS = {"gateway", "local", "remotes", "rate_limits", "policies"}
+_SECTIONS = {"gateway", "local", "remotes", "rate_limits", "policies", "subscription_sync"}
 _GATEWAY_KEYS = {
     "listen",
     "metadata",
@@ -107,6 +111,8 @@ class GatewayConfig:
     #: Policies applied at start where none is stored: namespace -> clusters.
     seed_namespace_policies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     seed_topic_policies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: What subscriptions' state is synced, and how (``georep/subsync/settings.py``).
+    sync: SyncSettings = field(default_factory=SyncSettings)
 
     @property
     def open(self) -> bool:
@@ -185,6 +191,7 @@ def parse(
         bytes_per_s=_rate("bytes_per_s", rates.get("bytes_per_s")),
         seed_namespace_policies=_seeds(policies, "namespaces", remotes, local.name),
         seed_topic_policies=_seeds(policies, "topics", remotes, local.name),
+        sync=parse_sync(_table(document, "subscription_sync")),
     )
 
 

@@ -1,0 +1,43 @@
+"""The [subscription_sync] table: defaults, overrides, and errors that name the key."""
+
+import pytest
+
+from georep.replicator.errors import ConfigError
+from georep.subsync.settings import Selection, SyncMode, parse_sync
+
+
+def test_defaults_are_full_mode_for_flagged_subscriptions():
+    settings = parse_sync({})
+    assert settings.default.mode is SyncMode.FULL
+    assert settings.default.subscriptions is Selection.FLAGGED
+    assert settings.for_namespace("public/default") == settings.default
+
+
+def test_a_namespace_overrides_only_what_it_names():
+    settings = parse_sync(
+        {"subscriptions": "all", "namespaces": {"t/n": {"mode": "pulsar-compatible"}}}
+    )
+    chosen = settings.for_namespace("t/n")
+    assert chosen.mode is SyncMode.PULSAR_COMPATIBLE
+    assert chosen.subscriptions is Selection.ALL
+    assert settings.for_namespace("t/other").mode is SyncMode.FULL
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"mode": "fast"}, "mode is 'fast'"),
+        ({"subscriptions": "some"}, "subscriptions is 'some'"),
+        ({"mod": "full"}, "unknown key(s) mod"),
+        ({"poll_interval_s": 0}, "poll_interval_s must be in"),
+        ({"snapshot_interval_s": "1"}, "snapshot_interval_s must be a number"),
+        ({"snapshot_interval_s": 5, "snapshot_timeout_s": 2}, "must exceed"),
+        ({"snapshot_cache_size": 1}, "snapshot_cache_size must be in"),
+        ({"namespaces": {"no-slash": {}}}, "no-slash"),
+        ({"namespaces": {"t/n": {"interval": 1}}}, "unknown key(s) interval"),
+    ],
+)
+def test_bad_tables_are_refused_with_the_key_named(table, message):
+    with pytest.raises(ConfigError) as caught:
+        parse_sync(table)
+    assert message in str(caught.value)
