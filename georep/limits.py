@@ -354,8 +354,9 @@ sync_subscriptions_per_topic_max = 100
 #: Runs an origin index keeps (per origin cluster and partition); past it the oldest go,
 #: and ranges mapping there are treated as already applied.
 sync_index_runs_max = 1_000_000
-#: Ranges and batches one sync call to the local admin carries (chunked above it).
-sync_apply_ranges_per_call_max = 10_000
+#: States waiting to be applied on the local cluster per topic partition; the reader
+#: waits past it.
+sync_pending_applies_max = 1_000
 
 invariant(sync_seconds_min <= sync_poll_interval_s_default <= sync_seconds_max)
 invariant(sync_seconds_min <= snapshot_interval_s_default <= sync_seconds_max)

@@ -57,6 +57,7 @@ class Gateway:
                 store=self.store,
                 settings=self.settings,
                 discovery_interval_s=config.discovery_interval_s,
+                sync_settings=config.sync,
             )
             self._runner = web.AppRunner(create_app(self), access_log=None)
             await self._runner.setup()

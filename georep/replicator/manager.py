@@ -48,6 +48,9 @@ from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.pulsar_link import PulsarLink
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
+from georep.subsync.core import SyncCore
+from georep.subsync.settings import SyncSettings
+from georep.subsync.topic_sync import TopicSync
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,7 @@ class ReplicationManager:
         discovery_interval_s: float = limits.gateway_discovery_interval_s_default,
         clock: Callable[[], float] = time.time,
         replicator_factory: Callable[..., Replicator] = Replicator,
+        sync_settings: SyncSettings | None = None,
     ) -> None:
         self.local = local
         self.remotes = dict(remotes)
@@ -116,6 +120,10 @@ class ReplicationManager:
             for name, endpoint in self.remotes.items()
         }
         self.replicators: dict[Key, Replicator] = {}
+        self.sync_settings = sync_settings or SyncSettings()
+        #: topic partition -> its subscription sync (subsync/topic_sync.py)
+        self.syncs: dict[str, TopicSync] = {}
+        self.syncs_over_limit = 0
         self._topics: dict[str, list[str]] = {}  # namespace -> last known topics
         self._partitions: dict[str, int] = {}  # base topic -> partitions (0: none)
         self._seen: set[str] = set()  # topics whose stray subscriptions were swept
@@ -139,6 +147,8 @@ class ReplicationManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        syncs, self.syncs = list(self.syncs.values()), {}
+        await asyncio.gather(*(s.stop() for s in syncs), return_exceptions=True)
         replicators, self.replicators = list(self.replicators.values()), {}
         await asyncio.gather(*(r.stop() for r in replicators), return_exceptions=True)
         links = [self.local_link, *self.remote_links.values()]
@@ -181,7 +191,7 @@ class ReplicationManager:
         policies = await self.store.list_replication_policies()
         namespace_policies = {p.name: p.clusters for p in policies if p.scope == "namespace"}
         topic_policies = {p.name: p.clusters for p in policies if p.scope == "topic"}
-        namespaces = set(namespace_policies)
+        namespaces = set(namespace_policies) | set(self.sync_settings.namespaces)
         for name in topic_policies:
             with contextlib.suppress(InvalidTopicName):
                 namespaces.add(TopicName.parse(name).namespace)
@@ -234,6 +244,7 @@ class ReplicationManager:
         for key, partitions in desired.items():
             if key not in self.replicators:
                 self._start(key, partitions)
+        self._sync_topics(desired)
         for key in sorted(self._pending_deletions):
             if key not in desired:
                 await self._delete_subscription(key)
@@ -248,6 +259,54 @@ class ReplicationManager:
         stats.unknown_clusters = unknown
         stats.over_limit = over_limit
         stats.pending_deletions = len(self._pending_deletions)
+
+    def _sync_topics(self, desired: Mapping[Key, int]) -> None:
+        """Subscription sync runs on every listed topic of the namespaces this gateway
+        knows (policies and [subscription_sync] namespaces), replicated out or only in."""
+        targets: dict[str, set[str]] = {}
+        for topic, remote in desired:
+            targets.setdefault(topic, set()).add(remote)
+        wanted: dict[str, str] = {}
+        for namespace, topics in sorted(self._topics.items()):
+            for topic in topics:
+                wanted[topic] = namespace
+        over = max(0, len(wanted) - limits.sync_topics_count_max)
+        self.syncs_over_limit = over
+        wanted = dict(list(wanted.items())[: limits.sync_topics_count_max])
+        for topic in [t for t in self.syncs if t not in wanted]:
+            sync = self.syncs.pop(topic)
+            asyncio.get_running_loop().create_task(sync.stop())
+        for topic, namespace in wanted.items():
+            remotes = frozenset(targets.get(topic, ()))
+            sync = self.syncs.get(topic)
+            if sync is not None:
+                sync.core.remotes = remotes
+                sync.core.namespace_sync = self.sync_settings.for_namespace(namespace)
+                continue
+            core = SyncCore(
+                self.local.name,
+                namespace_sync=self.sync_settings.for_namespace(namespace),
+                settings=self.sync_settings,
+                remotes=remotes,
+            )
+            sync = TopicSync(
+                topic=topic,
+                core=core,
+                local_link=self.local_link,
+                local_admin=self.local_admin,
+                connected=self._connected_to(topic),
+            )
+            self.syncs[topic] = sync
+            sync.start()
+
+    def _connected_to(self, topic: str) -> Callable[[str], bool]:
+        def connected(remote: str) -> bool:
+            replicator = self.replicators.get((topic, remote))
+            if replicator is None:
+                return False
+            return replicator.local_connected and replicator.remote_connected
+
+        return connected
 
     async def _partitions_of(self, name: TopicName, listed: list[str]) -> int:
         """The partition count of ``name``'s base topic (0 when not partitioned), asked of
@@ -331,6 +390,14 @@ class ReplicationManager:
             self._seen = set(listed)
 
     # -- stats --
+
+    def sync_stats(self) -> dict:
+        return {
+            "mode": self.sync_settings.default.mode.value,
+            "subscriptions": self.sync_settings.default.subscriptions.value,
+            "topicsOverLimit": self.syncs_over_limit,
+            "topics": [self.syncs[topic].stats() for topic in sorted(self.syncs)],
+        }
 
     def replicator_stats(self) -> list[dict]:
         return [self.replicators[key].stats() for key in sorted(self.replicators)]

@@ -39,8 +39,11 @@ A→B→C a message produced on A reaches C only if A replicates to C itself: re
 policies are per cluster pair, and each gateway forwards what its own cluster produced.
 A producer may narrow where a message goes with ``replicate_to`` (Pulsar's
 ``replication_clusters``): a non-empty list that does not name the remote skips it there.
-Markers (``marker_type``, DESIGN §6) are skipped here for now; the snapshot work routes
-them.
+**Markers** (``marker_type``, DESIGN §6; ``snapshots/markers.py``) written on the local
+cluster travel like data, by kind: SnapshotRequest, SubscriptionUpdate and
+SubscriptionAckRanges to every remote; a SnapshotResponse only to the cluster that
+asked (its ``replicate_to``); a Snapshot nowhere (it records a completed snapshot
+locally). A marker that came from another cluster is never sent on, like any copy.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from georep import limits
 from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.invariant import invariant
 from georep.replicator.errors import ReplicationStalled
+from georep.snapshots.markers import BROADCAST_KINDS, MarkerKind
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 
 REPLICATION_NAME_PREFIX = "georep.repl."
@@ -65,6 +69,9 @@ _ORIGIN_PROPERTIES = frozenset(
 _ENTRY_BITS = limits.replication_entry_id_bits
 _ENTRY_MASK = (1 << _ENTRY_BITS) - 1
 _LEDGER_LIMIT = 1 << limits.replication_ledger_id_bits
+
+_BROADCAST_MARKERS = frozenset(int(kind) for kind in BROADCAST_KINDS)
+_RESPONSE_MARKER = int(MarkerKind.SNAPSHOT_RESPONSE)
 
 invariant(len(REPLICATION_NAME_PREFIX) == limits.replication_name_prefix_chars)
 # The managed ledger's default rollover keeps entry ids within the sequence id's low bits.
@@ -142,7 +149,7 @@ class Verdict(enum.Enum):
     NOT_LOCAL = "not-local"
     #: The producer's ``replicate_to`` does not name this remote.
     NOT_ADDRESSED = "not-addressed"
-    #: A marker entry (DESIGN §6); not replicated by this replicator yet.
+    #: A marker that stays local or is addressed to other clusters.
     MARKER = "marker"
 
 
@@ -156,13 +163,18 @@ def verdict(metadata: pb.MessageMetadata, *, local_cluster: str, remote_cluster:
     >>> verdict(m, local_cluster="A", remote_cluster="B").value
     'not-local'
     """
-    if metadata.HasField("marker_type"):
-        return Verdict.MARKER
     if metadata.replicated_from:
         return Verdict.NOT_LOCAL
     origin = origin_of(metadata)
     if origin is not None and origin.cluster != local_cluster:
         return Verdict.NOT_LOCAL
+    if metadata.HasField("marker_type"):
+        kind = metadata.marker_type
+        if kind in _BROADCAST_MARKERS:
+            return Verdict.REPLICATE
+        if kind == _RESPONSE_MARKER and remote_cluster in metadata.replicate_to:
+            return Verdict.REPLICATE
+        return Verdict.MARKER
     if metadata.replicate_to and remote_cluster not in metadata.replicate_to:
         return Verdict.NOT_ADDRESSED
     return Verdict.REPLICATE

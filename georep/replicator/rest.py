@@ -264,13 +264,16 @@ async def get_stats(request: web.Request) -> web.Response:
     manager = request.app[GATEWAY].manager
     topic = request.query.get("topic")
     replicators = manager.replicator_stats()
+    sync = manager.sync_stats()
     if topic:
         replicators = [r for r in replicators if r["topic"].startswith(topic)]
+        sync["topics"] = [t for t in sync["topics"] if t["topic"].startswith(topic)]
     return _json(
         {
             "localCluster": manager.local.name,
             "replicators": replicators,
             "discovery": manager.stats.to_json(),
+            "subscriptionSync": sync,
         }
     )
 
@@ -302,7 +305,7 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", _TOPIC_POLICY, delete_topic_policy, Role.ADMIN,
           "Remove a topic's policy: its namespace's applies again"),
     Route("GET", f"{V1}/stats", get_stats, Role.READ,
-          "Replicator stats (Pulsar's replication stats names) and discovery",
+          "Replicator stats (Pulsar's replication stats names), discovery, subscription sync",
           response="Stats"),
 )  # fmt: skip
 

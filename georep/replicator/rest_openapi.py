@@ -106,6 +106,10 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "localCluster": {"type": "string"},
             "replicators": {"type": "array", "items": _REPLICATOR},
             "discovery": {"type": "object"},
+            "subscriptionSync": {
+                "type": "object",
+                "description": "Snapshots, caches and synced subscription states per topic",
+            },
         },
     },
 }  # fmt: skip

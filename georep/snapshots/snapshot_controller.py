@@ -90,6 +90,8 @@ class SnapshotController:
         self._in_flight: _InFlight | None = None
         self._last_started_at: float | None = None
         self._ids = itertools.count(1)
+        #: The remotes that had not answered the last snapshot that timed out.
+        self.unanswered: frozenset[str] = frozenset()
 
     @property
     def pending(self) -> bool:
@@ -157,6 +159,7 @@ class SnapshotController:
         flight = self._in_flight
         if flight is not None and now - flight.started_at >= self.timeout_s:
             self._in_flight = None
+            self.unanswered = flight.remotes - set(flight.answered)
             self.stats.timed_out += 1
             return True
         return False

@@ -11,6 +11,14 @@ origin's own positions, so every receiver can translate them (subsync/ack_sync.p
   (local position -> X's position: the same increasing structure as OriginIndex, keyed
   by local position), which lands them on X's own positions.
 
+Everything at or below the mark-delete position is acknowledged too, and is sent as
+one leading range per origin, from the origin's start: ``(0,0)..MDP`` for our own
+messages, and ``(0,0)..F`` for origin X, where F is X's position of the last copy of
+X's at or below the MDP. Every message of X up to F was replicated here before that
+copy (replication keeps order and skips nothing of X's own), so all of them lie below
+the MDP: the range is exact in X's terms, and a receiver maps it only onto entries
+whose origin is X (ack_sync.py), never onto a third cluster's copies.
+
 At most ``marker_ranges_count_max`` ranges are sent: the lowest first (nearest the
 mark-delete position, what a failover needs first); the rest follow in later markers
 once the mark-delete position moves. ``truncated`` in the result says so.
@@ -56,11 +64,14 @@ def build_ack_ranges(
         budget -= len(kept)
         return kept
 
+    below = _at_or_below(mark_delete)
+    own_prefix = [((0, 0), below)] if below is not None else []
     own = take(local_ranges)
     on_copies: set[Position] = set()
     others: list[pb.OriginAcks] = []
     for origin_cluster, index in sorted(reverse_indexes.items()):
-        mapped: list[Range] = []
+        floor = index.floor(below) if below is not None else None
+        mapped: list[Range] = [((0, 0), floor)] if floor is not None else []
         for first, last in own:
             ranges, _ = index.map_range(first, last)  # the pending tail: not X's copies
             mapped.extend(ranges)
@@ -74,15 +85,28 @@ def build_ack_ranges(
         if mapped or batches:
             others.append(_origin(origin_cluster, mapped, batches))
     own_batches = {w: b for w, b in partial_batches.items() if w not in on_copies}
-    origins = [_origin(source_cluster, own, own_batches), *others]
+    origins = [_origin(source_cluster, merge([*own_prefix, *own]), own_batches), *others]
     marker = pb.SubscriptionAckRanges(
         subscription_name=subscription,
         source_cluster=source_cluster,
         sequence=sequence,
-        mark_delete_position=position(*mark_delete),
         origins=origins,
     )
+    if below is not None:
+        marker.mark_delete_position.CopyFrom(position(*below))
     return BuiltMarker(marker, truncated)
+
+
+def _at_or_below(position: Position) -> Position | None:
+    """``position`` as a range end: an MDP of ``(l, -1)`` (nothing of ledger l yet)
+    means everything of the ledgers before l."""
+    ledger_id, entry_id = position
+    if entry_id >= 0:
+        return position
+    return (ledger_id - 1, _ENTRY_ID_MAX) if ledger_id > 0 else None
+
+
+_ENTRY_ID_MAX = 2**63 - 1
 
 
 def _origin(

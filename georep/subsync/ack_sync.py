@@ -6,10 +6,14 @@ of the messages: ranges in each origin's own positions, plus partially acknowled
 batches. Applying one is therefore idempotent, and a newer marker supersedes an older
 one. For each origin:
 
-- our own cluster: the positions are ours, applied as they are;
 - another cluster X: mapped through the OriginIndex of X (the copies of X's messages
   in our topic); the part of a range not replicated here yet is kept *pending* and
-  applied when the copies arrive (:meth:`AckRangesReceiver.on_replicated`).
+  applied when the copies arrive (:meth:`AckRangesReceiver.on_replicated`);
+- our own cluster: mapped the same way through the *identity* index of our own
+  messages (each own data entry recorded as itself). A range in our positions may
+  span copies of a third cluster's messages and markers; only our own messages in it
+  were acknowledged as ours, so only they are mapped (the copies are governed by their
+  own origin's group), and own entries the reader has not seen yet wait as pending.
 
 The receiver never produces an acknowledgement for a position that was not
 acknowledged at the source: ranges map only onto copies of acknowledged origin
@@ -99,8 +103,6 @@ class AckRangesReceiver:
         batches: dict[Position, set[int]],
         indexes: Mapping[str, OriginIndex],
     ) -> AckPlan:
-        if origin_cluster == self.local_cluster:
-            return AckPlan(merge(ranges), {p: set(i) for p, i in batches.items() if i})
         index = indexes.get(origin_cluster)
         plan = AckPlan()
         still = _Pending()

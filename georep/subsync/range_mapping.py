@@ -116,6 +116,21 @@ class OriginIndex:
             pending = (first if tail is None or first > tail else _after(tail), last)
         return merge(mapped), pending
 
+    def floor(self, origin: Position) -> Position | None:
+        """The local position of the last recorded entry at or below ``origin``."""
+        index = bisect.bisect_right(self._firsts, origin) - 1
+        if index < 0:
+            return None
+        run = self._runs[index]
+        if origin >= run.origin_last:
+            return run.local_last
+        return (run.local_first[0], run.local_first[1] + origin[1] - run.origin_first[1])
+
+    def drop_oldest(self, runs: int) -> None:
+        """Forget the ``runs`` oldest runs (the index's memory bound)."""
+        del self._runs[:runs]
+        del self._firsts[:runs]
+
     def forget_before(self, origin: Position) -> None:
         """Drop runs wholly below ``origin`` (already applied and below the MDP)."""
         keep = 0

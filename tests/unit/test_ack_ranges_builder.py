@@ -32,7 +32,9 @@ def two_clusters(draw):
     copy_on_b = dict(zip(a_own, b_copies, strict=False))  # A's own -> its copy on B
     origin_on_b = dict(zip(a_copies, b_own, strict=False))  # A's copy of B's -> B's own
     acked = sorted(draw(st.sets(st.sampled_from(a_positions))))
-    return a_positions, b_positions, copy_on_b, origin_on_b, acked
+    mark_delete = (10, draw(st.integers(-1, len(a_positions) - 1)))
+    acked = sorted(set(acked) | {p for p in a_positions if p <= mark_delete})
+    return a_positions, b_positions, b_own, copy_on_b, origin_on_b, mark_delete, acked
 
 
 def ranges_of(positions):
@@ -48,7 +50,7 @@ def ranges_of(positions):
 @settings(max_examples=300)
 @given(two_clusters())
 def test_acks_on_a_land_exactly_on_the_corresponding_entries_of_b(case):
-    _, b_positions, copy_on_b, origin_on_b, acked = case
+    _, b_positions, b_own, copy_on_b, origin_on_b, mark_delete, acked = case
     reverse_b = OriginIndex()  # on A: local position of a copy -> B's position
     for a_pos, b_pos in sorted(origin_on_b.items()):
         reverse_b.record(a_pos, b_pos)
@@ -60,15 +62,18 @@ def test_acks_on_a_land_exactly_on_the_corresponding_entries_of_b(case):
         subscription="s",
         source_cluster="a",
         sequence=1,
-        mark_delete=(9, 0),
-        acknowledged=ranges_of(acked),
+        mark_delete=mark_delete,
+        acknowledged=ranges_of([p for p in acked if p > mark_delete]),
         partial_batches={},
         reverse_indexes={"b": reverse_b},
     )
     _, marker = decode(
         MarkerKind.SUBSCRIPTION_ACK_RANGES, encode(MarkerKind.SUBSCRIPTION_ACK_RANGES, built.marker)
     )
-    plan = AckRangesReceiver("b").on_marker(marker, {"a": forward_a})
+    own_b = OriginIndex()  # on B: its own entries, each as itself
+    for b_pos in b_own:
+        own_b.record(b_pos, b_pos)
+    plan = AckRangesReceiver("b").on_marker(marker, {"a": forward_a, "b": own_b})
     applied = {p for p in b_positions if any(f <= p <= t for f, t in plan.ranges)}
 
     expected = {copy_on_b[p] for p in acked if p in copy_on_b}

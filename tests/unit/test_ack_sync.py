@@ -49,14 +49,18 @@ def test_docstring_example():
     assert receiver.pending_ranges == 0
 
 
-def test_own_origin_applies_as_is_and_stale_markers_are_ignored():
+def test_own_origin_maps_only_own_entries_and_stale_markers_are_ignored():
+    own = OriginIndex()  # b's own data entries: (4,1), (4,3), (4,9); (4,2) is a copy
+    for entry in (1, 3, 9):
+        own.record((4, entry), (4, entry))
     receiver = AckRangesReceiver("b")
     plan = receiver.on_marker(
-        marker(5, {"b": [((4, 1), (4, 3))]}, {"b": [((4, 9), 3, {0, 2})]}), {}
+        marker(5, {"b": [((4, 1), (4, 3))]}, {"b": [((4, 9), 3, {0, 2})]}), {"b": own}
     )
-    assert plan.ranges == [((4, 1), (4, 3))] and plan.batches == {(4, 9): {0, 2}}
-    assert receiver.on_marker(marker(5, {"b": [((4, 5), (4, 6))]}), {}) is None
-    assert receiver.on_marker(marker(4, {"b": [((4, 5), (4, 6))]}), {}) is None
+    assert plan.ranges == [((4, 1), (4, 1)), ((4, 3), (4, 3))]
+    assert plan.batches == {(4, 9): {0, 2}}
+    assert receiver.on_marker(marker(5, {"b": [((4, 5), (4, 6))]}), {"b": own}) is None
+    assert receiver.on_marker(marker(4, {"b": [((4, 5), (4, 6))]}), {"b": own}) is None
     assert receiver.stale_markers == 2
 
 

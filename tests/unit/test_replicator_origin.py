@@ -70,7 +70,13 @@ def with_origin(metadata: pb.MessageMetadata, cluster: str) -> pb.MessageMetadat
         (with_origin(meta(), "A"), "B", Verdict.REPLICATE),  # our own origin: fine
         (meta(replicate_to=["C"]), "B", Verdict.NOT_ADDRESSED),
         (meta(replicate_to=["B", "C"]), "B", Verdict.REPLICATE),
-        (meta(marker_type=10), "B", Verdict.MARKER),
+        (meta(marker_type=10), "B", Verdict.REPLICATE),  # a request goes everywhere
+        (meta(marker_type=13), "B", Verdict.REPLICATE),  # so do updates
+        (meta(marker_type=100), "B", Verdict.REPLICATE),  # and acknowledged ranges
+        (meta(marker_type=11, replicate_to=["C"]), "B", Verdict.MARKER),  # C asked
+        (meta(marker_type=11, replicate_to=["B"]), "B", Verdict.REPLICATE),
+        (meta(marker_type=12), "B", Verdict.MARKER),  # a completed snapshot stays
+        (meta(marker_type=10, replicated_from="B"), "C", Verdict.NOT_LOCAL),  # never on
     ],
 )
 def test_verdicts(metadata, remote, expected) -> None:

@@ -1,0 +1,459 @@
+"""Subscription sync of one topic partition on one gateway: the decisions, without I/O.
+
+The gateway of cluster L runs one :class:`SyncCore` per synced topic partition T and
+feeds it three things:
+
+- every entry of T on L, in order, read from the beginning by a non-durable reader
+  (``on_entry``): data entries build the indexes that translate positions, markers
+  carry the protocol;
+- the state of T's subscriptions on L, polled from L's admin REST (``on_state``):
+  mark-delete position (MDP), acknowledged ranges above it, partially acknowledged
+  batches, connected consumers, the replicated flag;
+- the clock (``tick``): snapshots start and time out.
+
+It answers with :class:`WriteMarker` (a marker for the gateway to publish into T on L)
+and :class:`Apply` (subscription state for the gateway to apply on L through the admin
+REST). What the gateway must do with them is in ``topic_sync.py``.
+
+**Source side** (a subscription with consumers here, opted in, mode not ``off``):
+
+- snapshots (snapshot_controller.py) with the remotes this topic replicates to; each
+  completed one is written as a local Snapshot marker, and when it is read back it
+  enters every synced subscription's cache (snapshot_cache.py);
+- when a subscription's MDP passes a cached snapshot: a SubscriptionUpdate with each
+  remote's position (both modes);
+- ``full`` mode: whenever the subscription's state changes, a SubscriptionAckRanges
+  with the whole state: MDP and ranges per origin (ack_ranges_builder.py).
+
+A subscription is synced from where its consumers are: a standby with no consumers
+writes nothing, so state applied from a remote is not echoed back, and after a
+failover the consumers' new cluster becomes the source.
+
+**Receiving side** (any subscription named by a marker from another cluster):
+
+- SnapshotRequest from X (that this topic replicates back to): answer with a
+  SnapshotResponse addressed to X, carrying the request's own position here (every
+  entry before it arrived before it);
+- SnapshotResponse addressed here: to the controller;
+- SubscriptionUpdate naming this cluster: apply that MDP (the broker never moves an MDP
+  backwards and creates the subscription if missing);
+- SubscriptionAckRanges from X: map through the indexes (ack_sync.py), apply; parts not
+  replicated here yet wait and apply as their copies arrive.
+
+**Indexes** (range_mapping.py): per origin cluster X, X's position -> local position
+of each copy (forward, for receiving), and local -> X's position (reverse, for
+building); for this cluster, each own data entry as itself (identity, so ranges in our
+own positions map only onto our own messages). Each keeps at most
+``limits.sync_index_runs_max`` runs; the oldest go first.
+
+**Snapshots with remotes that never answer.** A remote that this cluster replicates to
+but that does not replicate back (C in A→C) cannot answer, and a snapshot needs every
+participant. When a snapshot times out, the remotes that did not answer are left out
+of the next ones until anything of theirs is read here or their replicator reconnects;
+``full`` mode needs no snapshot for them (ack ranges carry the MDP).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from georep import limits
+from georep.broker.protocol import pulsar_wire_pb2 as wire
+from georep.replicator.origin import origin_of
+from georep.snapshots import markers_pb2 as pb
+from georep.snapshots.errors import MarkerError
+from georep.snapshots.markers import MarkerKind, decode, key, position
+from georep.snapshots.snapshot_cache import CachedSnapshot, SnapshotCache
+from georep.snapshots.snapshot_controller import CompletedSnapshot, SnapshotController, respond
+from georep.subsync.ack_ranges_builder import build_ack_ranges
+from georep.subsync.ack_sync import AckPlan, AckRangesReceiver
+from georep.subsync.range_mapping import OriginIndex, Position, Range
+from georep.subsync.settings import NamespaceSync, Selection, SyncMode, SyncSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionState:
+    """One subscription on the local cluster, as its admin REST reports it."""
+
+    mark_delete: Position
+    ranges: tuple[Range, ...] = ()
+    #: entry -> (batch size, acknowledged indexes)
+    batches: Mapping[Position, tuple[int, frozenset[int]]] = field(default_factory=dict)
+    consumers: int = 0
+    replicated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WriteMarker:
+    kind: MarkerKind
+    message: object
+    #: Clusters the marker is addressed to (a response: the asker); empty: by kind.
+    replicate_to: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Apply:
+    subscription: str
+    source: str
+    mark_delete: Position | None = None
+    ranges: list[Range] = field(default_factory=list)
+    batches: dict[Position, set[int]] = field(default_factory=dict)
+    #: When the source wrote the marker this comes from (ms), for the sync lag.
+    written_ms: int | None = None
+
+
+@dataclass(slots=True)
+class SourceStats:
+    markers_written: int = 0
+    updates_written: int = 0
+    last_mark_delete: Position | None = None
+    ranges: int = 0
+    truncated: int = 0
+    last_written_at: float | None = None
+
+
+@dataclass(slots=True)
+class AppliedStats:
+    last_mark_delete: Position | None = None
+    ranges: int = 0
+    applies: int = 0
+    sync_lag_ms: float | None = None
+    applied_at: float | None = None
+    pending_ranges: int = 0
+    last_sequence: int | None = None
+
+
+@dataclass(slots=True)
+class _Source:
+    cache: SnapshotCache
+    last_mark_delete: Position | None = None
+    last_sent: tuple | None = None
+    stats: SourceStats = field(default_factory=SourceStats)
+
+
+class SyncCore:
+    def __init__(
+        self,
+        local_cluster: str,
+        *,
+        namespace_sync: NamespaceSync,
+        settings: SyncSettings,
+        remotes: frozenset[str] = frozenset(),
+    ) -> None:
+        self.local_cluster = local_cluster
+        self.namespace_sync = namespace_sync
+        self.settings = settings
+        #: The clusters this topic replicates to (snapshot participants, answer routes).
+        self.remotes = remotes
+        self.controller = SnapshotController(
+            local_cluster,
+            interval_s=settings.snapshot_interval_s,
+            timeout_s=settings.snapshot_timeout_s,
+        )
+        self.silent: set[str] = set()
+        self.markers_read: dict[str, int] = {}
+        self.bad_markers = 0
+        self.over_limit_subscriptions = 0
+        self.applied: dict[tuple[str, str], AppliedStats] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget what was read: the reader starts again from the beginning."""
+        self.forward: dict[str, OriginIndex] = {self.local_cluster: OriginIndex()}
+        self.reverse: dict[str, OriginIndex] = {}
+        self.receivers: dict[tuple[str, str], AckRangesReceiver] = {}
+        self.sources: dict[str, _Source] = {}
+        self._arrived: set[str] = set()
+        self._something_new = False
+        self._sequence = 0
+        #: The last entry read: a state acknowledging past it is built again once the
+        #: reader gets there (copies not read yet cannot be translated to their origin).
+        self.read_position: Position | None = None
+
+    @property
+    def mode(self) -> SyncMode:
+        return self.namespace_sync.mode
+
+    # -- entries of the topic, in order --
+
+    def on_entry(
+        self, where: Position, metadata: wire.MessageMetadata, payload: bytes, now: float
+    ) -> list[WriteMarker | Apply]:
+        self.read_position = where
+        if metadata.HasField("marker_type"):
+            return self._on_marker(where, metadata, payload, now)
+        origin = origin_of(metadata)
+        if origin is None or origin.cluster == self.local_cluster:
+            if not metadata.replicated_from:
+                self._record(self.forward[self.local_cluster], where, where)
+                self._arrived.add(self.local_cluster)
+                self._something_new = True
+            return []
+        cluster = origin.cluster
+        self.silent.discard(cluster)
+        self._record(self.forward.setdefault(cluster, OriginIndex()), origin.position, where)
+        self._record(self.reverse.setdefault(cluster, OriginIndex()), where, origin.position)
+        self._arrived.add(cluster)
+        return []
+
+    def drain_arrivals(self) -> list[Apply]:
+        """Acknowledgements that were waiting for copies read since the last call."""
+        arrived, self._arrived = self._arrived, set()
+        out = []
+        for (subscription, source), receiver in self.receivers.items():
+            for cluster in arrived:
+                plan = receiver.on_replicated(cluster, self.forward)
+                if plan:
+                    out.append(self._apply_plan(subscription, source, plan, None, receiver))
+        return out
+
+    @staticmethod
+    def _record(index: OriginIndex, key_position: Position, value: Position) -> None:
+        index.record(key_position, value)
+        excess = len(index) - limits.sync_index_runs_max
+        if excess > 0:
+            index.drop_oldest(excess)
+
+    def _on_marker(
+        self, where: Position, metadata: wire.MessageMetadata, payload: bytes, now: float
+    ) -> list[WriteMarker | Apply]:
+        try:
+            kind, message = decode(metadata.marker_type, payload)
+        except MarkerError as error:
+            self.bad_markers += 1
+            log.warning("marker at %s of kind %d ignored: %s", where, metadata.marker_type, error)
+            return []
+        self.markers_read[kind.name] = self.markers_read.get(kind.name, 0) + 1
+        source = metadata.replicated_from
+        if not source:
+            if kind is MarkerKind.SNAPSHOT:
+                self._cache_snapshot(message)
+            return []
+        self.silent.discard(source)
+        written_ms = metadata.publish_time or None
+        if kind is MarkerKind.SNAPSHOT_REQUEST:
+            fresh = now * 1000 - metadata.publish_time <= self.settings.snapshot_timeout_s * 1000
+            if source in self.remotes and fresh:
+                answer = respond(message, self.local_cluster, where)
+                return [WriteMarker(MarkerKind.SNAPSHOT_RESPONSE, answer, (source,))]
+            return []
+        if kind is MarkerKind.SNAPSHOT_RESPONSE:
+            return self._on_response(message, where, now)
+        if kind is MarkerKind.SUBSCRIPTION_UPDATE:
+            for cluster in message.clusters:
+                if cluster.cluster == self.local_cluster:
+                    return [
+                        Apply(
+                            message.subscription_name,
+                            source,
+                            mark_delete=key(cluster.position),
+                            written_ms=written_ms,
+                        )
+                    ]
+            return []
+        if kind is MarkerKind.SUBSCRIPTION_ACK_RANGES:
+            name = message.subscription_name
+            receiver = self.receivers.get((name, source))
+            if receiver is None:
+                receiver = self.receivers[(name, source)] = AckRangesReceiver(self.local_cluster)
+            plan = receiver.on_marker(message, self.forward)
+            if plan is None:
+                return []
+            return [self._apply_plan(name, source, plan, written_ms, receiver)]
+        return []
+
+    def _apply_plan(
+        self,
+        subscription: str,
+        source: str,
+        plan: AckPlan,
+        written_ms: int | None,
+        receiver: AckRangesReceiver,
+    ) -> Apply:
+        stats = self.applied.setdefault((subscription, source), AppliedStats())
+        stats.pending_ranges = receiver.pending_ranges
+        stats.last_sequence = receiver.last_sequence
+        return Apply(
+            subscription,
+            source,
+            ranges=list(plan.ranges),
+            batches={p: set(i) for p, i in plan.batches.items()},
+            written_ms=written_ms,
+        )
+
+    def _on_response(self, message, where: Position, now: float) -> list[WriteMarker]:
+        outcome = self.controller.on_response(now, message, where)
+        if isinstance(outcome, pb.SnapshotRequest):
+            return [WriteMarker(MarkerKind.SNAPSHOT_REQUEST, outcome)]
+        if isinstance(outcome, CompletedSnapshot):
+            return [WriteMarker(MarkerKind.SNAPSHOT, outcome.marker(), (self.local_cluster,))]
+        return []
+
+    def _cache_snapshot(self, message: pb.Snapshot) -> None:
+        if not message.HasField("local_position"):
+            return
+        snapshot = CachedSnapshot(
+            message.snapshot_id,
+            key(message.local_position),
+            {c.cluster: key(c.position) for c in message.clusters},
+        )
+        for source in self.sources.values():
+            source.cache.add(snapshot)
+
+    # -- the subscriptions' state, polled --
+
+    def selected(self, states: Mapping[str, SubscriptionState]) -> dict[str, SubscriptionState]:
+        everyone = self.namespace_sync.subscriptions is Selection.ALL
+        chosen = {name: s for name, s in sorted(states.items()) if everyone or s.replicated}
+        limit = limits.sync_subscriptions_per_topic_max
+        self.over_limit_subscriptions = max(0, len(chosen) - limit)
+        return dict(list(chosen.items())[:limit])
+
+    def on_state(self, states: Mapping[str, SubscriptionState], now: float) -> list[WriteMarker]:
+        if self.mode is SyncMode.OFF:
+            return []
+        out: list[WriteMarker] = []
+        for name, state in self.selected(states).items():
+            source = self.sources.get(name)
+            if source is None:
+                cache = SnapshotCache(self.settings.snapshot_cache_size)
+                source = self.sources[name] = _Source(cache)
+            if state.consumers <= 0:
+                continue  # a standby: its state comes from elsewhere, not echoed back
+            if state.mark_delete != source.last_mark_delete:
+                source.last_mark_delete = state.mark_delete
+                self._something_new = True
+                reached = source.cache.advance(state.mark_delete)
+                if reached is not None and reached.remote_positions:
+                    update = pb.SubscriptionUpdate(
+                        subscription_name=name,
+                        clusters=[
+                            pb.ClusterPosition(cluster=c, position=position(*p))
+                            for c, p in sorted(reached.remote_positions.items())
+                        ],
+                    )
+                    out.append(WriteMarker(MarkerKind.SUBSCRIPTION_UPDATE, update))
+                    source.stats.updates_written += 1
+            if self.mode is SyncMode.FULL:
+                top = max([state.mark_delete, *(last for _, last in state.ranges), *state.batches])
+                read = self.read_position
+                behind = None if read is not None and top <= read else ("behind", read)
+                batches = tuple(sorted(state.batches.items()))
+                signature = (state.mark_delete, state.ranges, batches, behind)
+                if signature != source.last_sent:
+                    source.last_sent = signature
+                    self._something_new = True
+                    out.append(self._ack_ranges(name, state, source))
+            source.stats.last_mark_delete = state.mark_delete
+            source.stats.ranges = len(state.ranges)
+            if out:
+                source.stats.last_written_at = now
+        return out
+
+    def _ack_ranges(self, name: str, state: SubscriptionState, source: _Source) -> WriteMarker:
+        self._sequence += 1
+        built = build_ack_ranges(
+            subscription=name,
+            source_cluster=self.local_cluster,
+            sequence=self._sequence,
+            mark_delete=state.mark_delete,
+            acknowledged=state.ranges,
+            partial_batches={p: (size, set(acked)) for p, (size, acked) in state.batches.items()},
+            reverse_indexes=self.reverse,
+        )
+        source.stats.markers_written += 1
+        source.stats.truncated += int(built.truncated)
+        return WriteMarker(MarkerKind.SUBSCRIPTION_ACK_RANGES, built.marker)
+
+    def set_sequence_floor(self, floor: int) -> None:
+        """Sequences of ack-ranges markers continue above ``floor`` (a clock reading in
+        microseconds), so a receiver that outlived this gateway's restart takes them."""
+        self._sequence = max(self._sequence, floor)
+
+    # -- the clock --
+
+    def tick(self, now: float, connected: Mapping[str, bool]) -> list[WriteMarker]:
+        if self.controller.expire(now):
+            self.silent |= set(self.controller.unanswered)
+            log.info("snapshot timed out; not answered by %s", sorted(self.controller.unanswered))
+        if self.mode is SyncMode.OFF:
+            return []
+        participants = {r: connected.get(r, False) for r in self.remotes if r not in self.silent}
+        request = self.controller.maybe_start(
+            now,
+            remotes_connected=participants,
+            published_since_last=self._something_new,
+            replicated_subscriptions=len(self.sources),
+        )
+        if request is None:
+            return []
+        self._something_new = False
+        return [WriteMarker(MarkerKind.SNAPSHOT_REQUEST, request)]
+
+    def reconnected(self, remote: str) -> None:
+        """The replicator towards ``remote`` connected again: ask it in snapshots again."""
+        self.silent.discard(remote)
+
+    # -- stats --
+
+    def note_applied(self, action: Apply, mark_delete: Position | None, ranges: int, now: float):
+        stats = self.applied.setdefault((action.subscription, action.source), AppliedStats())
+        stats.applies += 1
+        stats.applied_at = now
+        if mark_delete is not None:
+            stats.last_mark_delete = mark_delete
+        stats.ranges = ranges
+        if action.written_ms is not None:
+            stats.sync_lag_ms = max(0.0, now * 1000 - action.written_ms)
+
+    def stats(self) -> dict:
+        controller = self.controller.stats
+        subscriptions: dict[str, dict] = {}
+        for name, source in self.sources.items():
+            entry = subscriptions.setdefault(name, {"applied": {}})
+            entry["cacheSize"] = len(source.cache)
+            entry["source"] = {
+                "lastMarkDelete": _text(source.stats.last_mark_delete),
+                "ranges": source.stats.ranges,
+                "ackRangesWritten": source.stats.markers_written,
+                "updatesWritten": source.stats.updates_written,
+                "truncated": source.stats.truncated,
+                "lastWrittenAt": source.stats.last_written_at,
+            }
+        for (name, origin), applied in self.applied.items():
+            entry = subscriptions.setdefault(name, {"applied": {}})
+            entry["applied"][origin] = {
+                "lastMarkDelete": _text(applied.last_mark_delete),
+                "ranges": applied.ranges,
+                "applies": applied.applies,
+                "syncLagMs": applied.sync_lag_ms,
+                "appliedAt": applied.applied_at,
+                "pendingRanges": applied.pending_ranges,
+                "lastSequence": applied.last_sequence,
+            }
+        return {
+            "mode": self.mode.value,
+            "remotes": sorted(self.remotes),
+            "snapshots": {
+                "started": controller.started,
+                "completed": controller.completed,
+                "timedOut": controller.timed_out,
+                "ignoredResponses": controller.ignored_responses,
+                "pending": self.controller.pending,
+                "lastDurationS": controller.duration_s_last,
+                "silentRemotes": sorted(self.silent),
+            },
+            "markersRead": dict(self.markers_read),
+            "badMarkers": self.bad_markers,
+            "subscriptionsOverLimit": self.over_limit_subscriptions,
+            "indexRuns": {c: len(i) for c, i in sorted(self.forward.items())},
+            "subscriptions": subscriptions,
+        }
+
+
+def _text(where: Position | None) -> str | None:
+    return None if where is None else f"{where[0]}:{where[1]}"
