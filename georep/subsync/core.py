@@ -49,8 +49,10 @@ own positions map only onto our own messages). Each keeps at most
 **Snapshots with remotes that never answer.** A remote that this cluster replicates to
 but that does not replicate back (C in A→C) cannot answer, and a snapshot needs every
 participant. When a snapshot times out, the remotes that did not answer are left out
-of the next ones until anything of theirs is read here or their replicator reconnects;
-``full`` mode needs no snapshot for them (ack ranges carry the MDP).
+of the next ones until anything of theirs is read here or their replicator reconnects.
+Every ``snapshot_timeout_s`` while some are left out, a probe request (a request no
+snapshot waits for) is written: a remote that answers it is back in. ``full`` mode
+needs no snapshot for a one-way remote (ack ranges carry the MDP).
 """
 
 from __future__ import annotations
@@ -155,6 +157,8 @@ class SyncCore:
             timeout_s=settings.snapshot_timeout_s,
         )
         self.silent: set[str] = set()
+        self._last_probe: float | None = None
+        self.probes = 0
         self.markers_read: dict[str, int] = {}
         self.bad_markers = 0
         self.over_limit_subscriptions = 0
@@ -379,9 +383,21 @@ class SyncCore:
     def tick(self, now: float, connected: Mapping[str, bool]) -> list[WriteMarker]:
         if self.controller.expire(now):
             self.silent |= set(self.controller.unanswered)
+            self._something_new = True  # what prompted it is still not in a snapshot
             log.info("snapshot timed out; not answered by %s", sorted(self.controller.unanswered))
         if self.mode is SyncMode.OFF:
             return []
+        out: list[WriteMarker] = []
+        if self.silent & self.remotes and (
+            self._last_probe is None or now - self._last_probe >= self.settings.snapshot_timeout_s
+        ):
+            self._last_probe = now
+            self.probes += 1
+            probe = pb.SnapshotRequest(
+                snapshot_id=f"{self.local_cluster}-probe-{int(now * 1000)}",
+                source_cluster=self.local_cluster,
+            )
+            out.append(WriteMarker(MarkerKind.SNAPSHOT_REQUEST, probe))
         participants = {r: connected.get(r, False) for r in self.remotes if r not in self.silent}
         request = self.controller.maybe_start(
             now,
@@ -390,9 +406,9 @@ class SyncCore:
             replicated_subscriptions=len(self.sources),
         )
         if request is None:
-            return []
+            return out
         self._something_new = False
-        return [WriteMarker(MarkerKind.SNAPSHOT_REQUEST, request)]
+        return [*out, WriteMarker(MarkerKind.SNAPSHOT_REQUEST, request)]
 
     def reconnected(self, remote: str) -> None:
         """The replicator towards ``remote`` connected again: ask it in snapshots again."""
@@ -446,6 +462,7 @@ class SyncCore:
                 "pending": self.controller.pending,
                 "lastDurationS": controller.duration_s_last,
                 "silentRemotes": sorted(self.silent),
+                "probes": self.probes,
             },
             "markersRead": dict(self.markers_read),
             "badMarkers": self.bad_markers,

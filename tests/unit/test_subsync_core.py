@@ -1,0 +1,93 @@
+"""SyncCore's snapshot participants: a remote that never answers is left out, probed,
+and taken back when it answers."""
+
+from __future__ import annotations
+
+from georep.broker.protocol import pulsar_wire_pb2 as wire
+from georep.snapshots import markers_pb2 as pb
+from georep.snapshots.markers import MarkerKind, encode, position
+from georep.subsync.core import SubscriptionState, SyncCore
+from georep.subsync.settings import NamespaceSync, SyncSettings
+
+
+def core() -> SyncCore:
+    a = SyncCore(
+        "A",
+        namespace_sync=NamespaceSync(),
+        settings=SyncSettings(snapshot_interval_s=1.0, snapshot_timeout_s=10.0),
+        remotes=frozenset({"B", "C"}),
+    )
+    a.on_state({"s": SubscriptionState(mark_delete=(1, -1), consumers=1, replicated=True)}, 0.0)
+    own = wire.MessageMetadata(producer_name="p", sequence_id=1, publish_time=0)
+    a.on_entry((1, 0), own, b"x", 0.0)  # something new to snapshot
+    return a
+
+
+def response(snapshot_id: str, cluster: str, now: float) -> wire.MessageMetadata:
+    metadata = wire.MessageMetadata(
+        producer_name="georep.repl." + cluster,
+        sequence_id=1,
+        publish_time=int(now * 1000),
+        marker_type=int(MarkerKind.SNAPSHOT_RESPONSE),
+        replicated_from=cluster,
+    )
+    answer = pb.SnapshotResponse(
+        snapshot_id=snapshot_id,
+        cluster=pb.ClusterPosition(cluster=cluster, position=position(5, 5)),
+    )
+    return metadata, encode(MarkerKind.SNAPSHOT_RESPONSE, answer)
+
+
+def test_a_silent_remote_is_left_out_probed_and_taken_back():
+    a = core()
+    connected = {"B": True, "C": True}
+    (first,) = a.tick(1.0, connected)
+    assert first.kind is MarkerKind.SNAPSHOT_REQUEST
+    metadata, payload = response(first.message.snapshot_id, "B", 1.5)
+    assert a.on_entry((1, 1), metadata, payload, 1.5) == []  # C has not answered
+    # C never answers: the snapshot times out, C is left out and probed
+    written = a.tick(11.5, connected)
+    assert a.controller.stats.timed_out == 1 and a.silent == {"C"}
+    assert [w.message.snapshot_id.split("-")[1] for w in written] == ["probe", "11500"]
+    # the next snapshot involves B only and completes with one answer
+    metadata, payload = response(written[1].message.snapshot_id, "B", 12.0)
+    (done,) = a.on_entry((1, 2), metadata, payload, 12.0)
+    assert done.kind is MarkerKind.SNAPSHOT
+    assert [c.cluster for c in done.message.clusters] == ["B"]
+    # C answers the probe: it takes part again
+    metadata, payload = response(written[0].message.snapshot_id, "C", 13.0)
+    a.on_entry((1, 3), metadata, payload, 13.0)
+    assert a.silent == set()
+
+
+def test_requests_are_answered_only_towards_remotes_and_only_while_fresh():
+    a = core()
+    request = pb.SnapshotRequest(snapshot_id="B-1", source_cluster="B")
+    metadata = wire.MessageMetadata(
+        producer_name="georep.repl.B",
+        sequence_id=1,
+        publish_time=100_000,
+        marker_type=int(MarkerKind.SNAPSHOT_REQUEST),
+        replicated_from="B",
+    )
+    payload = encode(MarkerKind.SNAPSHOT_REQUEST, request)
+    (answer,) = a.on_entry((1, 7), metadata, payload, 101.0)
+    assert answer.replicate_to == ("B",)
+    assert (
+        answer.message.cluster.position.ledger_id,
+        answer.message.cluster.position.entry_id,
+    ) == (
+        1,
+        7,
+    )
+    assert a.on_entry((1, 8), metadata, payload, 100.0 + 11.0) == []  # older than the timeout
+    metadata.replicated_from = "D"  # not a cluster this topic replicates to: no route back
+    assert a.on_entry((1, 9), metadata, payload, 101.0) == []
+
+
+def test_a_standby_subscription_writes_nothing():
+    a = core()
+    state = SubscriptionState(mark_delete=(1, 3), consumers=0, replicated=True)
+    assert a.on_state({"s": state}, 1.0) == []
+    unflagged = SubscriptionState(mark_delete=(1, 3), consumers=1, replicated=False)
+    assert a.on_state({"t": unflagged}, 1.0) == []
