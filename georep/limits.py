@@ -490,3 +490,40 @@ invariant(reconcile_range_bucket_entries & (reconcile_range_bucket_entries - 1) 
 invariant(cursor_ranges_persisted_max * 100 <= reconcile_broadcast_pieces_max)
 invariant(reconcile_inputs_count_max >= remote_clusters_count_max)
 invariant(reconcile_report_topics_max <= reconcile_report_rows_max)
+
+# --- failover drill (georep/drill) ---------------------------------------------------
+#: Messages one drill produces, and keys it spreads them over, at most.
+drill_messages_count_max = 1_000_000
+drill_keys_count_max = 100_000
+#: Seconds the drill waits between stopping the consumers on A and failing A, by default:
+#: more than a snapshot interval and a sync poll, so that what A acknowledged has had
+#: time to reach B (``--settle 0`` shows what a failure without that grace costs).
+drill_settle_s_default = 3.0
+drill_settle_s_max = 600.0
+#: Seconds the drill waits, before producing, for both gateways to replicate and sync
+#: its new topic (discovery passes); past it the drill goes on and says so.
+drill_ready_s_max = 60.0
+#: Messages a second the consumers on A handle together, by default and at most: a
+#: paced consumption lets acknowledgements, nack redeliveries and syncs interleave.
+drill_consume_rate_per_s_default = 500.0
+drill_consume_rate_per_s_max = 1_000_000.0
+#: Seconds the consumers on A may take to reach the failure point.
+drill_consume_timeout_s_max = 300.0
+#: The drain on B ends once nothing arrived for ``quiet`` seconds after the expected
+#: messages did, or for ``quiet_incomplete`` seconds without them; and after the timeout.
+drill_drain_quiet_s_default = 3.0
+drill_drain_quiet_incomplete_s = 10.0
+drill_drain_timeout_s_max = 300.0
+#: Seconds the reader on B may wait for one message the broker said is available.
+drill_read_timeout_s_max = 30.0
+#: Ids listed per category in the report (the counts are always complete).
+drill_sample_ids_max = 20
+#: Deliveries drawn in the HTML chart; above it every n-th one is (duplicates always).
+drill_chart_points_max = 20_000
+#: Managed topology starts tried (fresh ports each) before the drill gives up.
+drill_start_attempts_max = 3
+
+invariant(drill_settle_s_default > snapshot_interval_s_default + sync_poll_interval_s_default)
+invariant(drill_settle_s_default <= drill_settle_s_max)
+invariant(drill_drain_quiet_s_default < drill_drain_quiet_incomplete_s < drill_drain_timeout_s_max)
+# --- end of failover drill ---------------------------------------------------------

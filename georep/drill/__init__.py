@@ -1,0 +1,17 @@
+"""The failover drill (``georep drill``, DESIGN §7; semantics in docs/DRILL.md).
+
+Modules, in the order a drill uses them:
+
+- ``settings.py``     the flags, checked into one typed object
+- ``scenarios.py``    how consumers on A acknowledge (pure policies)
+- ``topology.py``     clusters A and B with gateways: stood up (georep up's pieces) or
+                      running ones by URL; the failures (kill, cut-link)
+- ``traffic.py``      producing and consuming with the official pulsar-client
+- ``delivery_log.py`` one record per delivery, written as deliveries.jsonl
+- ``drill_op.py``     one drill in one sync mode, step by step
+- ``report.py``       the arithmetic: duplicates, redelivered, lost (pure)
+- ``report_page.py``  report.html with an inline SVG chart
+- ``progress.py``     the progress bar on stderr
+- ``rest.py``         the few admin and gateway REST calls
+- ``main.py``         the command
+"""
