@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("georep.up", "run clusters and gateways from one TOML file, supervised"),
     "export": ("georep.spark_reconcile.export", "export a cluster's message index as Parquet"),
     "reconcile": ("georep.spark_reconcile.job", "Spark job: duplicates and gaps across clusters"),
+    "drill": ("georep.drill.main", "failover drill: fail A mid-consumption, move consumers to B"),
 }
 
 

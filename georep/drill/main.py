@@ -1,0 +1,301 @@
+"""``georep drill``: a failover drill, its delivery log and its report.
+
+Example::
+
+    georep drill --scenario shared-out-of-order --messages 2000 --at 0.5 --fail kill \\
+        --mode both --out drill-out
+
+stands up clusters A and B with their gateways (twice: once per mode), runs the
+scenario, fails A, moves the consumers to B, and writes ``drill-out/deliveries.jsonl``,
+``report.json`` and ``report.html``; a progress bar runs on stderr, a summary goes to
+stdout (the report itself with ``--json``). See docs/DRILL.md for the semantics.
+
+Exit codes: 0 when the drill ran (whatever it found), 2 for bad flags, 1 when it could
+not run (the message says why; a temporary data directory is then kept for its logs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from georep import limits
+from georep.drill.delivery_log import write_jsonl
+from georep.drill.drill_op import DrillOp, ModeRun
+from georep.drill.errors import DrillError, DrillUsageError
+from georep.drill.progress import Progress
+from georep.drill.report_page import render
+from georep.drill.scenarios import SCENARIOS
+from georep.drill.settings import BOTH, FAILURES, MODES, DrillSettings, settings_from_args
+from georep.drill.topology import ManagedTopology, RunningTopology, Topology
+from georep.drill.traffic import CLIENT_LOGGER, pulsar_module
+
+log = logging.getLogger(__name__)
+
+REPORT_VERSION = 1
+#: The gateways' [subscription_sync] in a managed drill, besides the mode: short periods,
+#: so that the default settle (limits.drill_settle_s_default) covers a snapshot and a poll.
+SYNC_PERIODS = {"subscriptions": "flagged", "snapshot_interval_s": 1.0, "poll_interval_s": 0.2}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scenario",
+        default="shared-out-of-order",
+        metavar="NAME",
+        help=f"how consumers on A consume: {', '.join(SCENARIOS)} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--messages",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="messages produced on A (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--keys",
+        type=int,
+        default=16,
+        metavar="K",
+        help="distinct message keys (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--at",
+        type=float,
+        default=0.5,
+        metavar="FRACTION",
+        help="fail A once this fraction of the messages was delivered on A (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--fail",
+        default="kill",
+        metavar="HOW",
+        help=f"{' or '.join(FAILURES)}: SIGKILL A's cluster and gateway, or"
+        " both gateways (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--mode",
+        default="full",
+        metavar="MODE",
+        help=f"subscription sync mode: {', '.join((*MODES, BOTH))} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=limits.drill_settle_s_default,
+        metavar="S",
+        help="seconds between stopping the consumers on A and failing A (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--consume-rate",
+        type=float,
+        default=limits.drill_consume_rate_per_s_default,
+        metavar="R",
+        help="messages a second the consumers on A handle together, 0: no limit"
+        " (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="output directory (default: a new drill-* directory here)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report JSON on stdout")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the clusters' data here (default: a temporary directory, removed afterwards)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default="public/default",
+        metavar="TENANT/NS",
+        help="namespace of the drill's topic (default: %(default)s)",
+    )
+    parser.add_argument("--seed", type=int, default=1, help="seed of keys and ack orders")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    running = parser.add_argument_group(
+        "running clusters (instead of standing up A and B; --fail cut-link only)"
+    )
+    for cluster in ("a", "b"):
+        upper = cluster.upper()
+        running.add_argument(
+            f"--{cluster}-service-url", metavar="URL", help=f"{upper}'s broker, pulsar://host:port"
+        )
+        running.add_argument(
+            f"--{cluster}-admin-url", metavar="URL", help=f"{upper}'s admin REST, http://host:port"
+        )
+        running.add_argument(f"--{cluster}-gateway-url", metavar="URL",
+                             help=f"{upper}'s gateway REST, http://host:port")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except DrillUsageError as error:
+        print(f"georep drill: error: {error}", file=sys.stderr)
+        return 2
+    progress = Progress(enabled=settings.progress)
+    try:
+        pulsar_module()
+        out = output_directory(settings)
+        report = asyncio.run(drill(settings, out, progress))
+    except DrillError as error:
+        progress.close()
+        print(f"georep drill: could not run: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        progress.close()
+        print(f"georep drill: could not run: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        progress.close()
+        print("georep drill: interrupted", file=sys.stderr)
+        return 130
+    progress.close()
+    if settings.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(summary(report, out))
+    return 0
+
+
+def output_directory(settings: DrillSettings) -> Path:
+    if settings.out is not None:
+        settings.out.mkdir(parents=True, exist_ok=True)
+        return settings.out
+    base = f"drill-{settings.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for suffix in ["", *(f"-{n}" for n in range(2, 100))]:
+        path = Path.cwd() / f"{base}{suffix}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise DrillError(f"cannot make an output directory {base}-N here")
+
+
+async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[str, Any]:
+    """Run every mode; write deliveries.jsonl, report.json and report.html under ``out``."""
+    started = time.time()
+    stamp = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(2)
+    temporary = settings.managed and settings.data is None
+    data_root = Path(tempfile.mkdtemp(prefix="georep-drill-")) if temporary else settings.data
+    handler = _client_log(out / "pulsar-client.log")
+    runs: dict[str, ModeRun] = {}
+    try:
+        for mode in settings.modes:
+            topology: Topology
+            if settings.managed:
+                sync = {"mode": mode, **SYNC_PERIODS}
+                topology = ManagedTopology(data_root / mode, settings.namespace, sync)
+            else:
+                topology = RunningTopology(settings.running)
+            progress.phase(
+                f"{mode}: start A and B" if settings.managed else f"{mode}: check A and B"
+            )
+            begun = time.monotonic()
+            try:
+                await topology.start()
+                started_s = time.monotonic() - begun
+                runs[mode] = await DrillOp(settings, mode, topology, progress, stamp).run()
+                runs[mode].report["timings_s"] = {
+                    "start": round(started_s, 3),
+                    **runs[mode].report["timings_s"],
+                }
+            finally:
+                progress.phase(f"{mode}: stop")
+                await topology.stop()
+                progress.close()
+    except BaseException as error:
+        if temporary and isinstance(error, DrillError):
+            raise DrillError(f"{error} (data and logs kept in {data_root})") from None
+        raise
+    finally:
+        logging.getLogger(CLIENT_LOGGER).removeHandler(handler)
+        handler.close()
+    if temporary:
+        shutil.rmtree(data_root, ignore_errors=True)
+    report = assemble(settings, runs, started, time.time())
+    write_outputs(out, report, runs)
+    return report
+
+
+def assemble(
+    settings: DrillSettings, runs: dict[str, ModeRun], started: float, finished: float
+) -> dict[str, Any]:
+    scenario = SCENARIOS[settings.scenario]
+    return {
+        "report_version": REPORT_VERSION,
+        "scenario": scenario.name,
+        "scenario_summary": scenario.summary,
+        "subscription_type": scenario.subscription_type,
+        "consumers": scenario.consumers,
+        "messages": settings.messages,
+        "keys": settings.keys,
+        "at": settings.at,
+        "target_on_A": settings.target_on_a,
+        "fail": settings.fail,
+        "settle_s": settings.settle_s,
+        "consume_rate_per_s": settings.consume_rate_per_s,
+        "seed": settings.seed,
+        "namespace": settings.namespace,
+        "clusters": "managed" if settings.managed else "running",
+        "started_at": _iso(started),
+        "finished_at": _iso(finished),
+        "modes": {mode: run.report for mode, run in runs.items()},
+    }
+
+
+def write_outputs(out: Path, report: dict[str, Any], runs: dict[str, ModeRun]) -> None:
+    write_jsonl(out / "deliveries.jsonl", (d for run in runs.values() for d in run.deliveries))
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    page = render(report, {mode: run.deliveries for mode, run in runs.items()})
+    (out / "report.html").write_text(page, encoding="utf-8")
+
+
+def summary(report: dict[str, Any], out: Path) -> str:
+    lines = [
+        f"georep drill: {report['scenario']}, --fail {report['fail']} after"
+        f" {report['target_on_A']} of {report['messages']} messages delivered on A"
+    ]
+    for mode, block in report["modes"].items():
+        lag = block["sync_lag_at_failure_ms"]
+        resume = block["time_to_resume_on_B_s"]
+        lines.append(
+            f"  {mode:<18} duplicates {block['duplicates']['count']:<5}"
+            f" lost {block['lost']['count']:<4}"
+            f" redelivered {block['redelivered']['count']:<5}"
+            f" replicated {block['replicated_before_failure']}/{block['produced']}"
+            f"  sync lag {'n/a' if lag is None else f'{lag:.0f} ms'}"
+            f"  resume on B {'n/a' if resume is None else f'{resume:.2f} s'}"
+        )
+        lines += [f"    warning: {w}" for w in block["warnings"]]
+    lines.append(f"  report: {out / 'report.html'} (report.json, deliveries.jsonl)")
+    return "\n".join(lines)
+
+
+def _iso(epoch_s: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
+
+
+def _client_log(path: Path) -> logging.Handler:
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger = logging.getLogger(CLIENT_LOGGER)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return handler

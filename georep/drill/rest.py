@@ -1,0 +1,134 @@
+"""The few REST calls the drill makes (blocking, urllib): a cluster's internal stats,
+a gateway's stats, and a gateway's topic replication policy (for ``cut-link`` on
+running clusters).
+
+Tokens, when the REST requires them, come from the environment, never from a flag:
+``GEOREP_ADMIN_TOKEN`` for the clusters' admin REST, ``GEOREP_GATEWAY_TOKEN`` for the
+gateways'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from georep.drill.errors import DrillError
+
+ADMIN_TOKEN_ENV = "GEOREP_ADMIN_TOKEN"
+GATEWAY_TOKEN_ENV = "GEOREP_GATEWAY_TOKEN"
+_TIMEOUT_S = 10.0
+
+
+def request_json(
+    method: str, url: str, *, token_env: str, body: Any = None, timeout_s: float = _TIMEOUT_S
+) -> Any:
+    """The JSON answer (None for an empty one); DrillError on any failure."""
+    headers = {"Accept": "application/json"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    token = os.environ.get(token_env)
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            text = answer.read()
+    except urllib.error.HTTPError as error:
+        detail = error.read()[:300].decode(errors="replace")
+        raise DrillError(f"{method} {url}: HTTP {error.code} {detail}") from None
+    except (urllib.error.URLError, OSError, TimeoutError) as error:
+        reason = getattr(error, "reason", error)
+        raise DrillError(f"{method} {url}: {reason}") from None
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise DrillError(f"{method} {url}: the answer is not JSON") from None
+
+
+def topic_path(topic: str) -> str:
+    """``persistent://t/ns/x`` -> ``persistent/t/ns/x`` (URL-quoted)."""
+    scheme, _, rest = topic.partition("://")
+    return f"{scheme}/" + "/".join(urllib.parse.quote(part, safe="") for part in rest.split("/"))
+
+
+def cursor_of(admin_url: str, topic: str, subscription: str) -> dict[str, Any] | None:
+    """The subscription's cursor in the topic's internal stats; None if it has none."""
+    stats = request_json(
+        "GET", f"{admin_url}/admin/v2/{topic_path(topic)}/internalStats", token_env=ADMIN_TOKEN_ENV
+    )
+    cursor = (stats or {}).get("cursors", {}).get(subscription)
+    return cursor if isinstance(cursor, dict) else None
+
+
+def gateway_stats(gateway_url: str, topic: str | None = None) -> dict[str, Any]:
+    """A gateway's stats (only ``topic``'s parts when given)."""
+    query = f"?topic={urllib.parse.quote(topic, safe='')}" if topic else ""
+    stats = request_json(
+        "GET", f"{gateway_url}/admin/georep/v1/stats{query}", token_env=GATEWAY_TOKEN_ENV
+    )
+    return stats if isinstance(stats, dict) else {}
+
+
+def _same_topic(name: Any, topic: str) -> bool:
+    return isinstance(name, str) and (name == topic or name == topic.partition("://")[2])
+
+
+def sync_topic(stats: dict[str, Any], topic: str) -> dict[str, Any] | None:
+    """The topic's entry under ``subscriptionSync.topics`` of a gateway's stats."""
+    sync = stats.get("subscriptionSync")
+    if not isinstance(sync, dict):
+        return None
+    for entry in sync.get("topics") or []:
+        if isinstance(entry, dict) and _same_topic(entry.get("topic"), topic):
+            return entry
+    return None
+
+
+def sync_of(
+    stats: dict[str, Any], topic: str, subscription: str
+) -> tuple[str | None, dict[str, Any] | None]:
+    """(the sync mode for the topic, the subscription's block) from a gateway's stats;
+    None for what is absent."""
+    sync = stats.get("subscriptionSync")
+    if not isinstance(sync, dict):
+        return None, None
+    entry = sync_topic(stats, topic) or {}
+    mode = entry.get("mode", sync.get("mode"))
+    block = (entry.get("subscriptions") or {}).get(subscription)
+    return (mode if isinstance(mode, str) else None), (block if isinstance(block, dict) else None)
+
+
+def sync_lag_ms(block: dict[str, Any] | None, from_cluster: str) -> float | None:
+    """``applied.<from_cluster>.syncLagMs`` of a subscription's sync block."""
+    if not block:
+        return None
+    applied = (block.get("applied") or {}).get(from_cluster)
+    if not isinstance(applied, dict):
+        return None
+    lag = applied.get("syncLagMs")
+    return float(lag) if isinstance(lag, int | float) and not isinstance(lag, bool) else None
+
+
+def replicators_of(stats: dict[str, Any], topic: str) -> list[dict[str, Any]]:
+    return [
+        r
+        for r in stats.get("replicators") or []
+        if isinstance(r, dict) and _same_topic(r.get("topic"), topic)
+    ]
+
+
+def set_topic_policy(gateway_url: str, topic: str, clusters: list[str] | None) -> None:
+    """Set a topic's replication clusters on a gateway; None removes the topic's policy."""
+    url = f"{gateway_url}/admin/georep/v1/{topic_path(topic)}/replication"
+    if clusters is None:
+        request_json("DELETE", url, token_env=GATEWAY_TOKEN_ENV)
+    else:
+        request_json("PUT", url, token_env=GATEWAY_TOKEN_ENV, body={"clusters": clusters})

@@ -1,0 +1,178 @@
+"""A drill's settings: the flags of ``georep drill``, checked into one typed object.
+
+Every refusal is a :class:`DrillUsageError` naming the flag (exit 2). Rules beyond each
+flag's own range:
+
+- Clusters "by URL" (``--a-service-url`` ...) are used when any such flag is given; then
+  the service and admin URLs of both A and B are required, ``--fail kill`` is refused
+  (the drill does not own A's processes, so it cannot kill them), ``--fail cut-link``
+  needs both gateway URLs (the link is cut over the gateways' REST), ``--mode both`` is
+  refused (the gateways run one mode, which the drill cannot change) and ``--data`` is
+  meaningless.
+- ``--at`` is the fraction of the messages delivered on A before the failure:
+  ``0 < at <= 1``, and at least one message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from georep import limits
+from georep.drill.errors import DrillUsageError
+from georep.drill.scenarios import SCENARIOS
+
+FULL = "full"
+PULSAR_COMPATIBLE = "pulsar-compatible"
+BOTH = "both"
+MODES = (FULL, PULSAR_COMPATIBLE)
+KILL = "kill"
+CUT_LINK = "cut-link"
+FAILURES = (KILL, CUT_LINK)
+
+_NAMESPACE = re.compile(r"[-=:.\w]+/[-=:.\w]+", re.ASCII)
+
+
+@dataclass(frozen=True)
+class ClusterUrls:
+    """A running cluster: its broker, its admin REST, and (optionally) its gateway."""
+
+    service_url: str
+    admin_url: str
+    gateway_url: str | None
+
+
+@dataclass(frozen=True)
+class DrillSettings:
+    scenario: str
+    messages: int
+    keys: int
+    at: float
+    fail: str
+    modes: tuple[str, ...]
+    settle_s: float
+    #: Messages a second the consumers on A handle together (0: as fast as they can).
+    consume_rate_per_s: float = 0.0
+    out: Path | None = None
+    json: bool = False
+    data: Path | None = None
+    namespace: str = "public/default"
+    seed: int = 1
+    progress: bool = True
+    #: Clusters A and B by URL; None: the drill stands them up itself.
+    running: dict[str, ClusterUrls] | None = None
+
+    @property
+    def managed(self) -> bool:
+        return self.running is None
+
+    @property
+    def target_on_a(self) -> int:
+        """Distinct messages delivered on A before the consumers stop."""
+        return max(1, math.ceil(self.at * self.messages))
+
+
+def settings_from_args(args: argparse.Namespace) -> DrillSettings:
+    if args.scenario not in SCENARIOS:
+        raise DrillUsageError(f"--scenario {args.scenario!r}: use one of {', '.join(SCENARIOS)}")
+    if not 1 <= args.messages <= limits.drill_messages_count_max:
+        raise DrillUsageError(
+            f"--messages {args.messages}: must be in 1..{limits.drill_messages_count_max}"
+        )
+    if not 1 <= args.keys <= limits.drill_keys_count_max:
+        raise DrillUsageError(f"--keys {args.keys}: must be in 1..{limits.drill_keys_count_max}")
+    if not (0.0 < args.at <= 1.0) or math.isnan(args.at):
+        raise DrillUsageError(f"--at {args.at}: must be a fraction in (0, 1]")
+    if not (0.0 <= args.settle <= limits.drill_settle_s_max):
+        raise DrillUsageError(
+            f"--settle {args.settle}: must be in 0..{limits.drill_settle_s_max} s"
+        )
+    if not (0.0 <= args.consume_rate <= limits.drill_consume_rate_per_s_max):
+        raise DrillUsageError(
+            f"--consume-rate {args.consume_rate}: must be in"
+            f" 0..{limits.drill_consume_rate_per_s_max} messages/s (0: no limit)"
+        )
+    if args.fail not in FAILURES:
+        raise DrillUsageError(f"--fail {args.fail!r}: use {' or '.join(FAILURES)}")
+    if args.mode not in (*MODES, BOTH):
+        raise DrillUsageError(f"--mode {args.mode!r}: use {', '.join((*MODES, BOTH))}")
+    if not _NAMESPACE.fullmatch(args.namespace):
+        raise DrillUsageError(f"--namespace {args.namespace!r}: not tenant/namespace")
+    modes = MODES if args.mode == BOTH else (args.mode,)
+    running = _running(args, modes)
+    return DrillSettings(
+        scenario=args.scenario,
+        messages=args.messages,
+        keys=args.keys,
+        at=args.at,
+        fail=args.fail,
+        modes=modes,
+        settle_s=args.settle,
+        consume_rate_per_s=args.consume_rate,
+        out=args.out,
+        json=args.json,
+        data=args.data,
+        namespace=args.namespace,
+        seed=args.seed,
+        progress=not args.no_progress,
+        running=running,
+    )
+
+
+_URL_FLAGS = {
+    (cluster, kind): f"--{cluster.lower()}-{kind}-url"
+    for cluster in ("A", "B")
+    for kind in ("service", "admin", "gateway")
+}
+
+
+def _running(args: argparse.Namespace, modes: tuple[str, ...]) -> dict[str, ClusterUrls] | None:
+    given = {
+        key: getattr(args, flag[2:].replace("-", "_"))
+        for key, flag in _URL_FLAGS.items()
+        if getattr(args, flag[2:].replace("-", "_"))
+    }
+    if not given:
+        return None
+    missing = [
+        _URL_FLAGS[(cluster, kind)]
+        for cluster in ("A", "B")
+        for kind in ("service", "admin")
+        if (cluster, kind) not in given
+    ]
+    if missing:
+        raise DrillUsageError(f"running clusters need {', '.join(missing)} as well")
+    for (cluster, kind), url in given.items():
+        scheme = ("pulsar://",) if kind == "service" else ("http://", "https://")
+        if not url.startswith(scheme):
+            raise DrillUsageError(
+                f"{_URL_FLAGS[(cluster, kind)]} {url!r}: must start with {' or '.join(scheme)}"
+            )
+    if args.fail == KILL:
+        raise DrillUsageError(
+            "--fail kill needs clusters the drill stands up itself (it must own A's processes"
+            " to kill them); with running clusters use --fail cut-link"
+        )
+    if ("A", "gateway") not in given or ("B", "gateway") not in given:
+        raise DrillUsageError(
+            "--fail cut-link on running clusters needs --a-gateway-url and --b-gateway-url"
+            " (the link is cut over the gateways' REST)"
+        )
+    if len(modes) > 1:
+        raise DrillUsageError(
+            "--mode both needs clusters the drill stands up itself: running gateways run"
+            " the one mode they were configured with"
+        )
+    if args.data is not None:
+        raise DrillUsageError("--data is for clusters the drill stands up; not with running ones")
+    return {
+        cluster: ClusterUrls(
+            given[(cluster, "service")],
+            given[(cluster, "admin")].rstrip("/"),
+            given.get((cluster, "gateway"), "").rstrip("/") or None,
+        )
+        for cluster in ("A", "B")
+    }

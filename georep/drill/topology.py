@@ -1,0 +1,239 @@
+"""Clusters A and B and their gateways: stood up by the drill, or running ones by URL.
+
+**Managed** (:class:`ManagedTopology`): ``georep up``'s own pieces — an
+:class:`~georep.up.UpConfig` with clusters A and B (``fsync = false``: a process crash
+loses nothing, only a power loss would) and gateways replicating the drill's namespace
+A→B and B→A, each with ``subscription_sync = {mode = <mode>, ...}``; ports chosen by
+``up._with_ports``, processes and gateway TOML files made by ``up.build``. The processes
+run as plain :class:`~georep.processes.ManagedProcess` children, not ``up``'s supervised
+ones: a drill wants a crash to show, not to be restarted, and ``up``'s status lines
+would mix with ``--json`` on stdout. A start that fails (a port taken meanwhile) is tried
+again on fresh ports, up to ``limits.drill_start_attempts_max`` times. Failures:
+
+- ``kill``: SIGKILL of A's cluster process and A's gateway, at once;
+- ``cut-link``: SIGKILL of both gateways; A keeps running, cut off.
+
+**Running** (:class:`RunningTopology`): URLs given on the command line. ``kill`` is
+refused earlier (settings.py); ``cut-link`` sets the drill topic's replication policy to
+``[]`` on both gateways over their REST and waits until neither lists a replicator for
+the topic any more; the policies are removed again when the drill ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from georep import limits
+from georep.drill import rest
+from georep.drill.errors import DrillError
+from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
+from georep.processes import ManagedProcess, ProcessFailed
+from georep.up import ClusterSpec, GatewaySpec, UpConfig, _with_ports, build
+
+log = logging.getLogger(__name__)
+
+_STOP_GRACE_S = 20.0
+_CUT_WAIT_S = 30.0
+A, B = "A", "B"
+
+
+class Topology:
+    urls: dict[str, ClusterUrls]
+
+    async def start(self) -> None:
+        raise NotImplementedError
+
+    async def fail(self, kind: str, topic: str) -> None:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+    def gateway_stats(self, cluster: str, topic: str | None = None) -> dict[str, Any] | None:
+        """A gateway's stats (``topic``'s parts), None when it has no gateway URL or does
+        not answer."""
+        url = self.urls[cluster].gateway_url
+        if not url:
+            return None
+        try:
+            return rest.gateway_stats(url, topic)
+        except DrillError as error:
+            log.warning("gateway %s stats: %s", cluster, error)
+            return None
+
+
+def up_config(data_dir: Path, namespace: str, subscription_sync: dict[str, Any]) -> UpConfig:
+    """A↔B with the drill's namespace replicated both ways, on ports chosen now."""
+    config = UpConfig(
+        data_dir=data_dir,
+        clusters={name: ClusterSpec(name, 0, 0, fsync=False) for name in (A, B)},
+        gateways={
+            A: GatewaySpec(A, 0, {namespace: [B]}, dict(subscription_sync)),
+            B: GatewaySpec(B, 0, {namespace: [A]}, dict(subscription_sync)),
+        },
+    )
+    chosen = _with_ports(config)
+    # Keep each gateway's subscription_sync whatever _with_ports copies of a spec.
+    gateways = {
+        name: dataclasses.replace(spec, subscription_sync=dict(subscription_sync))
+        for name, spec in chosen.gateways.items()
+    }
+    return dataclasses.replace(chosen, gateways=gateways)
+
+
+class ManagedTopology(Topology):
+    def __init__(self, data_dir: Path, namespace: str, subscription_sync: dict[str, Any]) -> None:
+        self.data_dir = data_dir
+        self.namespace = namespace
+        self.subscription_sync = subscription_sync
+        self.clusters: dict[str, ManagedProcess] = {}
+        self.gateways: dict[str, ManagedProcess] = {}
+        self.urls = {}
+        self.config: UpConfig | None = None
+
+    async def start(self) -> None:
+        last_error = ""
+        for attempt in range(limits.drill_start_attempts_max):
+            home = self.data_dir if attempt == 0 else self.data_dir / f"retry-{attempt}"
+            home.mkdir(parents=True, exist_ok=True)
+            try:
+                await self._start_once(home)
+                return
+            except ProcessFailed as error:
+                last_error = str(error)
+                log.warning("start attempt %d failed: %s", attempt + 1, error)
+                await self.stop()
+        raise DrillError(
+            f"clusters A and B did not start ({limits.drill_start_attempts_max} attempts):"
+            f" {last_error}"
+        )
+
+    async def _start_once(self, home: Path) -> None:
+        self.config = up_config(home, self.namespace, self.subscription_sync)
+        clusters, gateways = build(self.config)
+        self.clusters = {
+            s.label.split()[-1]: ManagedProcess(s.args, s.ready_prefix, log_path=s.log_path)
+            for s in clusters
+        }
+        self.gateways = {
+            s.label.split()[-1]: ManagedProcess(s.args, s.ready_prefix, log_path=s.log_path)
+            for s in gateways
+        }
+        await asyncio.gather(*(p.start() for p in self.clusters.values()))
+        host = self.config.host
+        self.urls = {
+            name: ClusterUrls(
+                f"pulsar://{host}:{spec.broker_port}",
+                f"http://{host}:{spec.admin_port}",
+                f"http://{host}:{self.config.gateways[name].port}",
+            )
+            for name, spec in self.config.clusters.items()
+        }
+        if self.namespace != "public/default":
+            for name in (A, B):
+                await asyncio.to_thread(
+                    ensure_namespace, self.urls[name].admin_url, self.namespace, name
+                )
+        await asyncio.gather(*(p.start() for p in self.gateways.values()))
+
+    @property
+    def logs_dir(self) -> Path | None:
+        return self.config.data_dir / "logs" if self.config else None
+
+    async def fail(self, kind: str, topic: str) -> None:
+        if kind == KILL:
+            victims = [self.gateways[A], self.clusters[A]]
+        elif kind == CUT_LINK:
+            victims = [self.gateways[A], self.gateways[B]]
+        else:  # settings.py only lets these two through
+            raise DrillError(f"unknown failure {kind!r}")
+        for process in victims:
+            process.kill()
+        for process in victims:
+            await process.wait()
+
+    def unexpected_exits(self) -> list[str]:
+        """Processes that exited without being asked (before the failure)."""
+        return [
+            f"{kind} {name} exited with {p.process.returncode}"
+            for kind, group in (("cluster", self.clusters), ("gateway", self.gateways))
+            for name, p in group.items()
+            if p.process is not None and p.process.returncode is not None
+        ]
+
+    async def stop(self) -> None:
+        for group in (self.gateways, self.clusters):
+            await asyncio.gather(
+                *(p.terminate(_STOP_GRACE_S) for p in group.values() if p.process is not None),
+                return_exceptions=True,
+            )
+
+
+def ensure_namespace(admin_url: str, namespace: str, cluster: str) -> None:
+    tenant = namespace.split("/", 1)[0]
+    tenants = rest.request_json(
+        "GET", f"{admin_url}/admin/v2/tenants", token_env=rest.ADMIN_TOKEN_ENV
+    )
+    if tenant not in (tenants or []):
+        rest.request_json(
+            "PUT",
+            f"{admin_url}/admin/v2/tenants/{tenant}",
+            token_env=rest.ADMIN_TOKEN_ENV,
+            body={"allowedClusters": [cluster], "adminRoles": []},
+        )
+    existing = rest.request_json(
+        "GET", f"{admin_url}/admin/v2/namespaces/{tenant}", token_env=rest.ADMIN_TOKEN_ENV
+    )
+    if namespace not in (existing or []):
+        rest.request_json(
+            "PUT", f"{admin_url}/admin/v2/namespaces/{namespace}", token_env=rest.ADMIN_TOKEN_ENV
+        )
+
+
+class RunningTopology(Topology):
+    def __init__(self, urls: dict[str, ClusterUrls]) -> None:
+        self.urls = urls
+        self._cut_topics: list[str] = []
+
+    async def start(self) -> None:
+        for name, urls in self.urls.items():
+            try:
+                await asyncio.to_thread(
+                    rest.request_json,
+                    "GET",
+                    f"{urls.admin_url}/admin/v2/clusters",
+                    token_env=rest.ADMIN_TOKEN_ENV,
+                )
+            except DrillError as error:
+                raise DrillError(f"cluster {name} does not answer: {error}") from None
+
+    async def fail(self, kind: str, topic: str) -> None:
+        if kind != CUT_LINK:
+            raise DrillError("running clusters can only be failed with cut-link")
+        self._cut_topics.append(topic)
+        for name in (A, B):
+            await asyncio.to_thread(rest.set_topic_policy, self.urls[name].gateway_url, topic, [])
+        deadline = time.monotonic() + _CUT_WAIT_S
+        while time.monotonic() < deadline:
+            live = []
+            for name in (A, B):
+                stats = await asyncio.to_thread(self.gateway_stats, name, topic) or {}
+                live += rest.replicators_of(stats, topic)
+            if not live:
+                return
+            await asyncio.sleep(0.1)
+        raise DrillError(f"the gateways still replicate {topic} {_CUT_WAIT_S:.0f} s after the cut")
+
+    async def stop(self) -> None:
+        for topic in self._cut_topics:
+            for name in (A, B):
+                with contextlib.suppress(DrillError):
+                    await asyncio.to_thread(
+                        rest.set_topic_policy, self.urls[name].gateway_url, topic, None
+                    )

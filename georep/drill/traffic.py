@@ -1,0 +1,348 @@
+"""The drill's messages and consumers, with the official pulsar-client.
+
+- :func:`produce`: N messages on A, unbatched (one entry each, so every copy's
+  properties show its origin position), each with a key from ``keys`` keys (seeded),
+  a drill id ``m000042`` and its index in the payload and in the properties
+  ``drill-id`` / ``drill-index``. The send receipts give each message's id on A: its
+  origin MessageId.
+- :class:`ConsumerGroup`: a scenario's consumers on one cluster, one thread each,
+  receiving with a short timeout so that they stop promptly, recording every delivery
+  in the :class:`~georep.drill.delivery_log.DeliveryLog` and doing what their
+  :class:`~georep.drill.scenarios.AckPolicy` says. Once stopped they neither receive
+  nor acknowledge: what they hold stays unacknowledged.
+- :func:`read_origins`: every copy on B's topic, with a Reader (it does not touch the
+  subscription).
+
+The client's own log lines go to the Python logger ``georep.drill.pulsar`` (the drill
+sends it to a file), never to stdout, which ``--json`` keeps for the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from georep import limits
+from georep.drill.delivery_log import Delivery, DeliveryLog
+from georep.drill.errors import DrillError
+from georep.drill.report import Produced
+from georep.drill.scenarios import (
+    ACK,
+    ACK_CUMULATIVE,
+    EXCLUSIVE,
+    FAILOVER,
+    KEY_SHARED,
+    NACK,
+    SHARED,
+    AckPolicy,
+    Received,
+    Scenario,
+)
+
+ORIGIN_CLUSTER_PROPERTY = "georep.origin.cluster"
+ORIGIN_POSITION_PROPERTY = "georep.origin.position"
+DRILL_ID_PROPERTY = "drill-id"
+DRILL_INDEX_PROPERTY = "drill-index"
+
+CLIENT_LOGGER = "georep.drill.pulsar"
+_RECEIVE_TIMEOUT_MS = 100
+_OPERATION_TIMEOUT_S = 15
+
+
+def pulsar_module():
+    try:
+        import pulsar
+    except ImportError:
+        raise DrillError("the drill needs pulsar-client: pip install 'georep[dev]'") from None
+    return pulsar
+
+
+def connect(service_url: str):
+    pulsar = pulsar_module()
+    return pulsar.Client(
+        service_url,
+        operation_timeout_seconds=_OPERATION_TIMEOUT_S,
+        logger=logging.getLogger(CLIENT_LOGGER),
+    )
+
+
+def drill_id(index: int) -> str:
+    return f"m{index:06d}"
+
+
+def position_text(message_id) -> str:
+    return f"{message_id.ledger_id()}:{message_id.entry_id()}"
+
+
+def produce(
+    client, topic: str, count: int, keys: int, seed: int, progress: Callable[[int], None]
+) -> dict[str, Produced]:
+    """Produce ``count`` messages; by origin position (their ids on A)."""
+    pulsar = pulsar_module()
+    rng = random.Random(seed)
+    producer = client.create_producer(
+        topic,
+        producer_name=None,
+        batching_enabled=False,
+        block_if_queue_full=True,
+        max_pending_messages=1_000,
+        send_timeout_millis=30_000,
+    )
+    lock = threading.Lock()
+    receipts: dict[int, object] = {}
+    failures: list[str] = []
+    messages = []
+    for index in range(count):
+        key = f"key-{rng.randrange(keys)}"
+        messages.append((index, drill_id(index), key))
+
+    def receipt(index: int):
+        def callback(result, message_id) -> None:
+            with lock:
+                if result == pulsar.Result.Ok:
+                    receipts[index] = message_id
+                else:
+                    failures.append(f"{drill_id(index)}: {result}")
+
+        return callback
+
+    try:
+        for index, identity, key in messages:
+            producer.send_async(
+                f"{identity} key={key}".encode(),
+                receipt(index),
+                properties={DRILL_ID_PROPERTY: identity, DRILL_INDEX_PROPERTY: str(index)},
+                partition_key=key,
+            )
+            if index % 100 == 0:
+                with lock:
+                    progress(len(receipts))
+        producer.flush()
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            with lock:
+                if len(receipts) + len(failures) >= count:
+                    break
+            time.sleep(0.01)
+    finally:
+        producer.close()
+    progress(len(receipts))
+    if failures or len(receipts) < count:
+        sample = ", ".join(failures[:3]) or "no receipt"
+        raise DrillError(f"{count - len(receipts)} of {count} sends on A failed ({sample})")
+    return {
+        position_text(receipts[index]): Produced(
+            identity, index, key, position_text(receipts[index])
+        )
+        for index, identity, key in messages
+    }
+
+
+class DeliveryCounter:
+    """Distinct drill ids delivered, first and last delivery times; ``reached`` is set
+    once ``target`` distinct ids were delivered."""
+
+    def __init__(self, target: int | None = None) -> None:
+        self._lock = threading.Lock()
+        self.ids: set[str] = set()
+        self.target = target
+        self.reached = threading.Event()
+        self.first_at_ms: int | None = None
+        self.last_at_ms: int | None = None
+        self.last_at_monotonic: float | None = None
+
+    def add(self, delivery: Delivery) -> bool:
+        """Count a delivery; False when the target had been reached before it (the
+        delivery is past the failure point: it is to stay unacknowledged)."""
+        with self._lock:
+            before_target = not self.reached.is_set()
+            self.ids.add(delivery.drill_id)
+            if self.first_at_ms is None:
+                self.first_at_ms = delivery.delivered_at
+            self.last_at_ms = delivery.delivered_at
+            self.last_at_monotonic = time.monotonic()
+            if self.target is not None and len(self.ids) >= self.target:
+                self.reached.set()
+            return before_target
+
+    @property
+    def distinct(self) -> int:
+        with self._lock:
+            return len(self.ids)
+
+
+_TYPES = {SHARED: "Shared", KEY_SHARED: "KeyShared", EXCLUSIVE: "Exclusive", FAILOVER: "Failover"}
+
+
+class ConsumerGroup:
+    """A scenario's consumers on one cluster, each on its own thread."""
+
+    def __init__(
+        self,
+        client,
+        *,
+        cluster: str,
+        phase: str,
+        mode: str,
+        scenario: Scenario,
+        topic: str,
+        subscription: str,
+        policies: list[AckPolicy],
+        log: DeliveryLog,
+        counter: DeliveryCounter,
+        receiver_queue_size: int,
+        rate_per_s: float = 0.0,
+    ) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.phase = phase
+        self.mode = mode
+        self.scenario = scenario
+        self.topic = topic
+        self.subscription = subscription
+        self.policies = policies
+        self.log = log
+        self.counter = counter
+        self.receiver_queue_size = receiver_queue_size
+        #: Each consumer handles at most rate / consumers messages a second (0: no limit).
+        self.interval_s = len(policies) / rate_per_s if rate_per_s > 0 else 0.0
+        self.stopping = threading.Event()
+        self.errors: list[str] = []
+        self._consumers: list = []
+        self._threads: list[threading.Thread] = []
+
+    def subscribe(self) -> None:
+        pulsar = pulsar_module()
+        options = {}
+        if self.scenario.negative_ack_redelivery_delay_ms is not None:
+            options["negative_ack_redelivery_delay_ms"] = (
+                self.scenario.negative_ack_redelivery_delay_ms
+            )
+        for number, _ in enumerate(self.policies):
+            self._consumers.append(
+                self.client.subscribe(
+                    self.topic,
+                    self.subscription,
+                    consumer_type=getattr(
+                        pulsar.ConsumerType, _TYPES[self.scenario.subscription_type]
+                    ),
+                    consumer_name=f"drill-{self.cluster}-{number}",
+                    initial_position=pulsar.InitialPosition.Earliest,
+                    replicate_subscription_state_enabled=True,
+                    receiver_queue_size=self.receiver_queue_size,
+                    **options,
+                )
+            )
+
+    def start(self) -> None:
+        for consumer, policy in zip(self._consumers, self.policies, strict=True):
+            thread = threading.Thread(
+                target=self._consume,
+                args=(consumer, policy),
+                name=f"drill-{self.cluster}-{consumer.consumer_name()}",
+                daemon=True,
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop receiving and acknowledging; returns once every thread is done."""
+        self.stopping.set()
+        for thread in self._threads:
+            thread.join(timeout=limits.drill_read_timeout_s_max)
+
+    def close(self) -> None:
+        for consumer in self._consumers:
+            try:
+                consumer.close()
+            except Exception as error:  # a consumer of a dead cluster: nothing to do
+                logging.getLogger(__name__).debug("closing a consumer: %s", error)
+
+    def _delivery(self, message, consumer_name: str) -> Delivery:
+        message_id = message.message_id()
+        properties = message.properties()
+        own = position_text(message_id)
+        if self.phase == "before":
+            origin_cluster, origin_position = self.cluster, own
+        else:
+            origin_cluster = properties.get(ORIGIN_CLUSTER_PROPERTY, "")
+            origin_position = properties.get(ORIGIN_POSITION_PROPERTY, "")
+        index_text = properties.get(DRILL_INDEX_PROPERTY, "")
+        return Delivery(
+            mode=self.mode,
+            cluster=self.cluster,
+            phase=self.phase,
+            consumer=consumer_name,
+            topic=self.topic,
+            subscription=self.subscription,
+            drill_id=properties.get(DRILL_ID_PROPERTY, ""),
+            index=int(index_text) if index_text.isdigit() else -1,
+            key=message.partition_key(),
+            message_id=own,
+            origin_cluster=origin_cluster,
+            origin_position=origin_position,
+            batch_index=message_id.batch_index(),
+            delivered_at=int(time.time() * 1000),
+            redelivery_count=message.redelivery_count(),
+        )
+
+    def _consume(self, consumer, policy: AckPolicy) -> None:
+        pulsar = pulsar_module()
+        name = consumer.consumer_name()
+        next_slot = 0.0  # monotonic time of the next message this consumer may take
+        while not self.stopping.is_set():
+            wait_s = next_slot - time.monotonic()
+            if wait_s > 0 and self.stopping.wait(wait_s):
+                return
+            try:
+                message = consumer.receive(timeout_millis=_RECEIVE_TIMEOUT_MS)
+            except pulsar.Timeout:
+                continue
+            except Exception as error:  # closed or disconnected for good
+                if not self.stopping.is_set():
+                    self.errors.append(f"{name}: receive: {error}")
+                return
+            if self.interval_s:
+                next_slot = max(next_slot, time.monotonic() - self.interval_s) + self.interval_s
+            delivery = self.log.append(self._delivery(message, name))
+            if not self.counter.add(delivery) or self.stopping.is_set():
+                self.stopping.set()
+                return  # past the failure point: stays unacknowledged
+            received = Received(delivery.index, delivery.redelivery_count, (message, delivery))
+            for action in policy.on_message(received):
+                held_message, held_delivery = action.message.handle
+                try:
+                    if action.kind == ACK:
+                        consumer.acknowledge(held_message)
+                        self.log.mark(held_delivery, acked=True)
+                    elif action.kind == ACK_CUMULATIVE:
+                        consumer.acknowledge_cumulative(held_message)
+                        self.log.mark_cumulative(held_delivery)
+                    elif action.kind == NACK:
+                        consumer.negative_acknowledge(held_message)
+                        self.log.mark(held_delivery, nacked=True)
+                except Exception as error:
+                    self.errors.append(f"{name}: {action.kind} {held_delivery.drill_id}: {error}")
+            if self.counter.reached.is_set():
+                self.stopping.set()  # this delivery was the last one before the failure
+
+
+def read_origins(client, topic: str) -> dict[str, str]:
+    """Every copy on ``topic`` (read from the earliest message to the last one there
+    now): origin position -> drill id."""
+    pulsar = pulsar_module()
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    found: dict[str, str] = {}
+    try:
+        while reader.has_message_available():
+            message = reader.read_next(timeout_millis=int(limits.drill_read_timeout_s_max * 1000))
+            properties = message.properties()
+            origin = properties.get(ORIGIN_POSITION_PROPERTY)
+            if origin:
+                found[origin] = properties.get(DRILL_ID_PROPERTY, "")
+    finally:
+        reader.close()
+    return found
