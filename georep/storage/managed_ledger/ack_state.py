@@ -135,6 +135,27 @@ class AckState:
             self._advance(log)
         return changed
 
+    def acknowledge_range(self, low: Position, high: Position, log: LogShape) -> bool:
+        """Acknowledge every entry p with ``low <= p <= high`` (entry ids >= 0; the range
+        may span ledgers and its ends need not be entries) without listing them: one
+        range added, batches inside it forgotten. True when the state changed. Example,
+        MDP (4,-1), ledger 4 of 3 entries: ``acknowledge_range((4,1), (6,3))`` adds
+        [(4,1),(6,3)]; (4,0) is still open, so the MDP stays."""
+        if high <= self.mark_delete_position:
+            return False
+        low = max(low, self.mark_delete_position.next_in_ledger())
+        covering = self.individually_deleted.range_of(low)
+        if covering is not None and covering[1] >= high:
+            return False
+        self.individually_deleted.add(low, high)
+        first = bisect.bisect_left(self._batch_keys, low)
+        last = bisect.bisect_right(self._batch_keys, high)
+        for key in self._batch_keys[first:last]:
+            del self._batches[key]
+        del self._batch_keys[first:last]
+        self._advance(log)
+        return True
+
     def mark_delete(self, position: Position, log: LogShape) -> bool:
         """Cumulative acknowledgement up to ``position``; never moves the MDP back. True
         when the state changed."""

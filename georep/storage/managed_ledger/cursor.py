@@ -13,11 +13,11 @@ and an entry is a journal group commit on the bookies, while the metadata store 
 SQLite file shared with every bookie's lease: the ledger keeps the hot path off it, and
 fencing the cursor's ledger fences a stale owner's acknowledgements for free.
 
-Durability: ``mark_delete``, ``delete``, ``delete_batch_members``, ``reset`` and
-``set_properties`` change the state in memory at once, then return only when a persisted
-state that includes the change is durable. Changes are numbered; one write at a time
-carries the newest state and releases every caller whose change it includes, so a burst
-of acknowledgements costs one write per round trip, not one each
+Durability: ``mark_delete``, ``delete``, ``delete_ranges``, ``delete_batch_members``,
+``reset`` and ``set_properties`` change the state in memory at once, then return only
+when a persisted state that includes the change is durable. Changes are numbered; one
+write at a time carries the newest state and releases every caller whose change it
+includes, so a burst of acknowledgements costs one write per round trip, not one each
 (``cursor_persist_interval_ms`` can wait to gather more). After kill -9 the cursor is
 restored exactly as last persisted, so every acknowledgement that returned is there.
 
@@ -229,6 +229,28 @@ class ManagedCursor:
             if position > self.mark_delete_position and not self._ml.is_entry(position):
                 raise InvalidArgument(f"{position} is not an entry of {self._ml.name}")
         if self._acks.acknowledge(positions, self._ml):
+            self._changed()
+        await self._wait_durable()
+
+    async def delete_ranges(self, ranges: Iterable[tuple[Position, Position]]) -> None:
+        """Acknowledge every entry inside each closed range ``(low, high)`` (a range may
+        span ledgers; its ends need not be entries), however many entries it holds, at
+        the cost of one range each. ``high`` must lie before the next append (the tail):
+        a range must never cover entries still to come (InvalidArgument, nothing
+        applied, otherwise). The MDP advances over the acknowledged prefix. Returns once
+        durable."""
+        self._check_open()
+        ranges = list(ranges)
+        for low, high in ranges:
+            if not (isinstance(low, Position) and isinstance(high, Position)):
+                raise InvalidArgument(f"not a range of Positions: ({low!r}, {high!r})")
+            if not (low.is_entry_id and high.is_entry_id and low <= high):
+                raise InvalidArgument(f"bad range [{low}, {high}]")
+            self._check_in_log(high)
+        changed = False
+        for low, high in ranges:
+            changed = self._acks.acknowledge_range(low, high, self._ml) or changed
+        if changed:
             self._changed()
         await self._wait_durable()
 

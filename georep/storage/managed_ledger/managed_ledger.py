@@ -275,6 +275,11 @@ class ManagedLedger:
             return self._position_at(rank)
         return self._tail()
 
+    def entry_at_or_before(self, position: Position) -> Position | None:
+        """The last stored entry <= ``position``; None when there is none."""
+        rank = self._rank(position)
+        return self._position_at(rank - 1) if rank > 0 else None
+
     def entries_after(self, position: Position | None) -> int:
         """Entries stored after ``position`` (all of them for None), up to the last
         confirmed one: the backlog of a mark-delete position."""
