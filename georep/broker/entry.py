@@ -8,8 +8,13 @@ them behind its SEND (see ``protocol/frames.py``)::
 so dispatch re-sends them unchanged behind a MESSAGE command and the consumer checks the
 producer's CRC32C end to end. The broker only parses the MessageMetadata, to learn what
 dispatch needs: the number of messages in the entry (a batch counts that many permits),
-whether it is a marker (stored, never dispatched), its key (Key_Shared) and its publish
-time (seek by time).
+whether it is a marker (stored; dispatched to the gateway only), its key (Key_Shared)
+and its publish time (seek by time).
+
+Markers are the gateway's: only producers named ``georep.*`` (:data:`GEOREP_NAME_PREFIX`)
+may publish them, and only subscriptions named so (its replication subscriptions
+``georep.repl.<cluster>`` and its sync reader ``georep.sync``) are dispatched them; every
+other subscription steps over them (``subscription.py``).
 """
 
 from __future__ import annotations
@@ -25,8 +30,16 @@ from georep.broker.protocol.frames import CHECKSUM_MAGIC, parse_untrusted
 _MAGIC_AND_CRC = struct.Struct(">HI")
 _U32 = struct.Struct(">I")
 
+#: Names of the gateway's own producers and subscriptions: they publish and read markers.
+GEOREP_NAME_PREFIX = "georep."
+
 #: Key of messages that have neither an ordering key nor a partition key (as in Pulsar).
 NO_KEY = b"NONE_KEY"
+
+
+def is_georep_name(name: str) -> bool:
+    """Whether a producer or subscription ``name`` is the gateway's (see the module doc)."""
+    return name.startswith(GEOREP_NAME_PREFIX)
 
 
 def parse_metadata(stored: bytes) -> pb.MessageMetadata | None:

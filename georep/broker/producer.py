@@ -10,6 +10,12 @@ receipt for anything but the oldest pending sequence id makes it drop the connec
 Answers: SEND_RECEIPT with the entry's message id; for a duplicate, SEND_RECEIPT with
 message id (-1, -1) as Pulsar does; SEND_ERROR when storage failed (the topic then fences
 itself and closes its producers, which reconnect and resend).
+
+Markers (metadata with ``marker_type``) are the gateway's: a producer named ``georep.*``
+(``entry.GEOREP_NAME_PREFIX``) publishes them like any entry, metadata stored as sent and
+deduplicated by sequence id as usual; any other producer's marker is refused with
+SEND_ERROR NotAllowed before deduplication sees it (nothing stored, its sequence id not
+taken), and the producer's later sends go on.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from georep.broker.deduplication import DupStatus
-from georep.broker.errors import BrokerError, PersistenceError
+from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
+from georep.broker.errors import BrokerError, NotAllowed, PersistenceError
 from georep.broker.message_id import message_id
 from georep.broker.protocol import commands
 from georep.broker.protocol import pulsar_wire_pb2 as pb
@@ -87,8 +94,12 @@ class Producer:
         )
         loop = asyncio.get_running_loop()
         dedup = self.topic.dedup
-        status = dedup.check(self.name, sequence_id)
-        if status is DupStatus.DUPLICATE:
+        refusal = self._refusal(frame)
+        status = dedup.check(self.name, sequence_id) if refusal is None else None
+        if refusal is not None:
+            future = loop.create_future()
+            future.set_exception(refusal)
+        elif status is DupStatus.DUPLICATE:
             future = loop.create_future()
             future.set_result(None)
             self.stats["duplicates"] += 1
@@ -113,6 +124,18 @@ class Producer:
         self._pending.append(_PendingSend(sequence_id, highest, future))
         self.connection.publish_started()
         future.add_done_callback(self._answer_ready)
+
+    def _refusal(self, frame: Frame) -> BrokerError | None:
+        """Why this SEND may not be stored, or None."""
+        metadata = frame.metadata
+        if metadata is not None and metadata.HasField("marker_type"):
+            if not is_georep_name(self.name):
+                return NotAllowed(
+                    f"producer {self.name!r} may not publish markers (marker_type"
+                    f" {metadata.marker_type}): only the gateway's producers, named"
+                    f" {GEOREP_NAME_PREFIX}*, may"
+                )
+        return None
 
     def _answer_ready(self, _future: asyncio.Future) -> None:
         while self._pending and self._pending[0].future.done():

@@ -144,7 +144,7 @@ class SharedDispatcher(Dispatcher):
         for entry in entries:
             if entry.position not in self.replay:
                 continue  # acknowledged while the reads were in flight
-            if entry.is_marker:
+            if entry.is_marker and not self.subscription.receives_markers:
                 self.replay.discard(entry.position)
                 self.subscription.note_marker(entry.position)
                 continue

@@ -24,14 +24,16 @@ the last) deletes (5,7) on the cursor. A redelivered (5,7) carries ``ack_set`` =
 remembered bits, so the client skips the members already acknowledged; so does one
 redelivered after a restart, the bits coming back from the cursor.
 
-Markers (entries with ``marker_type``): never dispatched. The dispatcher hands them to
-:meth:`Subscription.note_marker`; a marker is deleted on the cursor only when it is the
-entry right after the MDP, so acknowledging it moves the MDP over it and never leaves a
-hole in a lagging subscription's acknowledged ranges (the failure mode of Pulsar issue
-10054, where dispatchers auto-acknowledged markers wherever they were read). Example:
-MDP (5,2), marker at (5,4) read while (5,3) is unacknowledged: nothing happens; when
-(5,3) is acknowledged the MDP reaches (5,3), the marker is next, and it is deleted too,
-so the MDP reaches (5,4).
+Markers (entries with ``marker_type``): dispatched like any entry to the gateway's own
+subscriptions (names starting ``georep.``, ``entry.GEOREP_NAME_PREFIX``: its replication
+subscriptions and its sync reader read them and acknowledge them as usual), never to any
+other. For those the dispatcher hands them to :meth:`Subscription.note_marker`; a marker
+is deleted on the cursor only when it is the entry right after the MDP, so acknowledging
+it moves the MDP over it and never leaves a hole in a lagging subscription's
+acknowledged ranges (the failure mode of Pulsar issue 10054, where dispatchers
+auto-acknowledged markers wherever they were read). Example: MDP (5,2), marker at (5,4)
+read while (5,3) is unacknowledged: nothing happens; when (5,3) is acknowledged the MDP
+reaches (5,3), the marker is next, and it is deleted too, so the MDP reaches (5,4).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.broker.consumer import Consumer, SubType
-from georep.broker.entry import Entry
+from georep.broker.entry import Entry, is_georep_name
 from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
 from georep.broker.protocol import pulsar_wire_pb2 as pb
@@ -215,6 +217,8 @@ class Subscription:
         self.name = name
         self.cursor = cursor
         self.durable = durable
+        #: The gateway's subscriptions are dispatched markers; others step over them.
+        self.receives_markers = is_georep_name(name)
         self.sub_type: int | None = None
         self.dispatcher: Dispatcher | None = None
         #: entry -> bits of the batch members still unacknowledged (restored from the
@@ -290,11 +294,11 @@ class Subscription:
         return self.updates.covers(position) or self.cursor.is_acknowledged(position)
 
     def deliverable(self, entries: list[Entry]) -> list[Entry]:
-        """``entries`` without markers (noted for MDP advancement) and without entries
-        acknowledged since they were read."""
+        """``entries`` without entries acknowledged since they were read, and without
+        markers (noted for MDP advancement) unless this subscription receives them."""
         out = []
         for entry in entries:
-            if entry.is_marker:
+            if entry.is_marker and not self.receives_markers:
                 self.note_marker(entry.position)
             elif not self.is_acknowledged(entry.position):
                 out.append(entry)

@@ -277,15 +277,17 @@ def test_unknown_namespace_and_bad_names_fail_fast(cluster: InProcessCluster) ->
 
 
 def test_markers_are_not_dispatched_and_never_hold_back_the_mdp(cluster: InProcessCluster) -> None:
-    """Markers (replication snapshots) between messages: the consumer never sees them; a
-    lagging subscription gets no holes for them; once the messages before a marker are
-    acknowledged the mark-delete position moves over it."""
+    """Markers (replication snapshots) between messages: an application's consumer never
+    sees them (the gateway's do: ``test_broker_sync.py``); a lagging subscription gets no
+    holes for them; once the messages before a marker are acknowledged the mark-delete
+    position moves over it."""
     topic = unique_topic("markers")
     layout = [b"m0", None, b"m1", None, None, b"m2", None]  # None: a marker entry
     with open_client(cluster.url) as client:
         consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
         raw = RawConnection(cluster.url)
-        raw.send(connect_frame() + producer_frame(topic, name="replicator"))
+        # Only the gateway's producers (georep.*) may publish markers.
+        raw.send(connect_frame() + producer_frame(topic, name="georep.repl.test"))
         opened, _ = raw.replies()
         assert [c.type for c in opened] == [Type.CONNECTED, Type.PRODUCER_SUCCESS]
         frames_out = b"".join(
