@@ -34,6 +34,10 @@ acknowledged ranges (the failure mode of Pulsar issue 10054, where dispatchers
 auto-acknowledged markers wherever they were read). Example: MDP (5,2), marker at (5,4)
 read while (5,3) is unacknowledged: nothing happens; when (5,3) is acknowledged the MDP
 reaches (5,3), the marker is next, and it is deleted too, so the MDP reaches (5,4).
+
+Replicated subscriptions: a SUBSCRIBE with ``replicate_subscription_state`` (or the
+subscription property ``georep.replicated=true``) marks the subscription's cursor with
+the property ``georep.replicated=true`` (:data:`REPLICATED_PROPERTY`); nothing clears it.
 """
 
 from __future__ import annotations
@@ -75,6 +79,31 @@ _CURSOR_RETRIES_MAX = 20
 _PERMANENT = (ManagedLedgerClosed, ManagedLedgerFenced, NoSuchCursor, InvalidArgument)
 
 SHARED_TYPES = frozenset({SubType.SHARED, SubType.KEY_SHARED})
+
+#: Cursor property of a replicated subscription, and its value.
+REPLICATED_PROPERTY = "georep.replicated"
+REPLICATED_VALUE = "true"
+
+
+def is_replicated(cursor) -> bool:
+    return cursor.properties.get(REPLICATED_PROPERTY) == REPLICATED_VALUE
+
+
+async def mark_replicated(cursor) -> None:
+    """Set the replicated property (durable when this returns); a no-op when set."""
+    if not is_replicated(cursor):
+        await cursor.set_properties({**cursor.properties, REPLICATED_PROPERTY: REPLICATED_VALUE})
+
+
+def asks_replicated(command: pb.Subscribe) -> bool:
+    """Whether a SUBSCRIBE asks for a replicated subscription: the client's
+    ``replicate_subscription_state`` or the subscription property ``georep.replicated``."""
+    if command.HasField("replicate_subscription_state") and command.replicate_subscription_state:
+        return True
+    return any(
+        kv.key == REPLICATED_PROPERTY and kv.value == REPLICATED_VALUE
+        for kv in command.subscription_properties
+    )
 
 
 class CursorUpdates:

@@ -13,6 +13,8 @@ Subscriptions are created on first subscribe and kept while the topic is loaded;
 cursors persist in the managed ledger. Cursors named ``pulsar.*`` are the broker's own
 (deduplication; non-durable readers under ``pulsar.reader.``) and are never
 subscriptions. A subscription name starting with ``pulsar.`` is refused, as in Pulsar.
+A durable subscription asked for as replicated (``subscription.asks_replicated``) gets
+the cursor property ``georep.replicated=true``, kept by later subscribes without it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, Subs
 from georep.broker.message_expiry import MessageExpiryMonitor
 from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.rate_meter import RateMeter
-from georep.broker.subscription import Subscription
+from georep.broker.subscription import Subscription, asks_replicated, mark_replicated
 from georep.broker.topic_name import TopicName
 from georep.broker.topic_policies import TopicPolicies
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
@@ -79,7 +81,9 @@ class PersistentTopic:
         self.dedup = MessageDeduplication(ledger, is_connected=lambda n: n in self.producers)
         self._fenced = False
         self._pending_publishes = 0
-        self._subscribe_lock = asyncio.Lock()
+        #: Held while a subscription is found or created and changed outside its consumers
+        #: (subscribe, the admin's subscription sync), so the two never interleave.
+        self.subscribe_lock = asyncio.Lock()
         self.closed = False
         self.stats = {"publish_failures": 0, "fences": 0}
 
@@ -203,11 +207,13 @@ class PersistentTopic:
             raise NotAllowed(f"subscription name {name!r} is reserved (pulsar.*)")
         if self.closed:
             raise ServiceNotReady(f"topic {self.name} is closing")
-        async with self._subscribe_lock:
+        async with self.subscribe_lock:
             subscription = self.subscriptions.get(name)
             if subscription is None:
                 subscription = await self._new_subscription(command)
                 self.subscriptions[name] = subscription
+            if subscription.durable and asks_replicated(command):
+                await mark_replicated(subscription.cursor)
             consumer = consumer_factory(subscription)
             await subscription.add_consumer(consumer)
         return subscription, consumer

@@ -14,7 +14,8 @@ client's earliest and latest. Stats follow Pulsar's JSON field names. Counters
 (10 by default) divided by it, per second (``rate_meter.py``), so they read 0.0 one
 window after traffic stops. The topic's rates count everything published to it and
 dispatched from it, a subscription's everything it dispatched (to consumers since gone
-too), a consumer's what it was sent.
+too), a consumer's what it was sent. A subscription's ``isReplicated`` is its cursor
+property ``georep.replicated``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from georep.broker.errors import (
 from georep.broker.message_id import EARLIEST, LATEST
 from georep.broker.rate_meter import RateMeter
 from georep.broker.service import BrokerService
+from georep.broker.subscription import is_replicated
 from georep.broker.topic import PersistentTopic, is_system_cursor
 from georep.broker.topic_name import TopicName
 from georep.storage.errors import InvalidArgument
@@ -151,6 +153,7 @@ class BrokerAdmin:
                 "type": _TYPE_NAMES.get(sub_type, "Exclusive"),
                 **_rates(rate_out, "Out"),
                 "markDeletePosition": _text(cursor.mark_delete_position),
+                "isReplicated": is_replicated(cursor),
                 "consumers": [
                     {
                         "consumerName": c.name,
@@ -364,6 +367,10 @@ def _open_closed(ranges):
 
 
 def _int_or_zero(value: str) -> int:
+    """Pulsar's cursor properties are numbers: a flag ``true`` reads 1, anything else
+    that is not a number 0."""
+    if value == "true":
+        return 1
     try:
         return int(value)
     except ValueError:

@@ -97,6 +97,8 @@ class SubscriptionStats(TypedDict):
     consumers: list[ConsumerStats]
     msgRateOut: float
     msgThroughputOut: float
+    #: Whether the subscription is replicated (cursor property ``georep.replicated``).
+    isReplicated: NotRequired[bool]
 
 
 class TopicStats(TypedDict):
