@@ -303,6 +303,28 @@ invariant(
     <= admin_request_body_bytes_max
 )
 
+# --- subscription sync over the cluster admin REST (broker/topic_admin.py) ------------
+#: Ranges and partially acknowledged batches one ``POST .../subscription/{s}/sync`` may
+#: carry; the gateway's client (``replicator/admin_client.py``) splits a larger state over
+#: several requests (and by ``admin_request_body_bytes_max``).
+subscription_sync_ranges_count_max = 10_000
+subscription_sync_batches_count_max = 1_000
+#: Entries one sync reads after the mark-delete position, at most, to step it over
+#: markers (a standby subscription has no dispatcher to do it).
+subscription_sync_marker_scan_entries_max = 10_000
+#: Ranges and partially acknowledged batches ``GET .../sync-state`` reports per
+#: subscription, lowest first: what one persisted cursor state holds (more are flagged
+#: ``rangesTruncated`` / ``batchesTruncated``; a crash would forget those anyway).
+sync_state_ranges_count_max = cursor_ranges_persisted_max
+sync_state_batches_count_max = cursor_batch_entries_persisted_max
+
+invariant(subscription_sync_ranges_count_max <= cursor_ranges_count_max)
+invariant(subscription_sync_batches_count_max <= subscription_partial_batches_max)
+invariant(subscription_sync_marker_scan_entries_max >= topic_scan_read_entries_max)
+invariant(sync_state_ranges_count_max <= cursor_ranges_count_max)
+invariant(sync_state_batches_count_max <= cursor_batch_entries_count_max)
+# --- end of subscription sync over the cluster admin REST -------------------------------
+
 # --- embedded broker, relations with managed ledgers (broker/) ---------------------------
 # The dedup snapshot (name -> sequence id, JSON) must fit a cursor's properties.
 invariant(dedup_producers_count_max * (producer_name_chars_max + 32) <= cursor_properties_bytes_max)

@@ -33,6 +33,14 @@ log = logging.getLogger(__name__)
 
 SubType = pb.Subscribe.SubType
 
+#: Subscription types as Pulsar's admin JSON spells them (stats, sync-state).
+SUB_TYPE_NAMES = {
+    SubType.EXCLUSIVE: "Exclusive",
+    SubType.SHARED: "Shared",
+    SubType.FAILOVER: "Failover",
+    SubType.KEY_SHARED: "Key_Shared",
+}
+
 
 class ConsumerConnection(Protocol):
     """What a consumer needs of the connection it was opened on."""

@@ -74,6 +74,10 @@ class Dispatcher(ABC):
     def acknowledged(self, positions: list[tuple[int, int]]) -> None:  # noqa: B027 - a hook
         """Entries acknowledged individually (a dispatcher holding them for replay drops them)."""
 
+    def held(self) -> list[tuple[int, int]]:
+        """Positions the dispatcher itself holds for (re)delivery (its replay queue)."""
+        return []
+
     @abstractmethod
     def cursor_was_reset(self) -> None:
         """The cursor was reset (seek): forget positions held for redelivery."""

@@ -67,6 +67,9 @@ class ReplayQueue:
     def first(self, count: int) -> list[Position]:
         return self._positions[:count]
 
+    def positions(self) -> list[Position]:
+        return list(self._positions)
+
     def holds_hash(self, key_hash: int) -> bool:
         return key_hash in self._hash_counts
 
@@ -98,6 +101,9 @@ class SharedDispatcher(Dispatcher):
     def acknowledged(self, positions: list[Position]) -> None:
         for position in positions:
             self.replay.discard(position)
+
+    def held(self) -> list[Position]:
+        return self.replay.positions()
 
     def cursor_was_reset(self) -> None:
         self.replay.clear()

@@ -35,6 +35,12 @@ auto-acknowledged markers wherever they were read). Example: MDP (5,2), marker a
 read while (5,3) is unacknowledged: nothing happens; when (5,3) is acknowledged the MDP
 reaches (5,3), the marker is next, and it is deleted too, so the MDP reaches (5,4).
 
+Synced acknowledgements (:meth:`Subscription.acknowledge_synced`, from the admin's
+subscription sync, ``subscription_sync.py``) go the way a client's do: a forward
+mark-delete, closed ranges (held in ``CursorUpdates`` as ranges, never as lists of
+positions) and partial batches; consumers and the dispatcher forget what they held of
+them, so nothing acknowledged there is delivered again, and no consumer is disconnected.
+
 Replicated subscriptions: a SUBSCRIBE with ``replicate_subscription_state`` (or the
 subscription property ``georep.replicated=true``) marks the subscription's cursor with
 the property ``georep.replicated=true`` (:data:`REPLICATED_PROPERTY`); nothing clears it.
@@ -62,6 +68,7 @@ from georep.storage.errors import (
     StorageError,
 )
 from georep.storage.managed_ledger import Position as LogPosition
+from georep.storage.managed_ledger import RangeSet
 
 if TYPE_CHECKING:
     from georep.broker.dispatcher import Dispatcher
@@ -109,8 +116,9 @@ def asks_replicated(command: pb.Subscribe) -> bool:
 class CursorUpdates:
     """Acknowledgements on their way to the cursor, written by one task in groups.
 
-    ``mark_delete(p)``, ``delete(ps)`` and ``batch(p, bits)`` (a partially acknowledged
-    batch, ``bits`` its members still unacknowledged) return at once; ``covers(p)`` answers whether
+    ``mark_delete(p)``, ``delete(ps)``, ``delete_ranges(rs)`` (closed ranges of entries,
+    kept as ranges) and ``batch(p, bits)`` (a partially acknowledged batch, ``bits`` its
+    members still unacknowledged) return at once; ``covers(p)`` answers whether
     ``p`` is acknowledged but maybe not yet persisted; ``flush()`` waits until everything
     handed in so far is durable (or given up after retries, which is logged: the
     messages will then be delivered again after a restart, never lost).
@@ -122,8 +130,10 @@ class CursorUpdates:
         self._mark_delete: Position | None = None
         self._deletes: set[Position] = set()
         self._batches: dict[Position, int] = {}
+        self._ranges = RangeSet()
         self._in_flight_mark_delete: Position | None = None
         self._in_flight_deletes: frozenset[Position] = frozenset()
+        self._in_flight_ranges: RangeSet | None = None
         self._task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
@@ -134,6 +144,7 @@ class CursorUpdates:
             self._mark_delete = position
             self._deletes = {p for p in self._deletes if p > position}
             self._batches = {p: bits for p, bits in self._batches.items() if p > position}
+            self._ranges.remove_below(LogPosition(*position))
         self._kick()
 
     def delete(self, positions: list[Position]) -> None:
@@ -143,11 +154,26 @@ class CursorUpdates:
             self._batches.pop(position, None)
         self._kick()
 
+    def delete_ranges(self, ranges: list[tuple[Position, Position]]) -> None:
+        """Every entry inside each closed range ``(low, high)`` (ends: entries of the log)
+        is acknowledged."""
+        floor = self._mark_delete
+        for low, high in ranges:
+            if floor is None or high > floor:
+                self._ranges.add(LogPosition(*low), LogPosition(*high))
+        for position in [p for p in self._batches if self._ranges.contains(p)]:
+            del self._batches[position]
+        self._kick()
+
     def batch(self, position: Position, bits: int) -> None:
         """Entry ``position`` is a batch whose members ``bits`` are still unacknowledged
         (all that is known: it replaces what was handed in before)."""
         floor = self._mark_delete
-        if (floor is None or position > floor) and position not in self._deletes:
+        if (
+            (floor is None or position > floor)
+            and position not in self._deletes
+            and not self._ranges.contains(position)
+        ):
             self._batches[position] = bits
             self._kick()
 
@@ -155,13 +181,28 @@ class CursorUpdates:
         for floor in (self._mark_delete, self._in_flight_mark_delete):
             if floor is not None and position <= floor:
                 return True
-        return position in self._deletes or position in self._in_flight_deletes
+        if position in self._deletes or position in self._in_flight_deletes:
+            return True
+        in_flight = self._in_flight_ranges
+        return self._ranges.contains(position) or (
+            in_flight is not None and in_flight.contains(position)
+        )
 
     @property
     def mark_delete_target(self) -> Position | None:
         """The highest mark-delete asked for and not yet persisted."""
         targets = [p for p in (self._mark_delete, self._in_flight_mark_delete) if p is not None]
         return max(targets) if targets else None
+
+    def pending(self) -> tuple[list[Position], list[tuple[Position, Position]]]:
+        """The individual positions and the ranges handed in and not yet persisted
+        (queued or being written), for a view of what a consumer sees (sync-state);
+        the mark-delete is :attr:`mark_delete_target`."""
+        positions = sorted(self._deletes | self._in_flight_deletes)
+        ranges = self._ranges.ranges()
+        if self._in_flight_ranges is not None:
+            ranges += self._in_flight_ranges.ranges()
+        return positions, ranges
 
     async def flush(self) -> None:
         while not self._idle.is_set():
@@ -178,17 +219,20 @@ class CursorUpdates:
 
     async def _run(self) -> None:
         try:
-            while self._mark_delete is not None or self._deletes or self._batches:
+            while self._mark_delete is not None or self._deletes or self._batches or self._ranges:
                 mark_delete, self._mark_delete = self._mark_delete, None
                 deletes, self._deletes = frozenset(self._deletes), set()
+                ranges, self._ranges = self._ranges, RangeSet()
                 batches, self._batches = self._batches, {}
                 self._in_flight_mark_delete = mark_delete
                 self._in_flight_deletes = deletes
+                self._in_flight_ranges = ranges
                 try:
-                    await self._write(mark_delete, deletes, batches)
+                    await self._write(mark_delete, deletes, ranges, batches)
                 finally:
                     self._in_flight_mark_delete = None
                     self._in_flight_deletes = frozenset()
+                    self._in_flight_ranges = None
                 self.stats["flushes"] += 1
                 self._on_flushed()
         finally:
@@ -198,6 +242,7 @@ class CursorUpdates:
         self,
         mark_delete: Position | None,
         deletes: frozenset[Position],
+        ranges: RangeSet,
         batches: dict[Position, int],
     ) -> None:
         for attempt in range(_CURSOR_RETRIES_MAX):
@@ -209,6 +254,10 @@ class CursorUpdates:
                 remaining = sorted(LogPosition(*p) for p in deletes if p > current)
                 if remaining:
                     await self._cursor.delete(remaining)
+                    current = self._cursor.mark_delete_position
+                spans = [(low, high) for low, high in ranges if high > current]
+                if spans:
+                    await self._cursor.delete_ranges(spans)
                     current = self._cursor.mark_delete_position
                 partial = {
                     LogPosition(*p): bits
@@ -261,7 +310,13 @@ class Subscription:
         #: Held by whoever moves the cursor's read position (dispatch reads, rewind, reset).
         self.cursor_lock = asyncio.Lock()
         self.closed = False
-        self.stats = {"messages_acked": 0, "markers_skipped": 0, "redeliveries": 0, "expiries": 0}
+        self.stats = {
+            "messages_acked": 0,
+            "markers_skipped": 0,
+            "redeliveries": 0,
+            "expiries": 0,
+            "syncs": 0,
+        }
         #: What its consumers were sent, over the stats window (outlives the consumers).
         self.rate_out = RateMeter(topic.rate_window_s)
 
@@ -321,6 +376,13 @@ class Subscription:
 
     def is_acknowledged(self, position: Position) -> bool:
         return self.updates.covers(position) or self.cursor.is_acknowledged(position)
+
+    @property
+    def acknowledged_floor(self) -> Position:
+        """The mark-delete position, counting one asked for and not yet persisted."""
+        mark_delete = tuple(self.cursor.mark_delete_position)
+        target = self.updates.mark_delete_target
+        return max(mark_delete, target) if target is not None else mark_delete
 
     def deliverable(self, entries: list[Entry]) -> list[Entry]:
         """``entries`` without entries acknowledged since they were read, and without
@@ -447,6 +509,57 @@ class Subscription:
             self.dispatcher.acknowledged(whole)
         self.stats["messages_acked"] += len(whole)
         self.updates.delete(whole)
+
+    def acknowledge_synced(
+        self,
+        mark_delete: Position | None,
+        ranges: list[tuple[Position, Position]],
+        batches: dict[Position, int],
+    ) -> None:
+        """Acknowledgements from the admin's subscription sync, taken as a client's are:
+        ``mark_delete`` only if beyond the MDP; every entry inside the closed ``ranges``
+        (ends are entries of the log); ``batches`` maps an entry to the bits of its
+        members still unacknowledged as the sync sees them (merged with what is known;
+        none left is a whole acknowledgement). Consumers and the dispatcher forget what
+        they held of them; the caller awaits ``updates.flush()`` for durability."""
+        self.stats["syncs"] += 1
+        if mark_delete is not None and mark_delete > self.acknowledged_floor:
+            self._forget_through(mark_delete)
+            self.updates.mark_delete(mark_delete)
+        if ranges:
+            self.updates.delete_ranges(ranges)
+            covered = RangeSet.of([(LogPosition(*low), LogPosition(*high)) for low, high in ranges])
+            self._forget(sorted(p for p in self._held_positions() if covered.contains(p)))
+        whole = []
+        for position, remaining in sorted(batches.items()):
+            if self.is_acknowledged(position):
+                continue
+            if not self._merge_partial(position, remaining):
+                whole.append(position)
+        if whole:
+            self.updates.delete(whole)
+            self._forget(whole)
+        if self.dispatcher is not None:
+            self.dispatcher.wake()
+
+    def _held_positions(self) -> set[Position]:
+        """Every position kept in memory for delivery or redelivery (all bounded)."""
+        held = set(self.partial_batches) | set(self.redelivery_counts)
+        for consumer in self.consumers:
+            held.update(consumer.pending)
+        if self.dispatcher is not None:
+            held.update(self.dispatcher.held())
+        return held
+
+    def _forget(self, positions: list[Position]) -> None:
+        """``positions`` were acknowledged outside any consumer: drop what is kept of them."""
+        for position in positions:
+            self.partial_batches.pop(position, None)
+            self.redelivery_counts.pop(position, None)
+            for consumer in self.consumers:
+                consumer.acknowledged(position)
+        if positions and self.dispatcher is not None:
+            self.dispatcher.acknowledged(positions)
 
     def _merge_partial(self, position: Position, remaining: int) -> bool:
         """Record a partial batch ack; True while some members remain unacknowledged."""

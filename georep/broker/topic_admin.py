@@ -15,16 +15,18 @@ client's earliest and latest. Stats follow Pulsar's JSON field names. Counters
 window after traffic stops. The topic's rates count everything published to it and
 dispatched from it, a subscription's everything it dispatched (to consumers since gone
 too), a consumer's what it was sent. A subscription's ``isReplicated`` is its cursor
-property ``georep.replicated``.
+property ``georep.replicated``. The gateway's subscription sync (``sync_state``,
+``sync_subscription``) is done by ``subscription_sync.py``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from georep import limits
-from georep.broker.consumer import SubType
+from georep.broker import subscription_sync
+from georep.broker.consumer import SUB_TYPE_NAMES
 from georep.broker.entry import parse_metadata
 from georep.broker.errors import (
     ConsumerBusy,
@@ -43,13 +45,6 @@ from georep.storage.errors import InvalidArgument
 from georep.storage.managed_ledger import Position
 
 log = logging.getLogger(__name__)
-
-_TYPE_NAMES = {
-    SubType.EXCLUSIVE: "Exclusive",
-    SubType.SHARED: "Shared",
-    SubType.FAILOVER: "Failover",
-    SubType.KEY_SHARED: "Key_Shared",
-}
 
 
 def _text(position) -> str:
@@ -150,7 +145,7 @@ class BrokerAdmin:
             rate_out = subscription.rate_out if subscription is not None else None
             subscriptions[name] = {
                 "msgBacklog": backlog,
-                "type": _TYPE_NAMES.get(sub_type, "Exclusive"),
+                "type": SUB_TYPE_NAMES.get(sub_type, "Exclusive"),
                 **_rates(rate_out, "Out"),
                 "markDeletePosition": _text(cursor.mark_delete_position),
                 "isReplicated": is_replicated(cursor),
@@ -333,6 +328,32 @@ class BrokerAdmin:
             await live.updates.flush()
         else:
             await loaded.ledger.cursors[subscription].delete(sorted(positions))
+
+    # -- subscription sync (the gateway's) --
+
+    async def sync_state(self, topic: TopicName) -> dict:
+        """Every subscription's acknowledgement state (``subscription_sync.py``)."""
+        return await subscription_sync.sync_state(await self._topic(topic))
+
+    async def sync_subscription(
+        self,
+        topic: TopicName,
+        subscription: str,
+        *,
+        mark_delete: tuple[int, int] | None,
+        ranges: Sequence[tuple[tuple[int, int], tuple[int, int]]],
+        batches: Mapping[tuple[int, int], frozenset[int]],
+        replicated: bool,
+    ) -> dict:
+        """Create or move one subscription to a synced state (``subscription_sync.py``)."""
+        return await subscription_sync.sync_subscription(
+            await self._topic(topic),
+            subscription,
+            mark_delete=mark_delete,
+            ranges=ranges,
+            batches=batches,
+            replicated=replicated,
+        )
 
     async def _subscription_topic(self, topic: TopicName, subscription: str) -> PersistentTopic:
         loaded = await self._topic(topic)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json as json_module
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ class MemorySubscription:
     next_entry: int
     acknowledged: set[int] = field(default_factory=set)
     consumers: int = 0
+    replicated: bool = False
 
 
 @dataclass
@@ -205,6 +206,59 @@ class MemoryCluster:
         while sub.next_entry in sub.acknowledged:
             sub.acknowledged.discard(sub.next_entry)
             sub.next_entry += 1
+
+    async def sync_state(self, topic: TopicName) -> Any:
+        found = self._topic(topic)
+        subscriptions = {}
+        for name, sub in sorted(found.subscriptions.items()):
+            acked = sorted(entry for entry in sub.acknowledged if entry >= sub.next_entry)
+            subscriptions[name] = {
+                "markDelete": {"ledgerId": LEDGER_ID, "entryId": sub.next_entry - 1},
+                "ranges": [
+                    {
+                        "first": {"ledgerId": LEDGER_ID, "entryId": entry},
+                        "last": {"ledgerId": LEDGER_ID, "entryId": entry},
+                    }
+                    for entry in acked
+                ],
+                "batches": [],
+                "consumers": sub.consumers,
+                "replicated": sub.replicated,
+                "type": None,
+            }
+        last = {"ledgerId": LEDGER_ID, "entryId": found.entries - 1} if found.entries else None
+        return {"lastPosition": last, "subscriptions": subscriptions}
+
+    async def sync_subscription(
+        self,
+        topic: TopicName,
+        subscription: str,
+        *,
+        mark_delete: Position | None,
+        ranges: Sequence[tuple[Position, Position]],
+        batches: Mapping[Position, frozenset[int]],
+        replicated: bool,
+    ) -> Any:
+        self.calls.append(
+            ("sync_subscription", (topic, subscription, mark_delete, tuple(ranges), replicated))
+        )
+        found = self._topic(topic)
+        created = subscription not in found.subscriptions
+        sub = found.subscriptions.setdefault(subscription, MemorySubscription(0))
+        sub.replicated = sub.replicated or replicated
+        entries = range(found.entries)
+        if mark_delete is not None and mark_delete[0] == LEDGER_ID:
+            sub.next_entry = max(sub.next_entry, min(mark_delete[1] + 1, found.entries))
+        for low, high in ranges:
+            sub.acknowledged.update(entry for entry in entries if low <= (LEDGER_ID, entry) <= high)
+        while sub.next_entry in sub.acknowledged:
+            sub.acknowledged.discard(sub.next_entry)
+            sub.next_entry += 1
+        return {
+            "markDelete": {"ledgerId": LEDGER_ID, "entryId": sub.next_entry - 1},
+            "rangesCount": len([e for e in sub.acknowledged if e >= sub.next_entry]),
+            "created": created,
+        }
 
     # --- helpers ----------------------------------------------------------------------
     def _topic(self, topic: TopicName) -> MemoryTopic:

@@ -17,6 +17,9 @@ MessageId / ResetCursorData     ``ledgerId``, ``entryId`` (required); ``partitio
                                 ``excluded`` (only false)
 namespace Policies              ``retention_policies``, ``message_ttl_in_seconds``
 georep acknowledge              ``positions: [{ledgerId, entryId}, ...]``
+georep subscription sync        ``markDelete: {ledgerId, entryId}``, ``ranges: [{first,
+                                last}, ...]``, ``batches: [{ledgerId, entryId,
+                                ackedIndexes}, ...]``, ``replicated: bool``; all optional
 ==============================  ==========================================================
 
 Unknown fields are refused, so that a misspelt field is an error rather than a no-op.
@@ -198,6 +201,116 @@ def acknowledged_positions(document: Any) -> list[Position]:
             )
         )
     return sorted(found)
+
+
+@dataclass(frozen=True)
+class SubscriptionSync:
+    """A georep subscription sync body, checked and normalised."""
+
+    mark_delete: Position | None
+    #: Closed ranges, sorted; overlapping ones (and ones touching inside a ledger) joined.
+    ranges: tuple[tuple[Position, Position], ...]
+    #: Entry -> indexes of its members acknowledged (a position named twice: the union).
+    batches: Mapping[Position, frozenset[int]]
+    replicated: bool
+
+
+_SYNC_FIELDS = ("markDelete", "ranges", "batches", "replicated")
+
+
+def subscription_sync(document: Any) -> SubscriptionSync:
+    """A georep sync body. Ids are 0..2**63-1, but ``markDelete``'s entryId may be -1
+    (before the first entry of its ledger, as a mark-delete position reads); a range's
+    ``last`` may not be before its ``first``; a batch index is 0..
+    ``limits.pulsar_batch_messages_count_max - 1`` (checked against the batch's own size
+    by the cluster). A field that is null counts as absent.
+
+    Example: ``{"ranges": [{"first": {"ledgerId": 3, "entryId": 5}, "last": {"ledgerId":
+    4, "entryId": 0}}], "replicated": true}`` acknowledges 3:5 and everything after it up
+    to 4:0, and marks the subscription replicated."""
+    fields = _object("sync", document, required=(), optional=_SYNC_FIELDS)
+    found = fields.get("markDelete")
+    mark_delete = None if found is None else _sync_position("markDelete", found, entry_min=-1)
+    replicated = fields.get("replicated")
+    if replicated is None:
+        replicated = False
+    if not isinstance(replicated, bool):
+        raise InvalidArgument(f"replicated must be true or false, got {_json_type(replicated)}")
+    return SubscriptionSync(
+        mark_delete=mark_delete,
+        ranges=_sync_ranges(fields.get("ranges")),
+        batches=_sync_batches(fields.get("batches")),
+        replicated=replicated,
+    )
+
+
+def _sync_position(what: str, document: Any, *, entry_min: int = 0) -> Position:
+    fields = _object(what, document, required=("ledgerId", "entryId"), optional=())
+    return (
+        _integer(f"{what}.ledgerId", fields["ledgerId"], 0, _I64_MAX),
+        _integer(f"{what}.entryId", fields["entryId"], entry_min, _I64_MAX),
+    )
+
+
+def _sync_list(what: str, value: Any, count_max: int) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidArgument(f"{what} must be a list, got {_json_type(value)}")
+    if len(value) > count_max:
+        raise InvalidArgument(f"{what} has {len(value)} items; at most {count_max} a request")
+    return value
+
+
+def _sync_ranges(value: Any) -> tuple[tuple[Position, Position], ...]:
+    items = _sync_list("ranges", value, limits.subscription_sync_ranges_count_max)
+    ranges = []
+    for index, item in enumerate(items):
+        what = f"ranges[{index}]"
+        fields = _object(what, item, required=("first", "last"), optional=())
+        first = _sync_position(f"{what}.first", fields["first"])
+        last = _sync_position(f"{what}.last", fields["last"])
+        if last < first:
+            raise InvalidArgument(
+                f"{what}: last {last[0]}:{last[1]} is before first {first[0]}:{first[1]}"
+            )
+        ranges.append((first, last))
+    merged: list[tuple[Position, Position]] = []
+    for first, last in sorted(ranges):
+        if merged:
+            low, high = merged[-1]
+            if first <= high or first == (high[0], high[1] + 1):
+                merged[-1] = (low, max(high, last))
+                continue
+        merged.append((first, last))
+    return tuple(merged)
+
+
+def _sync_batches(value: Any) -> dict[Position, frozenset[int]]:
+    items = _sync_list("batches", value, limits.subscription_sync_batches_count_max)
+    index_max = limits.pulsar_batch_messages_count_max - 1
+    batches: dict[Position, frozenset[int]] = {}
+    for index, item in enumerate(items):
+        what = f"batches[{index}]"
+        fields = _object(what, item, required=("ledgerId", "entryId", "ackedIndexes"), optional=())
+        position = (
+            _integer(f"{what}.ledgerId", fields["ledgerId"], 0, _I64_MAX),
+            _integer(f"{what}.entryId", fields["entryId"], 0, _I64_MAX),
+        )
+        indexes = fields["ackedIndexes"]
+        if not isinstance(indexes, list):
+            raise InvalidArgument(f"{what}.ackedIndexes must be a list, got {_json_type(indexes)}")
+        if len(indexes) > limits.pulsar_batch_messages_count_max:
+            raise InvalidArgument(
+                f"{what}.ackedIndexes has {len(indexes)} items;"
+                f" a batch holds at most {limits.pulsar_batch_messages_count_max}"
+            )
+        acked = frozenset(
+            _integer(f"{what}.ackedIndexes[{n}]", member, 0, index_max)
+            for n, member in enumerate(indexes)
+        )
+        batches[position] = batches.get(position, frozenset()) | acked
+    return batches
 
 
 def path_integer(what: str, text: str, minimum: int, maximum: int) -> int:

@@ -31,7 +31,7 @@ public, default, orders), "s", (7, 12))``; a :class:`NotFound` from it answers 4
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from georep.broker.topic_name import TopicName
@@ -152,6 +152,62 @@ class MessageIdDocument(TypedDict):
     partitionIndex: int
 
 
+class PositionDocument(TypedDict):
+    ledgerId: int
+    entryId: int
+
+
+class RangeDocument(TypedDict):
+    """A closed range: both ends acknowledged, and every entry between them."""
+
+    first: PositionDocument
+    last: PositionDocument
+
+
+class BatchDocument(TypedDict):
+    """A partially acknowledged batch entry."""
+
+    ledgerId: int
+    entryId: int
+    #: Messages in the batch (its metadata's ``num_messages_in_batch``).
+    batchSize: int
+    #: Indexes of the members acknowledged, ascending.
+    ackedIndexes: list[int]
+
+
+class SubscriptionSyncState(TypedDict):
+    markDelete: PositionDocument
+    #: Acknowledged above ``markDelete``: closed ranges whose ends are entries, sorted,
+    #: joined where no entry lies between two.
+    ranges: list[RangeDocument]
+    batches: list[BatchDocument]
+    #: Consumers connected now.
+    consumers: int
+    #: Whether the subscription is replicated (cursor property ``georep.replicated``).
+    replicated: bool
+    #: ``Exclusive``, ``Shared``, ``Failover`` or ``Key_Shared``; null when not loaded.
+    type: str | None
+    #: More ranges / batches than reported (``limits.sync_state_*_count_max``).
+    rangesTruncated: NotRequired[bool]
+    batchesTruncated: NotRequired[bool]
+
+
+class SyncState(TypedDict):
+    #: The topic's last entry; null when it holds none.
+    lastPosition: PositionDocument | None
+    #: Every subscription but the gateway's (``georep.*``) and the broker's (``pulsar.*``).
+    subscriptions: dict[str, SubscriptionSyncState]
+
+
+class SubscriptionSyncResult(TypedDict):
+    #: The mark-delete position after the sync (and after stepping over markers).
+    markDelete: PositionDocument
+    #: Acknowledged ranges the subscription holds above it after the sync.
+    rangesCount: int
+    #: Whether the sync created the subscription.
+    created: bool
+
+
 # --- the protocol ---------------------------------------------------------------------
 @runtime_checkable
 class ClusterAdmin(Protocol):
@@ -236,6 +292,32 @@ class ClusterAdmin(Protocol):
         ``limits.acknowledge_positions_count_max``), advancing the mark-delete position
         over any contiguous prefix. Positions already acknowledged are no-ops;
         InvalidArgument for a position past the last entry."""
+        ...
+
+    async def sync_state(self, topic: TopicName) -> SyncState:
+        """The acknowledgement state of every subscription of ``topic`` (a
+        non-partitioned topic or one partition, loaded if need be) as its consumers
+        would see it, unpersisted acknowledgements included; NotFound otherwise."""
+        ...
+
+    async def sync_subscription(
+        self,
+        topic: TopicName,
+        subscription: str,
+        *,
+        mark_delete: Position | None,
+        ranges: Sequence[tuple[Position, Position]],
+        batches: Mapping[Position, frozenset[int]],
+        replicated: bool,
+    ) -> SubscriptionSyncResult:
+        """Bring ``subscription`` (created when missing, durable) up to a synced state
+        without disconnecting its consumers: the mark-delete moves to ``mark_delete``
+        only forward; every entry inside the closed ``ranges`` (sorted, disjoint) and
+        the given members of ``batches`` (entry -> acknowledged indexes) are
+        acknowledged; positions past the last entry or not entries are ignored;
+        ``replicated`` sets the replicated flag. InvalidArgument, with nothing changed,
+        for a batch index at or past its batch's size or a ``georep.*`` / ``pulsar.*``
+        name; NotFound for a missing topic."""
         ...
 
 

@@ -6,8 +6,10 @@ statuses it may answer). ``create_app`` registers exactly these; ``openapi.py`` 
 exactly these; a test checks the two agree.
 
 Paths follow Pulsar's admin v2 wherever Pulsar has the operation, so that ``pulsar-admin``
-habits (and scripts using ``curl``) carry over. Acknowledging given positions has no
-Pulsar equivalent, so it lives under georep's own prefix, ``/admin/georep/v1``.
+habits (and scripts using ``curl``) carry over. Acknowledging given positions and the
+gateway's subscription sync (reading every subscription's acknowledgement state, setting
+one's) have no Pulsar equivalent, so they live under georep's own prefix,
+``/admin/georep/v1``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ _NAMESPACE = f"{V2}/namespaces/{{tenant}}/{{namespace}}"
 _TOPICS = f"{V2}/persistent/{{tenant}}/{{namespace}}"
 _TOPIC = f"{_TOPICS}/{{topic}}"
 _SUBSCRIPTION = f"{_TOPIC}/subscription/{{subscription}}"
+_GEOREP_TOPIC = f"{GEOREP_V1}/persistent/{{tenant}}/{{namespace}}/{{topic}}"
 
 
 @dataclass(frozen=True)
@@ -158,4 +161,11 @@ ROUTES: tuple[Route, ...] = (
             "/{subscription}/acknowledge",
             topics.acknowledge, "Acknowledge positions individually (georep only)",
             "subscriptions", "AcknowledgeRequest"),
+    _get(f"{_GEOREP_TOPIC}/sync-state", topics.sync_state,
+         "Every subscription's acknowledgement state, for subscription sync (georep only)",
+         "subscriptions", "SyncState"),
+    Route("POST", f"{_GEOREP_TOPIC}/subscription/{{subscription}}/sync",
+          topics.sync_subscription, Role.ADMIN,
+          "Create or move a subscription to a synced state (georep only)", "subscriptions",
+          request="SubscriptionSyncRequest", response="SubscriptionSyncResult"),
 )  # fmt: skip

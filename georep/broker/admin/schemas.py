@@ -38,6 +38,13 @@ _CLUSTER = {
     "maxLength": limits.cluster_name_chars_max,
 }
 
+_SYNC_POSITION = {
+    "type": "object",
+    "properties": {"ledgerId": _int(0, _I64_MAX), "entryId": _int(0, _I64_MAX)},
+    "required": ["ledgerId", "entryId"],
+    "additionalProperties": False,
+}
+
 REQUEST_SCHEMAS: dict[str, Schema] = {
     "TenantInfo": {
         "type": "object",
@@ -112,6 +119,69 @@ REQUEST_SCHEMAS: dict[str, Schema] = {
             }
         },
         "required": ["positions"],
+        "additionalProperties": False,
+    },
+    "SubscriptionSyncRequest": {
+        "type": "object",
+        "description": (
+            "Every field optional (null = absent). markDelete moves the mark-delete position"
+            " forward only (its entryId may be -1); each range is closed and may span ledgers"
+            " (last not before first); ackedIndexes must lie within the batch's size."
+            " Positions past the last entry are ignored."
+        ),
+        "properties": {
+            "markDelete": {
+                "anyOf": [
+                    {
+                        **_SYNC_POSITION,
+                        "properties": {
+                            "ledgerId": _int(0, _I64_MAX),
+                            "entryId": _int(-1, _I64_MAX),
+                        },
+                    },
+                    {"type": "null"},
+                ]
+            },
+            "ranges": {
+                "anyOf": [
+                    {
+                        "type": "array",
+                        "maxItems": limits.subscription_sync_ranges_count_max,
+                        "items": {
+                            "type": "object",
+                            "properties": {"first": _SYNC_POSITION, "last": _SYNC_POSITION},
+                            "required": ["first", "last"],
+                            "additionalProperties": False,
+                        },
+                    },
+                    {"type": "null"},
+                ]
+            },
+            "batches": {
+                "anyOf": [
+                    {
+                        "type": "array",
+                        "maxItems": limits.subscription_sync_batches_count_max,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "ledgerId": _int(0, _I64_MAX),
+                                "entryId": _int(0, _I64_MAX),
+                                "ackedIndexes": {
+                                    "type": "array",
+                                    "maxItems": limits.pulsar_batch_messages_count_max,
+                                    "items": _int(0, limits.pulsar_batch_messages_count_max - 1),
+                                },
+                            },
+                            "required": ["ledgerId", "entryId", "ackedIndexes"],
+                            "additionalProperties": False,
+                        },
+                    },
+                    {"type": "null"},
+                ]
+            },
+            "replicated": {"type": ["boolean", "null"]},
+        },
         "additionalProperties": False,
     },
 }
@@ -195,5 +265,7 @@ def component_schemas() -> dict[str, Schema]:
             cluster_admin.TopicStats,
             cluster_admin.PersistentTopicInternalStats,
             cluster_admin.MessageIdDocument,
+            cluster_admin.SyncState,
+            cluster_admin.SubscriptionSyncResult,
         ),
     }

@@ -11,13 +11,17 @@ from aiohttp import web
 from georep import limits
 from georep.broker.admin import bodies, names, shapes
 from georep.broker.admin.cluster_admin import (
+    InvalidArgument,
     MessageIdDocument,
     NotFound,
     PersistentTopicInternalStats,
+    SubscriptionSyncResult,
+    SyncState,
     TopicStats,
 )
 from georep.broker.admin.state import CLUSTER, STORE
 from georep.broker.admin.web_io import NO_BODY, json_response, no_content, read_json
+from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
 from georep.broker.topic_name import TopicName
 
 #: Milliseconds since the epoch up to the year 9999.
@@ -119,6 +123,31 @@ async def acknowledge(request: web.Request) -> web.Response:
     positions = bodies.acknowledged_positions(await read_json(request, required=True))
     await request.app[CLUSTER].acknowledge(topic, subscription, positions)
     return no_content()
+
+
+# --- subscription sync (the gateway's) --------------------------------------------------
+async def sync_state(request: web.Request) -> web.Response:
+    state = await request.app[CLUSTER].sync_state(await _topic(request))
+    return _checked(SyncState, state)
+
+
+async def sync_subscription(request: web.Request) -> web.Response:
+    topic, subscription = await _subscription(request)
+    if is_georep_name(subscription):
+        raise InvalidArgument(
+            f"subscription {subscription!r} is the gateway's own ({GEOREP_NAME_PREFIX}*);"
+            " it is not synced"
+        )
+    sync = bodies.subscription_sync(await read_json(request, required=True))
+    result = await request.app[CLUSTER].sync_subscription(
+        topic,
+        subscription,
+        mark_delete=sync.mark_delete,
+        ranges=sync.ranges,
+        batches=sync.batches,
+        replicated=sync.replicated,
+    )
+    return _checked(SubscriptionSyncResult, result)
 
 
 # --- plumbing ---------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""Subscription sync against live subscriptions, on an in-process cluster so that broker
+state can be looked at between two steps: sync-state counts acknowledgements a live
+subscription took and has not yet handed to its cursor, and a sync steps a live
+subscription over markers without disconnecting its consumer."""
+
+from __future__ import annotations
+
+import pulsar
+import pytest
+
+from georep.broker import subscription_sync
+from georep.broker.protocol.commands import Type
+from georep.broker.topic_name import TopicName
+from tests.integration.broker_cluster import (
+    InProcessCluster,
+    RawConnection,
+    admin_call,
+    connect_frame,
+    open_client,
+    producer_frame,
+    receive_all,
+    receive_none,
+    send_frame,
+    unique_topic,
+    wait_until,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+EARLIEST = pulsar.InitialPosition.Earliest
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> InProcessCluster:
+    running = InProcessCluster(tmp_path_factory.mktemp("sync-live") / "cluster", admin_port=0)
+    running.start()
+    yield running
+    running.stop()
+    assert running.errors == []
+
+
+def state_of(cluster: InProcessCluster, topic: str) -> dict:
+    path = "/admin/georep/v1/persistent/" + topic.removeprefix("persistent://") + "/sync-state"
+    status, state = admin_call(cluster.cluster.admin_url, "GET", path)
+    assert status == 200, state
+    return state
+
+
+def doc(position) -> dict[str, int]:
+    return {"ledgerId": position[0], "entryId": position[1]}
+
+
+def test_sync_state_counts_acknowledgements_not_yet_persisted(cluster) -> None:
+    topic = unique_topic("pending")
+    with open_client(cluster.url) as client:
+        consumer = client.subscribe(
+            topic, "s", consumer_type=pulsar.ConsumerType.Shared, initial_position=EARLIEST
+        )
+        producer = client.create_producer(topic, batching_enabled=False)
+        ids = [producer.send(f"m{n}".encode()) for n in range(8)]
+        p = [(i.ledger_id(), i.entry_id()) for i in ids]
+        receive_all(consumer, 8, ack=False)
+
+        def hand_in_and_look(c):
+            """One step of the loop: acknowledgements handed in, nothing written yet."""
+            loaded = c.service.loaded_topic(TopicName.parse(topic))
+            live = loaded.subscriptions["s"]
+            live.acknowledge_synced(p[1], [(p[3], p[4])], {})
+            live.updates.delete([p[5]])  # as a client's acknowledgement is handed in
+            cursor = live.cursor
+            handed = (tuple(cursor.mark_delete_position), len(cursor.individually_deleted))
+            return handed, subscription_sync._view(loaded, "s")
+
+        handed, view = cluster.call(hand_in_and_look)
+        assert handed == ((p[0][0], p[0][1] - 1), 0)  # the cursor has none of it yet
+        assert view.mark_delete == p[1] and view.ranges == [(p[3], p[5])]
+        state = state_of(cluster, topic)["subscriptions"]["s"]
+        assert state["markDelete"] == doc(p[1])
+        assert state["ranges"] == [{"first": doc(p[3]), "last": doc(p[5])}]
+        consumer.close()
+
+
+def test_a_sync_steps_a_live_subscription_over_markers(cluster) -> None:
+    topic = unique_topic("live-markers")
+    layout = [b"m0", None, None, b"m3"]  # None: a marker
+    with open_client(cluster.url) as client:
+        consumer = client.subscribe(topic, "app", initial_position=EARLIEST)
+        raw = RawConnection(cluster.url)
+        raw.send(connect_frame() + producer_frame(topic, name="georep.sync.S"))
+        opened, _ = raw.replies()
+        assert [c.type for c in opened] == [Type.CONNECTED, Type.PRODUCER_SUCCESS]
+        raw.send(
+            b"".join(
+                send_frame(1, n, payload or b"", marker_type=None if payload else 10)
+                for n, payload in enumerate(layout)
+            )
+        )
+        receipts: list = []
+        wait_until(
+            lambda: (
+                receipts.extend(raw.replies(0.1)[0])
+                or len([c for c in receipts if c.type == Type.SEND_RECEIPT]) >= 4
+            )
+        )
+        raw.close()
+        p = [
+            (c.send_receipt.message_id.ledger_id, c.send_receipt.message_id.entry_id)
+            for c in receipts
+            if c.type == Type.SEND_RECEIPT
+        ]
+        assert [m.data() for m in receive_all(consumer, 2, ack=False)] == [b"m0", b"m3"]
+        path = (
+            "/admin/georep/v1/persistent/"
+            + topic.removeprefix("persistent://")
+            + "/subscription/app/sync"
+        )
+        status, answer = admin_call(
+            cluster.cluster.admin_url,
+            "POST",
+            path,
+            {"ranges": [{"first": doc(p[0]), "last": doc(p[0])}]},
+        )
+        assert status == 200, answer
+        assert answer == {"markDelete": doc(p[2]), "rangesCount": 0, "created": False}
+        consumer.redeliver_unacknowledged_messages()
+        assert [m.data() for m in receive_all(consumer, 1)] == [b"m3"]
+        assert receive_none(consumer) == []
+        consumer.close()
