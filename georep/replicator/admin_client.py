@@ -7,7 +7,11 @@ What the gateway needs of a cluster beyond the binary protocol:
 - on a remote: that the tenant, the namespace and the partitioned topic exist before a
   replicator produces to a partition (as Pulsar's global configuration would make them
   exist everywhere): :meth:`ensure_topic` creates what is missing,
-- deleting a replication subscription that is no longer wanted.
+- deleting a replication subscription that is no longer wanted,
+- subscription sync (georep's own paths, ``/admin/georep/v1``): every subscription's
+  acknowledgement state (:meth:`ClusterAdminClient.sync_state`) and bringing one
+  subscription to a synced state (:meth:`ClusterAdminClient.sync_subscription`), split
+  into as many requests as the cluster's per-request limits need.
 
 Every request has a deadline; a failure raises :class:`AdminRequestFailed` with the HTTP
 status (0: no answer), which says whether retrying may help. The token is sent as a
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -30,13 +36,44 @@ from georep.replicator.errors import AdminRequestFailed
 log = logging.getLogger(__name__)
 
 V2 = "/admin/v2"
+GEOREP_V1 = "/admin/georep/v1"
+
+Position = tuple[int, int]
+
+#: Room left in a sync request body for what the size estimate does not count.
+_SYNC_BODY_SLACK_BYTES = 4 * 1024
+#: Batch indexes one sync request item carries at most (a larger set is split: the
+#: cluster merges partial acknowledgements of one batch).
+_SYNC_INDEXES_PER_ITEM_MAX = 20_000
 
 
-def _path(topic: TopicName) -> str:
+def _path(topic: TopicName, prefix: str = V2) -> str:
     return (
-        f"{V2}/persistent/{quote(topic.tenant)}/{quote(topic.namespace_local)}"
+        f"{prefix}/persistent/{quote(topic.tenant)}/{quote(topic.namespace_local)}"
         f"/{quote(topic.local_name)}"
     )
+
+
+@dataclass(frozen=True)
+class SubscriptionState:
+    """One subscription's acknowledgement state, as ``sync_state`` reads it.
+
+    ``ranges`` are closed ranges of acknowledged entries above ``mark_delete``, sorted;
+    ``batches`` maps a partially acknowledged batch entry to (its size, the indexes of
+    its acknowledged members). ``sub_type`` is ``Exclusive``, ``Shared``, ``Failover``,
+    ``Key_Shared``, or None when no consumer has attached since the topic was loaded.
+    ``*_truncated``: the cluster left out its highest ranges / batches (past
+    ``limits.sync_state_*_count_max``), which count as unacknowledged here.
+    """
+
+    mark_delete: Position
+    ranges: tuple[tuple[Position, Position], ...]
+    batches: Mapping[Position, tuple[int, frozenset[int]]]
+    consumers: int
+    replicated: bool
+    sub_type: str | None
+    ranges_truncated: bool = False
+    batches_truncated: bool = False
 
 
 class ClusterAdminClient:
@@ -117,6 +154,32 @@ class ClusterAdminClient:
             return []
         return sorted((stats or {}).get("subscriptions", {}))
 
+    async def sync_state(self, topic: TopicName) -> dict:
+        """Every subscription's acknowledgement state on ``topic`` (a non-partitioned
+        topic or one partition), unpersisted acknowledgements included, the gateway's own
+        (``georep.*``) left out::
+
+            {"last": (ledger, entry) | None,      # the topic's last entry
+             "subscriptions": {name: SubscriptionState, ...}}
+
+        AdminRequestFailed: status 404 for a topic (or namespace) that does not exist,
+        the status of any other refusal, 200 for an answer that does not parse."""
+        path = f"{_path(topic, GEOREP_V1)}/sync-state"
+        _, document = await self._request("GET", path)
+        try:
+            last = document["lastPosition"]
+            return {
+                "last": None if last is None else _position(last),
+                "subscriptions": {
+                    str(name): _subscription_state(state)
+                    for name, state in document["subscriptions"].items()
+                },
+            }
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise AdminRequestFailed(
+                f"{self.cluster_name}: GET {path}: malformed answer ({error!r})", 200
+            ) from None
+
     # -- changes --
 
     async def ensure_topic(self, topic: TopicName, partitions: int) -> None:
@@ -157,9 +220,119 @@ class ClusterAdminClient:
                 )  # fmt: skip
         self._ensured[key] = partitions
 
+    async def sync_subscription(
+        self,
+        topic: TopicName,
+        subscription: str,
+        *,
+        mark_delete: Position | None = None,
+        ranges: Iterable[tuple[Position, Position]] = (),
+        batches: Mapping[Position, Iterable[int]] | None = None,
+        replicated: bool = False,
+    ) -> dict:
+        """Bring ``subscription`` (created when missing) to a synced state without
+        disconnecting its consumers: mark-delete moved forward to ``mark_delete``, every
+        entry inside the closed ``ranges`` acknowledged, and in ``batches`` (entry ->
+        indexes of the members acknowledged) those members; ``replicated`` marks it
+        replicated. Positions past the topic's last entry are ignored by the cluster.
+
+        More ranges or batches than one request may carry
+        (``limits.subscription_sync_*_count_max``, ``limits.admin_request_body_bytes_max``)
+        go in several requests, the first carrying ``mark_delete`` and ``replicated``.
+        Returns the last answer, ``{"markDelete": {"ledgerId", "entryId"},
+        "rangesCount": n, "created": bool}``, with ``created`` true if any request
+        created the subscription. AdminRequestFailed as for :meth:`sync_state`; 400 for a
+        refused body (a batch index past its batch's size, a ``georep.*`` name), in which
+        case that request changed nothing."""
+        path = f"{_path(topic, GEOREP_V1)}/subscription/{quote(subscription, safe='')}/sync"
+        created = False
+        answer: Any = None
+        for body in _sync_bodies(mark_delete, ranges, batches or {}, replicated):
+            _, answer = await self._request("POST", path, body=body)
+            created = created or bool((answer or {}).get("created"))
+        return {**(answer or {}), "created": created}
+
     async def delete_subscription(self, topic: TopicName, subscription: str) -> bool:
         """False if there was no such subscription (or topic)."""
         status, _ = await self._request(
             "DELETE", f"{_path(topic)}/subscription/{quote(subscription)}", allowed=(404,)
         )
         return status != 404
+
+
+# --- subscription sync documents ---------------------------------------------------------
+def _position(document: Any) -> Position:
+    ledger_id, entry_id = document["ledgerId"], document["entryId"]
+    if not (isinstance(ledger_id, int) and isinstance(entry_id, int)):
+        raise ValueError(f"not a position: {document!r}")
+    return (ledger_id, entry_id)
+
+
+def _position_document(position: Position) -> dict[str, int]:
+    ledger_id, entry_id = position
+    return {"ledgerId": int(ledger_id), "entryId": int(entry_id)}
+
+
+def _subscription_state(document: Any) -> SubscriptionState:
+    batches = {}
+    for batch in document["batches"]:
+        batches[_position(batch)] = (int(batch["batchSize"]), frozenset(batch["ackedIndexes"]))
+    sub_type = document["type"]
+    return SubscriptionState(
+        mark_delete=_position(document["markDelete"]),
+        ranges=tuple(
+            (_position(item["first"]), _position(item["last"])) for item in document["ranges"]
+        ),
+        batches=batches,
+        consumers=int(document["consumers"]),
+        replicated=bool(document["replicated"]),
+        sub_type=None if sub_type is None else str(sub_type),
+        ranges_truncated=bool(document.get("rangesTruncated", False)),
+        batches_truncated=bool(document.get("batchesTruncated", False)),
+    )
+
+
+def _sync_bodies(
+    mark_delete: Position | None,
+    ranges: Iterable[tuple[Position, Position]],
+    batches: Mapping[Position, Iterable[int]],
+    replicated: bool,
+) -> list[dict[str, Any]]:
+    """The request bodies of one sync: ranges and batch items packed greedily, each body
+    within the per-request counts and the body size limit (estimated from each item's
+    JSON); at least one body, the first with ``markDelete`` and ``replicated``."""
+    items: list[tuple[str, dict[str, Any]]] = [
+        ("ranges", {"first": _position_document(low), "last": _position_document(high)})
+        for low, high in ranges
+    ]
+    for position, indexes in sorted(batches.items()):
+        ordered = sorted(set(indexes))
+        for start in range(0, max(1, len(ordered)), _SYNC_INDEXES_PER_ITEM_MAX):
+            chunk = ordered[start : start + _SYNC_INDEXES_PER_ITEM_MAX]
+            items.append(("batches", {**_position_document(position), "ackedIndexes": chunk}))
+    head: dict[str, Any] = {}
+    if mark_delete is not None:
+        head["markDelete"] = _position_document(mark_delete)
+    if replicated:
+        head["replicated"] = True
+    counts_max = {
+        "ranges": limits.subscription_sync_ranges_count_max,
+        "batches": limits.subscription_sync_batches_count_max,
+    }
+    room = limits.admin_request_body_bytes_max - _SYNC_BODY_SLACK_BYTES
+    bodies: list[dict[str, Any]] = []
+    body: dict[str, Any] = dict(head)
+    size = len(json.dumps(body))
+    for kind, item in items:
+        item_size = len(json.dumps(item)) + 2
+        full = len(body.get(kind, ())) >= counts_max[kind] or size + item_size > room
+        if full and ("ranges" in body or "batches" in body):
+            bodies.append(body)
+            body, size = {}, 2
+        if kind not in body:
+            body[kind] = []
+            size += len(kind) + 6
+        body[kind].append(item)
+        size += item_size
+    bodies.append(body)
+    return bodies
