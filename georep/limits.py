@@ -517,18 +517,21 @@ invariant(reconcile_report_topics_max <= reconcile_report_rows_max)
 #: Messages one drill produces, and keys it spreads them over, at most.
 drill_messages_count_max = 1_000_000
 drill_keys_count_max = 100_000
-#: Seconds the drill waits between stopping the consumers on A and failing A, by default:
-#: more than a snapshot interval and a sync poll, so that what A acknowledged has had
-#: time to reach B (``--settle 0`` shows what a failure without that grace costs).
+#: Seconds the drill waits between stopping the consumers on A (and producing the last
+#: message) and failing A, by default: more than a snapshot interval and a sync poll, so
+#: that what A acknowledged has had time to reach B (``--settle 0`` shows what a failure
+#: without that grace costs).
 drill_settle_s_default = 3.0
 drill_settle_s_max = 600.0
 #: Seconds the drill waits, before producing, for both gateways to replicate and sync
 #: its new topic (discovery passes); past it the drill goes on and says so.
 drill_ready_s_max = 60.0
-#: Messages a second the consumers on A handle together, by default and at most: a
-#: paced consumption lets acknowledgements, nack redeliveries and syncs interleave.
+#: Messages a second produced on A, and handled by the consumers on A together, by
+#: default; and the most either flag accepts. A paced drill lets production, snapshots,
+#: acknowledgements, nack redeliveries and syncs interleave as in a running system.
+drill_produce_rate_per_s_default = 500.0
 drill_consume_rate_per_s_default = 500.0
-drill_consume_rate_per_s_max = 1_000_000.0
+drill_rate_per_s_max = 1_000_000.0
 #: Seconds the consumers on A may take to reach the failure point.
 drill_consume_timeout_s_max = 300.0
 #: The drain on B ends once nothing arrived for ``quiet`` seconds after the expected

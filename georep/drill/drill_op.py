@@ -8,20 +8,24 @@ Steps (each timed in the report's ``timings_s``):
 2. **gateways ready**: wait until both gateways replicate the new topic and sync it, and
    A's gateway syncs the subscription (at most ``limits.drill_ready_s_max``; a warning
    past it): a drill measures a running sync, not topic discovery.
-3. **produce** N messages on A (traffic.py); their receipts are their origin MessageIds.
-4. **consume on A** until ``target = ceil(at * N)`` distinct messages were delivered;
-   then the consumers stop receiving and acknowledging — what they hold unacknowledged
-   stays so.
-5. **settle** for ``--settle`` seconds, then read the sync state at the failure: B's
+3. **produce and consume on A**: N messages produced at ``--produce-rate`` (traffic.py;
+   their receipts are their origin MessageIds) while the consumers consume, until
+   ``target = ceil(at * N)`` distinct messages were delivered; then the consumers stop
+   receiving and acknowledging — what they hold unacknowledged stays so. Production
+   goes on to N (``produce_rest``): every message is produced, with a receipt, before
+   the failure. Producing at a pace, not all at once, matters for the
+   Pulsar-compatible mode: its snapshots land only where new messages keep arriving,
+   and the mark-delete position can only be synced to a snapshot.
+4. **settle** for ``--settle`` seconds, then read the sync state at the failure: B's
    gateway's ``applied.A.syncLagMs`` for the subscription (null when the gateway has no
    subscription sync stats) and A's cursor (``internalStats``).
-6. **fail** A (topology.py): ``kill`` or ``cut-link``. The failure's wall-clock time is
+5. **fail** A (topology.py): ``kill`` or ``cut-link``. The failure's wall-clock time is
    the origin of ``time_to_resume_on_B_s``.
-7. **move to B**: the same subscription name, type and number of consumers, from the
+6. **move to B**: the same subscription name, type and number of consumers, from the
    earliest position should the subscription not exist on B (duplicates rather than
    loss); each acknowledges what it receives. Meanwhile a Reader lists the copies on B
    (nothing crosses after the failure, so that is what was replicated before it).
-8. **drain** until nothing arrived for ``limits.drill_drain_quiet_s_default`` seconds
+7. **drain** until nothing arrived for ``limits.drill_drain_quiet_s_default`` seconds
    once as many messages arrived as B should deliver (replicated, not acked on A), or
    for ``..._quiet_incomplete_s`` without; at most ``..._drain_timeout_s_max``.
 
@@ -32,7 +36,9 @@ while this coroutine keeps time and drives the processes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -97,6 +103,7 @@ class DrillOp:
         client_a = await asyncio.to_thread(connect, urls[A].service_url)
         client_b = await asyncio.to_thread(connect, urls[B].service_url)
         group_a = group_b = None
+        shutting_down_a = None
         try:
             group_a, produced = await self._consume_on_a(client_a)
             await self._settle_and_measure()
@@ -105,10 +112,12 @@ class DrillOp:
             self.facts.failed_at_ms = int(time.time() * 1000)
             await self.topology.fail(s.fail, self.topic)
             self._lap("fail")
-            if s.fail == KILL:
-                await asyncio.to_thread(client_a.shutdown)
+            if s.fail == KILL:  # in the background: it may wait on the dead connection
+                shutting_down_a = asyncio.ensure_future(asyncio.to_thread(client_a.shutdown))
             group_b, origins = await self._drain_on_b(client_b, produced)
         finally:
+            if shutting_down_a is not None:
+                await shutting_down_a
             for group in (group_a, group_b):
                 if group is not None:
                     group.stopping.set()
@@ -146,27 +155,47 @@ class DrillOp:
         group.start()
         self._lap("subscribe")
         await self._await_gateways()
-        self.progress.phase(f"{self.mode}: produce on A", s.messages)
-        produced = await asyncio.to_thread(
-            produce, client_a, self.topic, s.messages, s.keys, s.seed, self.progress.update
+        self.progress.phase(f"{self.mode}: produce and consume on A", target)
+        abort = threading.Event()
+        producing = asyncio.ensure_future(
+            asyncio.to_thread(
+                produce,
+                client_a,
+                self.topic,
+                s.messages,
+                s.keys,
+                s.seed,
+                s.produce_rate_per_s,
+                abort=abort,
+            )
         )
-        self._lap("produce")
-        self.progress.phase(f"{self.mode}: consume on A", target)
         deadline = time.monotonic() + limits.drill_consume_timeout_s_max
-        while not counter.reached.is_set():
-            self.progress.update(counter.distinct)
-            if time.monotonic() > deadline or group.errors:
-                await asyncio.to_thread(group.stop)
-                problem = "; ".join(group.errors[:3]) or (
-                    f"{limits.drill_consume_timeout_s_max:.0f} s passed"
-                )
-                raise DrillError(
-                    f"consumers on A received {counter.distinct} of {target} messages: {problem}"
-                )
-            await asyncio.sleep(0.05)
+        try:
+            while not counter.reached.is_set():
+                self.progress.update(counter.distinct)
+                if producing.done() and producing.exception() is not None:
+                    raise producing.exception()
+                if time.monotonic() > deadline or group.errors:
+                    problem = "; ".join(group.errors[:3]) or (
+                        f"{limits.drill_consume_timeout_s_max:.0f} s passed"
+                    )
+                    raise DrillError(
+                        f"consumers on A received {counter.distinct} of {target} messages:"
+                        f" {problem}"
+                    )
+                await asyncio.sleep(0.05)
+        except BaseException:
+            abort.set()
+            await asyncio.to_thread(group.stop)
+            with contextlib.suppress(Exception):
+                await producing
+            raise
         await asyncio.to_thread(group.stop)
         self.progress.update(counter.distinct)
         self._lap("consume_on_A")
+        self.progress.phase(f"{self.mode}: finish producing on A")
+        produced = await producing  # the failure comes after the last receipt
+        self._lap("produce_rest")
         return group, produced
 
     async def _await_gateways(self) -> None:
@@ -209,20 +238,23 @@ class DrillOp:
         self.progress.phase(f"{self.mode}: settle {self.settings.settle_s:g} s")
         await asyncio.sleep(self.settings.settle_s)
         self._lap("settle")
-        stats = await asyncio.to_thread(self.topology.gateway_stats, B, self.topic)
-        if stats is None:
-            self.facts.warnings.append("no stats from B's gateway: sync lag unknown")
-        else:
-            mode, block = rest.sync_of(stats, self.topic, self.subscription)
-            self.facts.gateway_sync_mode = mode
-            self.facts.sync_stats = block
-            self.facts.sync_lag_ms = rest.sync_lag_ms(block, A)
+        blocks: dict[str, dict | None] = {}
+        for cluster in (A, B):
+            stats = await asyncio.to_thread(self.topology.gateway_stats, cluster, self.topic)
+            if stats is None:
+                self.facts.warnings.append(f"no stats from {cluster}'s gateway")
+                continue
+            mode, blocks[cluster] = rest.sync_of(stats, self.topic, self.subscription)
             if mode is None:
-                self.facts.warnings.append("B's gateway reports no subscriptionSync stats")
+                self.facts.warnings.append(f"{cluster}'s gateway reports no subscriptionSync")
             elif mode != self.mode:
                 self.facts.warnings.append(
-                    f"B's gateway runs sync mode {mode!r}, not {self.mode!r}"
+                    f"{cluster}'s gateway syncs the topic in mode {mode!r}, not {self.mode!r}"
                 )
+            if cluster == A or self.facts.gateway_sync_mode is None:
+                self.facts.gateway_sync_mode = mode
+        self.facts.sync_stats = blocks or None
+        self.facts.sync_lag_ms = rest.sync_lag_ms(blocks.get(B), A)
         try:
             self.facts.a_cursor = await asyncio.to_thread(
                 rest.cursor_of, self.topology.urls[A].admin_url, self.topic, self.subscription

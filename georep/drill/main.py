@@ -93,7 +93,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=limits.drill_settle_s_default,
         metavar="S",
-        help="seconds between stopping the consumers on A and failing A (default: %(default)s)",
+        help="seconds from the consumers' stop on A (and the last message produced) to the"
+        " failure (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--produce-rate",
+        type=float,
+        default=limits.drill_produce_rate_per_s_default,
+        metavar="R",
+        help="messages a second produced on A, 0: no limit (default: %(default)s)",
     )
     parser.add_argument(
         "--consume-rate",
@@ -249,6 +257,7 @@ def assemble(
         "target_on_A": settings.target_on_a,
         "fail": settings.fail,
         "settle_s": settings.settle_s,
+        "produce_rate_per_s": settings.produce_rate_per_s,
         "consume_rate_per_s": settings.consume_rate_per_s,
         "seed": settings.seed,
         "namespace": settings.namespace,

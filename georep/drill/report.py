@@ -181,6 +181,8 @@ class ModeFacts:
     failed_at_ms: int | None = None
     first_delivery_on_b_ms: int | None = None
     sync_lag_ms: float | None = None
+    #: Each gateway's block for the subscription under ``subscriptionSync`` ("A": the
+    #: source side, "B": what it applied), as the gateways report them.
     sync_stats: dict[str, Any] | None = None
     gateway_sync_mode: str | None = None
     a_cursor: Mapping[str, Any] | None = None
@@ -242,7 +244,9 @@ def mode_report(
             "origin_mismatches": c.origin_mismatches,
             "unknown_deliveries": c.unknown_deliveries,
         },
-        "sync_lag_at_failure_ms": facts.sync_lag_ms,
+        "sync_lag_at_failure_ms": None
+        if facts.sync_lag_ms is None
+        else round(facts.sync_lag_ms, 1),
         "gateway_sync_mode": facts.gateway_sync_mode,
         "sync_stats_at_failure": facts.sync_stats,
         "a_cursor_at_failure": cursor_block,

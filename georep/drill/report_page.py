@@ -54,6 +54,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums }
 .bad { color: #c53030; font-weight: 600 } .ok { color: #2f855a }
 .note { color: #4a5568 } code { font-size: .92em }
 svg { border: 1px solid #e2e8f0; background: #fff }
+pre { white-space: pre-wrap; word-break: break-all; font-size: .85em }
 """
 
 

@@ -54,7 +54,9 @@ class DrillSettings:
     fail: str
     modes: tuple[str, ...]
     settle_s: float
-    #: Messages a second the consumers on A handle together (0: as fast as they can).
+    #: Messages a second produced on A, and handled by the consumers on A together
+    #: (0: as fast as they can).
+    produce_rate_per_s: float = 0.0
     consume_rate_per_s: float = 0.0
     out: Path | None = None
     json: bool = False
@@ -90,11 +92,15 @@ def settings_from_args(args: argparse.Namespace) -> DrillSettings:
         raise DrillUsageError(
             f"--settle {args.settle}: must be in 0..{limits.drill_settle_s_max} s"
         )
-    if not (0.0 <= args.consume_rate <= limits.drill_consume_rate_per_s_max):
-        raise DrillUsageError(
-            f"--consume-rate {args.consume_rate}: must be in"
-            f" 0..{limits.drill_consume_rate_per_s_max} messages/s (0: no limit)"
-        )
+    for flag, rate in (
+        ("--produce-rate", args.produce_rate),
+        ("--consume-rate", args.consume_rate),
+    ):
+        if not (0.0 <= rate <= limits.drill_rate_per_s_max):
+            raise DrillUsageError(
+                f"{flag} {rate}: must be in 0..{limits.drill_rate_per_s_max:g} messages/s"
+                " (0: no limit)"
+            )
     if args.fail not in FAILURES:
         raise DrillUsageError(f"--fail {args.fail!r}: use {' or '.join(FAILURES)}")
     if args.mode not in (*MODES, BOTH):
@@ -111,6 +117,7 @@ def settings_from_args(args: argparse.Namespace) -> DrillSettings:
         fail=args.fail,
         modes=modes,
         settle_s=args.settle,
+        produce_rate_per_s=args.produce_rate,
         consume_rate_per_s=args.consume_rate,
         out=args.out,
         json=args.json,

@@ -78,9 +78,17 @@ def position_text(message_id) -> str:
 
 
 def produce(
-    client, topic: str, count: int, keys: int, seed: int, progress: Callable[[int], None]
+    client,
+    topic: str,
+    count: int,
+    keys: int,
+    seed: int,
+    rate_per_s: float = 0.0,
+    progress: Callable[[int], None] = lambda sent: None,
+    abort: threading.Event | None = None,
 ) -> dict[str, Produced]:
-    """Produce ``count`` messages; by origin position (their ids on A)."""
+    """Produce ``count`` messages, at most ``rate_per_s`` a second (0: no limit); by
+    origin position (their ids on A). ``abort`` set: give up (DrillError)."""
     pulsar = pulsar_module()
     rng = random.Random(seed)
     producer = client.create_producer(
@@ -109,15 +117,23 @@ def produce(
 
         return callback
 
+    interval_s = 1.0 / rate_per_s if rate_per_s > 0 else 0.0
+    started = time.monotonic()
     try:
         for index, identity, key in messages:
+            if interval_s:
+                wait_s = started + index * interval_s - time.monotonic()
+                if wait_s > 0 and abort is not None and abort.wait(wait_s):
+                    raise DrillError(f"production on A stopped after {index} messages")
+                if wait_s > 0 and abort is None:
+                    time.sleep(wait_s)
             producer.send_async(
                 f"{identity} key={key}".encode(),
                 receipt(index),
                 properties={DRILL_ID_PROPERTY: identity, DRILL_INDEX_PROPERTY: str(index)},
                 partition_key=key,
             )
-            if index % 100 == 0:
+            if index % 50 == 0:
                 with lock:
                     progress(len(receipts))
         producer.flush()

@@ -1,5 +1,4 @@
-"""``georep drill`` flags: defaults, refusals (exit 2, naming the flag), running clusters;
-the report page is self-contained."""
+"""``georep drill`` flags: defaults, refusals (exit 2, naming the flag), running clusters."""
 
 from __future__ import annotations
 
@@ -9,9 +8,7 @@ import re
 import pytest
 
 from georep.drill import main
-from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.errors import DrillUsageError
-from georep.drill.report_page import render
 from georep.drill.settings import MODES, settings_from_args
 
 RUNNING = [
@@ -81,54 +78,3 @@ def test_running_clusters_with_cut_link():
     assert not settings.managed
     assert settings.running["B"].gateway_url == "http://127.0.0.1:8091"
     assert settings.modes == ("pulsar-compatible",)
-
-
-def delivery(index: int, phase: str, acked: bool) -> Delivery:
-    return Delivery(
-        mode="full",
-        cluster="A" if phase == BEFORE else "B",
-        phase=phase,
-        consumer="c0",
-        topic="persistent://public/default/<t>",
-        subscription="s",
-        drill_id=f"m{index:06d}",
-        index=index,
-        key="k",
-        message_id=f"3:{index}",
-        origin_cluster="A",
-        origin_position=f"3:{index}",
-        batch_index=-1,
-        delivered_at=10_000 + 10 * index + (5_000 if phase == AFTER else 0),
-        acked=acked,
-    )
-
-
-def test_the_page_is_self_contained_and_marks_duplicates():
-    block = {
-        "topic": "persistent://public/default/<t>",
-        "failed_at": 12_000,
-        "duplicates": {"count": 1, "sample": ["m000001"]},
-        "lost": {"count": 0, "sample": []},
-        "warnings": ["<script>"],
-        "produced": 3,
-        "sync_lag_at_failure_ms": None,
-    }
-    report = {
-        "scenario": "shared-out-of-order",
-        "scenario_summary": "x",
-        "fail": "kill",
-        "messages": 3,
-        "keys": 1,
-        "target_on_A": 2,
-        "at": 0.5,
-        "settle_s": 3.0,
-        "modes": {"full": block},
-    }
-    deliveries = [delivery(0, BEFORE, False), delivery(1, BEFORE, True)]
-    deliveries += [delivery(0, AFTER, False), delivery(1, AFTER, False), delivery(2, AFTER, False)]
-    page = render(report, {"full": deliveries})
-    assert "<svg" in page and "<script>" not in page and "&lt;script&gt;" in page
-    assert "&lt;t&gt;" in page
-    assert page.count("<title>duplicate m000001</title>") == 1
-    assert page.count("<circle") >= len(deliveries)
-    assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # no external resources
