@@ -116,13 +116,13 @@ class DrillOp:
                 shutting_down_a = asyncio.ensure_future(asyncio.to_thread(client_a.shutdown))
             group_b, origins = await self._drain_on_b(client_b, produced)
         finally:
-            if shutting_down_a is not None:
-                await shutting_down_a
             for group in (group_a, group_b):
                 if group is not None:
                     group.stopping.set()
             await asyncio.to_thread(_close_quietly, client_b, group_b)
-            if s.fail != KILL:
+            if shutting_down_a is not None:
+                await shutting_down_a
+            else:  # A is up: cut-link, or the drill stopped before the failure
                 await asyncio.to_thread(_close_quietly, client_a, group_a)
         for group in (group_a, group_b):
             self.facts.warnings += [f"consumer error: {e}" for e in group.errors[:5]]

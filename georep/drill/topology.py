@@ -64,7 +64,7 @@ class Topology:
         try:
             return rest.gateway_stats(url, topic)
         except DrillError as error:
-            log.warning("gateway %s stats: %s", cluster, error)
+            log.debug("gateway %s stats: %s", cluster, error)
             return None
 
 
