@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -283,7 +284,7 @@ def _with_ports(config: UpConfig) -> UpConfig:
         for name, spec in config.clusters.items()
     }
     gateways = {
-        name: GatewaySpec(name, spec.port or _free_port(config.host), spec.replicate)
+        name: dataclasses.replace(spec, port=spec.port or _free_port(config.host))
         for name, spec in config.gateways.items()
     }
     return UpConfig(config.data_dir, clusters, gateways, config.host)

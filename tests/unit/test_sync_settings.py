@@ -41,3 +41,17 @@ def test_bad_tables_are_refused_with_the_key_named(table, message):
     with pytest.raises(ConfigError) as caught:
         parse_sync(table)
     assert message in str(caught.value)
+
+
+def test_georep_up_writes_a_gateways_table_into_its_toml(tmp_path):
+    import tomllib
+    from pathlib import Path
+
+    from georep.replicator.config import parse
+    from georep.up import _gateway_toml, _with_ports, load_config
+
+    example = Path(__file__).parents[2] / "examples" / "three-clusters.toml"
+    config = _with_ports(load_config(example, tmp_path))
+    written = _gateway_toml(config, config.gateways["C"], tmp_path)
+    settings = parse(tomllib.loads(written)).sync
+    assert "public/default" in settings.namespaces  # C applies what A sends
