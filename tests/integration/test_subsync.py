@@ -25,6 +25,7 @@ from tests.integration.gateway_harness import (
     GatewayProcess,
     admin_url,
     create_namespace,
+    create_partitioned_topic,
     http,
     produce,
     read_entries,
@@ -388,3 +389,28 @@ def test_snapshots_time_out_while_the_remote_cannot_answer_and_resume(world) -> 
         settle_on(world, "B", topic, 61, 1)
     finally:
         client.close()
+
+
+def test_full_mode_partitioned_topic_each_partition_synced(world) -> None:
+    base = f"persistent://{SYNC}/parted"
+    create_partitioned_topic(world.a, base, 3)
+    produce(world.a.url, base, 300, "p", batching=True)
+    client, _consumer, acked, received = consume_on_a(
+        world, base, lambda p: int(p.split(b"-")[1]) % 5 != 2, batch_ack=True
+    )
+    try:
+        assert len(received) == 300
+        unacked = received - acked
+        counts = {}
+        for partition in range(3):
+            name = f"{base}-partition-{partition}"
+            entries = data_entries(world, "A", name, 1)
+            counts[name] = sum(e.messages for e in entries)
+        assert sum(counts.values()) == 300
+        for name, messages in counts.items():
+            left_on_a = unacked_messages(world, "A", name, data_entries(world, "A", name, messages))
+            settle_on(world, "B", name, messages, left_on_a)
+        got = drain_on(world.b, base, batch_ack=True)
+    finally:
+        client.close()
+    assert len(got) == len(set(got)) and set(got) == unacked
