@@ -161,7 +161,9 @@ class CursorState:
         )
 
     def covers(self, position: Position) -> bool:
-        """>>> CursorState((3, 4), [((3, 5), (3, 7))]).covers((3, 6))
+        """Whether ``position`` is acknowledged.
+
+        >>> CursorState((3, 4), [((3, 5), (3, 7))]).covers((3, 6))
         True
         """
         if position <= self.mark_delete:

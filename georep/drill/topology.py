@@ -125,7 +125,7 @@ class ManagedTopology(Topology):
             s.label.split()[-1]: ManagedProcess(s.args, s.ready_prefix, log_path=s.log_path)
             for s in gateways
         }
-        await asyncio.gather(*(p.start() for p in self.clusters.values()))
+        await _start_all(self.clusters.values())
         host = self.config.host
         self.urls = {
             name: ClusterUrls(
@@ -140,11 +140,7 @@ class ManagedTopology(Topology):
                 await asyncio.to_thread(
                     ensure_namespace, self.urls[name].admin_url, self.namespace, name
                 )
-        await asyncio.gather(*(p.start() for p in self.gateways.values()))
-
-    @property
-    def logs_dir(self) -> Path | None:
-        return self.config.data_dir / "logs" if self.config else None
+        await _start_all(self.gateways.values())
 
     async def fail(self, kind: str, topic: str) -> None:
         if kind == KILL:
@@ -173,6 +169,15 @@ class ManagedTopology(Topology):
                 *(p.terminate(_STOP_GRACE_S) for p in group.values() if p.process is not None),
                 return_exceptions=True,
             )
+
+
+async def _start_all(processes) -> None:
+    """Start processes together; every start is awaited before the first failure is
+    raised, so that none is left starting unobserved."""
+    results = await asyncio.gather(*(p.start() for p in processes), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
 
 
 def ensure_namespace(admin_url: str, namespace: str, cluster: str) -> None:
