@@ -331,17 +331,19 @@ class SyncCore:
             if state.mark_delete != source.last_mark_delete:
                 source.last_mark_delete = state.mark_delete
                 self._something_new = True
-                reached = source.cache.advance(state.mark_delete)
-                if reached is not None and reached.remote_positions:
-                    update = pb.SubscriptionUpdate(
-                        subscription_name=name,
-                        clusters=[
-                            pb.ClusterPosition(cluster=c, position=position(*p))
-                            for c, p in sorted(reached.remote_positions.items())
-                        ],
-                    )
-                    out.append(WriteMarker(MarkerKind.SUBSCRIPTION_UPDATE, update))
-                    source.stats.updates_written += 1
+            # Every poll, not only when the MDP moved: a snapshot read back after the MDP
+            # had already passed its position is reached all the same.
+            reached = source.cache.advance(state.mark_delete)
+            if reached is not None and reached.remote_positions:
+                update = pb.SubscriptionUpdate(
+                    subscription_name=name,
+                    clusters=[
+                        pb.ClusterPosition(cluster=c, position=position(*p))
+                        for c, p in sorted(reached.remote_positions.items())
+                    ],
+                )
+                out.append(WriteMarker(MarkerKind.SUBSCRIPTION_UPDATE, update))
+                source.stats.updates_written += 1
             if self.mode is SyncMode.FULL:
                 top = max([state.mark_delete, *(last for _, last in state.ranges), *state.batches])
                 read = self.read_position

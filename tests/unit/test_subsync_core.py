@@ -91,3 +91,24 @@ def test_a_standby_subscription_writes_nothing():
     assert a.on_state({"s": state}, 1.0) == []
     unflagged = SubscriptionState(mark_delete=(1, 3), consumers=1, replicated=False)
     assert a.on_state({"t": unflagged}, 1.0) == []
+
+
+def test_a_snapshot_read_after_the_mdp_passed_it_still_moves_the_remote():
+    a = core()
+    moved = SubscriptionState(mark_delete=(1, 50), consumers=1, replicated=True)
+    a.on_state({"s": moved}, 1.0)  # the MDP is past where the snapshot will sit
+    snapshot = pb.Snapshot(
+        snapshot_id="A-1",
+        local_position=position(1, 20),
+        clusters=[pb.ClusterPosition(cluster="B", position=position(9, 9))],
+    )
+    metadata = wire.MessageMetadata(
+        producer_name="georep.sync.A",
+        sequence_id=2,
+        publish_time=2000,
+        marker_type=int(MarkerKind.SNAPSHOT),
+    )
+    a.on_entry((1, 21), metadata, encode(MarkerKind.SNAPSHOT, snapshot), 2.0)
+    written = a.on_state({"s": moved}, 2.5)  # the same MDP as before
+    updates = [w for w in written if w.kind is MarkerKind.SUBSCRIPTION_UPDATE]
+    assert [u.message.clusters[0].position.entry_id for u in updates] == [9]
