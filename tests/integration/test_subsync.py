@@ -318,15 +318,8 @@ def test_gateway_killed_during_sync_converges_without_moving_back(world) -> None
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    client = pulsar.Client(world.a.url, operation_timeout_seconds=30)
+    client, consumer = subscribe_on_a(world, topic)
     try:
-        consumer = client.subscribe(
-            topic,
-            "s",
-            consumer_type=pulsar.ConsumerType.Shared,
-            replicate_subscription_state_enabled=True,
-            initial_position=pulsar.InitialPosition.Earliest,
-        )
         messages = [consumer.receive(timeout_millis=10_000) for _ in range(400)]
         order = list(range(400))
         random.Random(11).shuffle(order)
@@ -360,15 +353,8 @@ def test_snapshots_time_out_while_the_remote_cannot_answer_and_resume(world) -> 
     topic = f"persistent://{COMPAT}/timeouts"
     produce(world.a.url, topic, 20, "t", batching=False)
     wait_for(lambda: world.topic_sync_stats("A", topic) is not None, timeout_s=30)
-    client = pulsar.Client(world.a.url, operation_timeout_seconds=30)
+    client, consumer = subscribe_on_a(world, topic)
     try:
-        consumer = client.subscribe(
-            topic,
-            "s",
-            consumer_type=pulsar.ConsumerType.Shared,
-            replicate_subscription_state_enabled=True,
-            initial_position=pulsar.InitialPosition.Earliest,
-        )
         world.gateways["B"].kill()  # B's cluster is up, nobody there answers
         produce(world.a.url, topic, 20, "t", batching=False, start=20)
         wait_for(

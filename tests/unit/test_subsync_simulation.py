@@ -174,9 +174,7 @@ def run(seed: int, mode: SyncMode, steps: int) -> tuple[Cluster, Cluster]:
         elif action < 0.45:
             b.produce(now)
         elif action < 0.7:
-            unacked = [
-                p for p, m, _ in a.log if p not in a.acked and not m.HasField("marker_type")
-            ]
+            unacked = [p for p, m, _ in a.log if p not in a.acked and not m.HasField("marker_type")]
             if unacked:
                 a.ack(rng.choice(unacked))
         elif action < 0.8:
@@ -185,21 +183,27 @@ def run(seed: int, mode: SyncMode, steps: int) -> tuple[Cluster, Cluster]:
         elif action < 0.9:
             rng.choice([a, b]).read_all(now)
         else:
-            for cluster in (a, b):
-                cluster.perform(cluster.core.on_state(cluster.state(), now), None, now)
-                cluster.perform(cluster.core.tick(now, {"A": True, "B": True}), None, now)
-    # settle: everything replicated, read, polled; a few snapshot rounds
-    for _ in range(8):
+            poll_and_tick(a, b, now)
+    for _ in range(8):  # settle: a few snapshot rounds, everything replicated and read
         now += 1.1
-        for cluster in (a, b):
-            cluster.perform(cluster.core.on_state(cluster.state(), now), None, now)
-            cluster.perform(cluster.core.tick(now, {"A": True, "B": True}), None, now)
-        for _ in range(3):
-            a.replicate_to(b, 10**6)
-            b.replicate_to(a, 10**6)
-            a.read_all(now)
-            b.read_all(now)
+        poll_and_tick(a, b, now)
+        exchange(a, b, now)
     return a, b
+
+
+def poll_and_tick(a: Cluster, b: Cluster, now: float) -> None:
+    for cluster in (a, b):
+        cluster.perform(cluster.core.on_state(cluster.state(), now), None, now)
+        cluster.perform(cluster.core.tick(now, {"A": True, "B": True}), None, now)
+
+
+def exchange(a: Cluster, b: Cluster, now: float) -> None:
+    """Replicate everything both ways and read it, until nothing new comes."""
+    for _ in range(3):
+        a.replicate_to(b, 10**6)
+        b.replicate_to(a, 10**6)
+        a.read_all(now)
+        b.read_all(now)
 
 
 def data_entries(cluster: Cluster):
@@ -237,11 +241,7 @@ def test_pulsar_compatible_mode_moves_b_with_a_in_order_consumption():
         now += 1.1
         for cluster in (a, b):
             cluster.perform(cluster.core.tick(now, {"A": True, "B": True}), None, now)
-        for _ in range(3):
-            a.replicate_to(b, 10**6)
-            b.replicate_to(a, 10**6)
-            a.read_all(now)
-            b.read_all(now)
+        exchange(a, b, now)
         if round_ == 2:
             for where in produced:
                 a.ack(where)
