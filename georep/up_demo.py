@@ -4,20 +4,31 @@ pulsar-client, then read back from every cluster, to show what crossed where.
 Expected with ``examples/three-clusters.toml``: A holds A's and B's messages, B holds B's
 and A's, C holds C's and A's (A→C one way; B's messages are not passed on by A, and B
 and C are unrelated). Each message must be there exactly once; the demo waits up to a
-minute for replication and returns 0 when every cluster holds what the policies say.
+minute for replication.
+
+Then a failover: an application consumes the topic on A with a replicated subscription
+(``replicate_subscription_state_enabled``) and acknowledges all but a few messages, out
+of order. Consumers of the same subscription that fail over to each cluster A replicates
+to must receive exactly those few (and, on C, C's own messages, which A never had): on
+C first (A→C is one way), then on B. Returns 0 when every check holds.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import time
+import urllib.request
 
 from georep.up import UpConfig
 
 MESSAGES_PER_CLUSTER = 5
 WAIT_S = 60.0
 DEFAULT_NAMESPACE = "public/default"
+SUBSCRIPTION = "demo-app"
+#: Messages the application on A leaves unacknowledged, by payload.
+LEFT_UNACKED = {"from-A-1", "from-A-3"}
 
 
 def expected_sources(config: UpConfig, namespace: str) -> dict[str, set[str]]:
@@ -44,6 +55,20 @@ def run_demo(config: UpConfig) -> int:
     topic = f"persistent://{namespace}/georep-up-demo-{int(time.time())}"
     urls = {n: f"pulsar://{config.host}:{c.broker_port}" for n, c in config.clusters.items()}
     logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    app = (
+        pulsar.Client(urls["A"], operation_timeout_seconds=30, logger=logger)
+        if "A" in urls
+        else None
+    )
+    consumer = None
+    if app is not None:  # subscribed before anything is produced: it sees every message
+        consumer = app.subscribe(
+            topic,
+            SUBSCRIPTION,
+            consumer_type=pulsar.ConsumerType.Shared,
+            replicate_subscription_state_enabled=True,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
     print(f"demo: producing {MESSAGES_PER_CLUSTER} messages on each cluster to {topic}", flush=True)
     for name, url in sorted(urls.items()):
         client = pulsar.Client(url, operation_timeout_seconds=30, logger=logger)
@@ -75,7 +100,100 @@ def run_demo(config: UpConfig) -> int:
         extra = f"; twice: {twice}" if twice else ""
         print(f"demo: cluster {name} holds {held or 'nothing'}{extra}  [{mark}]", flush=True)
     print(f"demo: {'every cluster holds what its policies say' if ok else 'MISMATCH'}", flush=True)
+    if consumer is not None:
+        try:
+            ok = _failover(pulsar, config, urls, topic, consumer, expected, logger) and ok
+        finally:
+            app.close()
     return 0 if ok else 1
+
+
+def _failover(pulsar, config, urls, topic, consumer, expected, logger) -> bool:
+    """Consume on A, leave LEFT_UNACKED, and check what fails over to each remote."""
+    received = []
+    with contextlib.suppress(pulsar.Timeout):
+        while True:
+            received.append(consumer.receive(timeout_millis=2000))
+    for message in reversed(received):  # out of order on purpose
+        if message.data().decode() not in LEFT_UNACKED:
+            consumer.acknowledge(message)
+    print(
+        f"demo: on A, {SUBSCRIPTION} acknowledged {len(received) - len(LEFT_UNACKED)} of"
+        f" {len(received)} messages, out of order; left {sorted(LEFT_UNACKED)}",
+        flush=True,
+    )
+    targets = sorted(name for name, sources in expected.items() if "A" in sources and name != "A")
+    targets.sort(key=lambda name: name in expected["A"])  # both ways: last
+    ok = True
+    for name in targets:  # one-way targets first: what B acks would flow back through A
+        settled = _wait_synced(config, name, topic)
+        got = _drain(pulsar, urls[name], topic, logger)
+        # the target's own messages that never reached A are new to the subscription
+        own = {f"from-{name}-{i}" for i in range(MESSAGES_PER_CLUSTER)}
+        want = LEFT_UNACKED | (set() if name in expected["A"] else own)
+        good = settled and sorted(got) == sorted(want)
+        ok = ok and good
+        print(
+            f"demo: failed over to {name}: {SUBSCRIPTION} received {sorted(got)}"
+            f"  [{'ok' if good else 'UNEXPECTED'}]",
+            flush=True,
+        )
+    return ok
+
+
+def _stats(config, name: str) -> dict | None:
+    gateway = config.gateways.get(name)
+    if gateway is None:
+        return None
+    url = f"http://{config.host}:{gateway.port}/admin/georep/v1/stats"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.load(response)
+    except OSError:
+        return None
+
+
+def _topic_sync(stats: dict | None, topic: str) -> dict:
+    for entry in (stats or {}).get("subscriptionSync", {}).get("topics", []):
+        if entry["topic"] == topic:
+            return entry
+    return {}
+
+
+def _wait_synced(config, name: str, topic: str) -> bool:
+    """Until ``name``'s gateway has applied A's last state of the subscription."""
+    deadline = time.monotonic() + WAIT_S
+    time.sleep(1.0)  # A's gateway polls its subscriptions a few times a second
+    while time.monotonic() < deadline:
+        source = _topic_sync(_stats(config, "A"), topic).get("subscriptions", {})
+        sent = source.get(SUBSCRIPTION, {}).get("source", {}).get("lastSequence")
+        there = _topic_sync(_stats(config, name), topic)
+        applied = there.get("subscriptions", {}).get(SUBSCRIPTION, {}).get("applied", {})
+        state = applied.get("A", {})
+        if (
+            sent is not None
+            and state.get("lastSequence") == sent
+            and there.get("pendingApplies") == 0
+        ):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def _drain(pulsar, url: str, topic: str, logger) -> list[str]:
+    client = pulsar.Client(url, operation_timeout_seconds=30, logger=logger)
+    got = []
+    try:
+        consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared)
+        with contextlib.suppress(pulsar.Timeout):
+            while True:
+                message = consumer.receive(timeout_millis=2000)
+                got.append(message.data().decode())
+                consumer.acknowledge(message)
+        consumer.close()
+    finally:
+        client.close()
+    return got
 
 
 def _read_all(pulsar, url: str, topic: str, logger) -> dict[str, int]:

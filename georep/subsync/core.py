@@ -116,6 +116,7 @@ class SourceStats:
     ranges: int = 0
     truncated: int = 0
     last_written_at: float | None = None
+    last_sequence: int | None = None
 
 
 @dataclass(slots=True)
@@ -373,6 +374,7 @@ class SyncCore:
         )
         source.stats.markers_written += 1
         source.stats.truncated += int(built.truncated)
+        source.stats.last_sequence = self._sequence
         return WriteMarker(MarkerKind.SUBSCRIPTION_ACK_RANGES, built.marker)
 
     def set_sequence_floor(self, floor: int) -> None:
@@ -441,6 +443,7 @@ class SyncCore:
                 "updatesWritten": source.stats.updates_written,
                 "truncated": source.stats.truncated,
                 "lastWrittenAt": source.stats.last_written_at,
+                "lastSequence": source.stats.last_sequence,
             }
         for (name, origin), applied in self.applied.items():
             entry = subscriptions.setdefault(name, {"applied": {}})

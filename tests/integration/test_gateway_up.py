@@ -88,6 +88,12 @@ def test_demo_shows_the_topology(tmp_path) -> None:
         up.expect(r"demo: cluster B holds from-A x5, from-B x5  \[ok\]")
         up.expect(r"demo: cluster C holds from-A x5, from-C x5  \[ok\]")
         up.expect(r"every cluster holds what its policies say")
+        # the replicated subscription fails over with exactly what A left unacked
+        up.expect(
+            r"demo: failed over to C: demo-app received \['from-A-1', 'from-A-3', 'from-C-0'"
+            r".*\[ok\]"
+        )
+        up.expect(r"demo: failed over to B: demo-app received \['from-A-1', 'from-A-3'\]  \[ok\]")
         assert up.process.wait(60) == 0
     finally:
         up.kill()
