@@ -50,6 +50,22 @@ class AckPlan:
             self.batches.setdefault(where, set()).update(indexes)
 
 
+def _leading_end(
+    ranges: list[Range], index: OriginIndex | None, done: Position | None
+) -> Position | None:
+    """How far everything from the origin's start is now planned: the first range's
+    end (or the last copy recorded, if sooner), when that range starts at the origin's
+    start or right after what was already done; else None."""
+    if not ranges or index is None or index.last_origin is None:
+        return None
+    first, last = ranges[0]
+    start = (0, 0) if done is None else (done[0], done[1] + 1)
+    if first != start:
+        return None
+    end = min(last, index.last_origin)
+    return end if end >= first else None
+
+
 @dataclass(slots=True)
 class _Pending:
     ranges: list[Range] = field(default_factory=list)
@@ -64,6 +80,10 @@ class AckRangesReceiver:
         self.last_sequence: int | None = None
         self._pending: dict[str, _Pending] = {}
         self.stale_markers = 0
+        #: origin -> the origin position up to which everything of the marker's leading
+        #: range (the MDP) has been planned already: later markers map only what is above
+        #: it, so a marker costs its new ranges, not the whole history of the index.
+        self._done: dict[str, Position] = {}
 
     @property
     def pending_ranges(self) -> int:
@@ -80,13 +100,31 @@ class AckRangesReceiver:
         self._pending = {}
         plan = AckPlan()
         for origin in marker.origins:
-            ranges = [(key(r.first), key(r.last)) for r in origin.ranges]
+            ranges = self._above_done(
+                origin.origin_cluster, [(key(r.first), key(r.last)) for r in origin.ranges]
+            )
+            lead_done = _leading_end(
+                ranges, indexes.get(origin.origin_cluster), self._done.get(origin.origin_cluster)
+            )
             batches = {
                 key(b.position): set(batch_indexes(b.acknowledged_words))
                 for b in origin.partial_batches
             }
             plan.absorb(self._apply(origin.origin_cluster, ranges, batches, indexes))
+            if lead_done is not None:
+                self._done[origin.origin_cluster] = lead_done
         return plan
+
+    def _above_done(self, origin_cluster: str, ranges: list[Range]) -> list[Range]:
+        done = self._done.get(origin_cluster)
+        if done is None:
+            return ranges
+        out = []
+        for first, last in ranges:
+            if last <= done:
+                continue
+            out.append((max(first, (done[0], done[1] + 1)), last))
+        return out
 
     def on_replicated(self, origin_cluster: str, indexes: Mapping[str, OriginIndex]) -> AckPlan:
         """Copies from ``origin_cluster`` arrived: what pending acknowledgements now

@@ -134,3 +134,20 @@ def test_applied_acks_are_exactly_the_copies_of_acked_entries(case):
         assert applied <= {copy[x] for x in acked}
     assert applied == {copy[o] for o in acked}
     assert receiver.pending_ranges == 0
+
+
+def test_the_leading_range_is_mapped_once_and_lower_ranges_still_apply():
+    index = OriginIndex()
+    for e in range(10):
+        index.record((7, e), (3, 10 + e))
+    receiver = AckRangesReceiver("b")
+    first = receiver.on_marker(marker(1, {"a": [((0, 0), (7, 3)), ((7, 6), (7, 6))]}), {"a": index})
+    assert first.ranges == [((3, 10), (3, 13)), ((3, 16), (3, 16))]
+    # the MDP moved on to (7,6): only what is above the part already planned is mapped
+    second = receiver.on_marker(marker(2, {"a": [((0, 0), (7, 6))]}), {"a": index})
+    assert second.ranges == [((3, 14), (3, 16))]
+    # a range that does not start the origin's log marks nothing as done
+    third = receiver.on_marker(marker(3, {"a": [((7, 8), (7, 8))]}), {"a": index})
+    assert third.ranges == [((3, 18), (3, 18))]
+    fourth = receiver.on_marker(marker(4, {"a": [((0, 0), (7, 9))]}), {"a": index})
+    assert fourth.ranges == [((3, 17), (3, 19))]
