@@ -10,7 +10,8 @@ so bad input fails in a second. ``load`` then reads the checked files as DataFra
 A delivery log (``--deliveries``) is JSON lines or Parquet (a file or a directory of
 them); it is checked with one aggregation over it (the log of a drill is small): lines
 that are not JSON objects, columns missing or not numbers, phases other than ``before``
-and ``after``, times that do not parse.
+and ``after``, times that do not parse, an ``acked`` that is not a boolean. ``acked`` is
+optional: absent (or null), a delivery is taken as acknowledged.
 """
 
 from __future__ import annotations
@@ -225,7 +226,8 @@ def _delivery_format(path: Path) -> str:
 
 def load_deliveries(spark, path_text: str):
     """The delivery log as (cluster, topic, partition, subscription, origin identity,
-    delivered_at timestamp, phase), or InputError."""
+    delivered_at timestamp, phase, acked), or InputError. ``acked`` is null where the log
+    does not say."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -247,6 +249,7 @@ def load_deliveries(spark, path_text: str):
         fields += [
             T.StructField("partition", T.StringType()),
             T.StructField("schema_version", T.StringType()),
+            T.StructField(schema.DELIVERY_ACKED, T.StringType()),
             T.StructField("_corrupt_record", T.StringType()),
         ]
         raw = (
@@ -279,6 +282,10 @@ def load_deliveries(spark, path_text: str):
         F.regexp_extract(topic, r"-partition-([0-9]+)$", 1).cast("int"),
     ).otherwise(F.lit(-1))
     base_topic = F.regexp_replace(topic, r"-partition-(0|[1-9][0-9]*)$", "")
+    acked_text = F.lower(F.trim(text(schema.DELIVERY_ACKED)))
+    acked = F.when(acked_text.isin("true", "1"), F.lit(True)).when(
+        acked_text.isin("false", "0"), F.lit(False)
+    )
     typed = raw.select(
         corrupt.alias("corrupt"),
         text("cluster").alias("cluster"),
@@ -291,14 +298,17 @@ def load_deliveries(spark, path_text: str):
         integer("batch_index").cast("int").alias("batch_index"),
         delivered.alias("delivered_at"),
         F.lower(F.trim(text("phase"))).alias("phase"),
+        acked.alias(schema.DELIVERY_ACKED),
         integer("schema_version").alias("schema_version"),
         *[text(c).alias(f"raw_{c}") for c in ("origin_ledger_id", "origin_entry_id",
-                                                "batch_index", "delivered_at")],
+                                                "batch_index", "delivered_at",
+                                                schema.DELIVERY_ACKED)],
     )  # fmt: skip
     _check_deliveries(path, typed)
     return typed.where(F.col("corrupt").isNull()).select(
         "cluster", "topic", "partition", "subscription", "origin_cluster",
         "origin_ledger_id", "origin_entry_id", "batch_index", "delivered_at", "phase",
+        schema.DELIVERY_ACKED,
     )  # fmt: skip
 
 
@@ -325,6 +335,10 @@ def _check_deliveries(path: Path, typed) -> None:
         checks[f"{name} unreadable"] = count(
             clean & F.col(f"raw_{name}").isNotNull() & F.col(name).isNull()
         )
+    acked = schema.DELIVERY_ACKED
+    checks[f"{acked} not a boolean"] = count(
+        clean & F.col(f"raw_{acked}").isNotNull() & F.col(acked).isNull()
+    )
     row = typed.agg(*[expression.alias(str(i)) for i, expression in enumerate(checks.values())])
     values = row.collect()[0]
     found = dict(zip(checks, values, strict=True))

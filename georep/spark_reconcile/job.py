@@ -26,8 +26,12 @@ subscription_summary        per subscription and link: MDPs (origin, translated,
 redelivery_risk             each copy acknowledged on the origin and not on the replica
 skip_risk                   each copy acknowledged on the replica and not on the origin
 duplicate_copies            identities stored more than once on one replica
-observed_duplicates         (with --deliveries) identities delivered more than once
-observed_losses             (with --deliveries) messages never delivered, with a cause
+observed_duplicates         (with --deliveries) messages delivered again after an
+                            acknowledged delivery: consumed twice
+observed_redeliveries       (with --deliveries) messages delivered more than once, never
+                            after an acknowledged delivery: expected redeliveries
+observed_losses             (with --deliveries) messages neither acknowledged before the
+                            failover nor delivered after it, with a cause
 ==========================  =============================================================
 
 Exit status: 0 done, 2 bad input (one line on stderr saying what and where), 1 Spark
@@ -270,7 +274,7 @@ def reconcile(
     from georep.spark_reconcile.inputs import load
 
     keep = StorageLevel.MEMORY_AND_DISK
-    step = _Steps(14 if deliveries_path else 12, quiet)
+    step = _Steps(15 if deliveries_path else 12, quiet)
     out.mkdir(parents=True, exist_ok=True)
     inputs = load(spark, checked, deliveries_path)
     step("inputs checked")
@@ -326,9 +330,12 @@ def reconcile(
     if inputs.deliveries is not None:
         observed = R.observed(inputs.deliveries, published, gap)
         observed = R.Observed(
-            duplicates=observed.duplicates.persist(keep), losses=observed.losses.persist(keep)
+            duplicates=observed.duplicates.persist(keep),
+            redeliveries=observed.redeliveries.persist(keep),
+            losses=observed.losses.persist(keep),
         )
         write(observed.duplicates, "observed_duplicates")
+        write(observed.redeliveries, "observed_redeliveries")
         write(observed.losses, "observed_losses")
 
     totals = _totals(F, checked, messages, links_table, subscriptions_table, observed)
@@ -368,6 +375,7 @@ def _totals(F, checked, messages, links_table, subscriptions_table, observed) ->
     ]
     if observed is not None:
         parts.append(observed.duplicates.agg(F.count(F.lit(1)).alias("observed_duplicates")))
+        parts.append(observed.redeliveries.agg(F.count(F.lit(1)).alias("observed_redeliveries")))
         parts.append(observed.losses.agg(F.count(F.lit(1)).alias("observed_losses")))
     combined = parts[0]
     for part in parts[1:]:
@@ -503,8 +511,21 @@ def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, dupli
             [F.desc("messages"), "topic", "subscription"],
         )
         tables.append(("Observed duplicates",
-                       "From the delivery log: messages delivered more than once, by when "
-                       "(before the failover, after it, or across it).",
+                       "From the delivery log: messages delivered again after an acknowledged "
+                       "delivery (consumed twice), by when (before the failover, after it, or "
+                       "acknowledged before it and delivered again after it).",
+                       kinds, total))  # fmt: skip
+        kinds, total = rows(
+            observed.redeliveries.groupBy("topic", "subscription", "kind").agg(
+                F.count(F.lit(1)).alias("messages"),
+                F.sum(F.col("deliveries") - 1).alias("extra_deliveries"),
+            ),
+            [F.desc("messages"), "topic", "subscription"],
+        )
+        tables.append(("Observed redeliveries",
+                       "From the delivery log: messages delivered more than once but never "
+                       "after an acknowledged delivery (negatively acknowledged, or delivered "
+                       "unacknowledged before the failover and again after it): expected.",
                        kinds, total))  # fmt: skip
         causes, total = rows(
             observed.losses.groupBy("topic", "subscription", "cause").agg(
@@ -516,8 +537,9 @@ def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, dupli
         )
         tables.append(("Observed losses",
                        "From the delivery log: messages published on a topic a subscription "
-                       "consumed that it never received, and why (a replication gap, or not "
-                       "delivered).",
+                       "consumed that were neither acknowledged before the failover nor "
+                       "delivered after it, and why (a replication gap, delivered but never "
+                       "acknowledged, or never delivered).",
                        causes, total))  # fmt: skip
     return tables
 

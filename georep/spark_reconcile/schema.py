@@ -92,7 +92,8 @@ SCHEMAS = {MESSAGES: MESSAGES_SCHEMA, SUBSCRIPTIONS: SUBSCRIPTIONS_SCHEMA}
 #: The delivery log a failover drill writes (JSON lines or Parquet): one row per message
 #: delivered to a consumer. ``delivered_at`` is epoch milliseconds or ISO-8601 in JSON;
 #: ``phase`` is ``before`` or ``after`` the failover. Optional: ``partition`` (else taken
-#: from a ``-partition-N`` topic name, else -1) and ``schema_version`` (must be 1).
+#: from a ``-partition-N`` topic name, else -1), ``schema_version`` (must be 1) and
+#: ``acked`` (:data:`DELIVERY_ACKED`).
 DELIVERY_COLUMNS = (
     "cluster",
     "topic",
@@ -105,6 +106,10 @@ DELIVERY_COLUMNS = (
     "phase",
 )
 PHASES = ("before", "after")
+#: Optional boolean column of the delivery log: an acknowledgement covering this delivery
+#: was sent. Absent or null, the delivery counts as acknowledged (a consumer processes
+#: what it receives), which makes every repeated delivery a duplicate.
+DELIVERY_ACKED = "acked"
 
 #: Subscriptions that are machinery, not consumers: replication cursors and the broker's
 #: own. They are exported (they are state) but never paired across clusters.

@@ -397,3 +397,92 @@ def test_a_declared_link_is_checked_even_with_no_copy(spark) -> None:
     declared = spark.createDataFrame([("A", "C")], "origin_cluster string, replica_cluster string")
     found = {tuple(r) for r in R.links(messages, declared).collect()}
     assert found == {(T, "A", "B"), (T, "A", "C"), (P, "A", "C")}
+
+
+# --- acknowledgements in the delivery log: duplicates vs redeliveries -----------------
+W = "persistent://geo/ns/worked"
+
+
+def worked_log(path: Path, *, with_acks: bool) -> str:
+    """A published 1:0..1:9, B holds copies of 0..7. On A: 0 negatively acknowledged and
+    redelivered, 1 too within the same millisecond, acked 0..3, 4..6 delivered and not
+    acked. On B: 2..5 and 7 (7 twice), each acked."""
+    rows = []
+
+    def delivered(cluster, entry, phase, at, acked):
+        row = {"cluster": cluster, "topic": W, "subscription": "w", "origin_cluster": "A",
+               "origin_ledger_id": 1, "origin_entry_id": entry, "batch_index": -1,
+               "delivered_at": BASE_MS + at, "phase": phase}  # fmt: skip
+        if with_acks:
+            row["acked"] = acked
+        rows.append(row)
+
+    delivered("A", 0, "before", 0, False)
+    delivered("A", 1, "before", 11, False)
+    for entry in range(7):
+        delivered("A", entry, "before", 10 + entry, entry <= 3)
+    for at, entry in enumerate((2, 3, 4, 5, 7, 7)):
+        delivered("B", entry, "after", 100 + at, True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("with_acks", "duplicates", "redeliveries", "losses"),
+    [
+        (True,
+         {2: "across_failover", 3: "across_failover", 7: "after"},
+         {0: "before", 1: "before", 4: "across_failover", 5: "across_failover"},
+         {6: "not_acknowledged", 8: "replication_gap", 9: "replication_gap"}),
+        # a log that does not say: every delivery counts as acknowledged
+        (False,
+         {0: "before", 1: "before", 2: "across_failover", 3: "across_failover",
+          4: "across_failover", 5: "across_failover", 7: "after"},
+         {},
+         {8: "replication_gap", 9: "replication_gap"}),
+    ],
+)  # fmt: skip
+def test_acknowledgements_tell_duplicates_from_redeliveries(
+    spark, tmp_path, with_acks, duplicates, redeliveries, losses
+) -> None:
+    """The drill's definitions (docs/DRILL.md): a duplicate was acknowledged and then
+    delivered again; delivered on A unacknowledged and then on B is a redelivery; a loss
+    was neither acknowledged on A nor delivered on B (one B lacks is a replication gap)."""
+    from georep.spark_reconcile import reconciliation as R
+
+    deliveries = load_deliveries(spark, worked_log(tmp_path / "log.jsonl", with_acks=with_acks))
+    published = spark.createDataFrame(
+        [message("A", 1, e, topic=W) for e in range(10)], schema=spark_schema(schema.MESSAGES)
+    ).drop("schema_version")
+    gap = published.where("entry_id >= 8")
+    seen = R.observed(deliveries, published, gap)
+
+    def by_entry(frame, column):
+        return {row.origin_entry_id: row[column] for row in frame.collect()}
+
+    assert by_entry(seen.duplicates, "kind") == duplicates
+    assert by_entry(seen.redeliveries, "kind") == redeliveries
+    assert by_entry(seen.losses, "cause") == losses
+    if with_acks:
+        acked_at = by_entry(seen.duplicates, "first_acked_at")
+        assert acked_at[7] == dt.datetime.fromtimestamp((BASE_MS + 104) / 1000)
+
+
+def test_acked_column_from_parquet_and_refused_when_not_boolean(spark, tmp_path) -> None:
+    jsonl = worked_log(tmp_path / "log.jsonl", with_acks=True)
+    rows = [json.loads(line) for line in Path(jsonl).read_text().splitlines()]
+    parquet_path = tmp_path / "log.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet_path)
+    order = ["delivered_at", "origin_entry_id", "acked"]
+    from_parquet = load_deliveries(spark, str(parquet_path)).orderBy(*order).collect()
+    from_json = load_deliveries(spark, jsonl).orderBy(*order).collect()
+    assert from_parquet == from_json
+    assert [r.acked for r in from_json] == [False, True, False, True] + [True] * 2 + [False] * 3 + [
+        True
+    ] * 6
+
+    rows[0]["acked"] = "maybe"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(InputError, match="1 rows: acked not a boolean"):
+        load_deliveries(spark, str(bad))
