@@ -37,7 +37,7 @@ from georep.drill.report_page import render
 from georep.drill.scenarios import SCENARIOS
 from georep.drill.settings import BOTH, FAILURES, MODES, DrillSettings, settings_from_args
 from georep.drill.topology import ManagedTopology, RunningTopology, Topology
-from georep.drill.traffic import CLIENT_LOGGER, pulsar_module
+from georep.drill.traffic import log_client_to, pulsar_module
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
     stamp = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(2)
     temporary = settings.managed and settings.data is None
     data_root = Path(tempfile.mkdtemp(prefix="georep-drill-")) if temporary else settings.data
-    handler = _client_log(out / "pulsar-client.log")
+    log_client_to(out / "pulsar-client.log")
     runs: dict[str, ModeRun] = {}
     try:
         for mode in settings.modes:
@@ -232,8 +232,7 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
             raise DrillError(f"{error} (data and logs kept in {data_root})") from None
         raise
     finally:
-        logging.getLogger(CLIENT_LOGGER).removeHandler(handler)
-        handler.close()
+        log_client_to(None)
     if temporary:
         shutil.rmtree(data_root, ignore_errors=True)
     report = assemble(settings, runs, started, time.time())
@@ -298,13 +297,3 @@ def summary(report: dict[str, Any], out: Path) -> str:
 
 def _iso(epoch_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
-
-
-def _client_log(path: Path) -> logging.Handler:
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger = logging.getLogger(CLIENT_LOGGER)
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    return handler

@@ -13,8 +13,10 @@
 - :func:`read_origins`: every copy on B's topic, with a Reader (it does not touch the
   subscription).
 
-The client's own log lines go to the Python logger ``georep.drill.pulsar`` (the drill
-sends it to a file), never to stdout, which ``--json`` keeps for the report.
+The client's own log lines go to a file (:func:`log_client_to`; the drill's
+``pulsar-client.log``), never to stdout, which ``--json`` keeps for the report. The
+client's C++ logger writes it directly: routing its lines through a Python logger can
+abort the process at exit (a known pulsar-client issue with Python loggers).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ ORIGIN_POSITION_PROPERTY = "georep.origin.position"
 DRILL_ID_PROPERTY = "drill-id"
 DRILL_INDEX_PROPERTY = "drill-index"
 
-CLIENT_LOGGER = "georep.drill.pulsar"
+#: Where the clients' log goes (set by the command); None: errors only, to stderr.
+_client_log_path: str | None = None
 _RECEIVE_TIMEOUT_MS = 100
 _OPERATION_TIMEOUT_S = 15
 
@@ -60,13 +63,19 @@ def pulsar_module():
     return pulsar
 
 
+def log_client_to(path) -> None:
+    """Send the log of every client :func:`connect` makes from now on to ``path``."""
+    global _client_log_path
+    _client_log_path = None if path is None else str(path)
+
+
 def connect(service_url: str):
     pulsar = pulsar_module()
-    return pulsar.Client(
-        service_url,
-        operation_timeout_seconds=_OPERATION_TIMEOUT_S,
-        logger=logging.getLogger(CLIENT_LOGGER),
-    )
+    if _client_log_path is not None:
+        logger = pulsar.FileLogger(pulsar.LoggerLevel.Info, _client_log_path)
+    else:
+        logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    return pulsar.Client(service_url, operation_timeout_seconds=_OPERATION_TIMEOUT_S, logger=logger)
 
 
 def drill_id(index: int) -> str:
