@@ -6,6 +6,11 @@ Names follow Pulsar's replication metrics (``pulsar_replication_backlog``,
 cluster and topic (partition). A collector reads the live objects when scraped, so a
 replicator that stops simply stops appearing; nothing is registered globally (each
 gateway app has its own registry).
+
+Subscription sync (``georep_subsync_*``): per topic partition the snapshots started,
+completed and timed out (Pulsar's ``pulsar_replicated_subscriptions_snapshots_*``
+counterparts) and markers written; per subscription and source cluster the sync lag
+of the last state applied here and the ranges it left on the subscription.
 """
 
 from __future__ import annotations
@@ -93,7 +98,57 @@ class ReplicationCollector:
         yield errors
 
 
+_SNAPSHOTS = {
+    "georep_subsync_snapshots_started": ("Snapshots started", "started"),
+    "georep_subsync_snapshots_completed": ("Snapshots completed", "completed"),
+    "georep_subsync_snapshots_timed_out": ("Snapshots abandoned at their timeout", "timedOut"),
+}
+
+
+class SyncCollector:
+    def __init__(self, manager: ReplicationManager) -> None:
+        self.manager = manager
+
+    def collect(self) -> Iterator[Metric]:
+        topic_labels = ["local_cluster", "topic"]
+        applied_labels = ["local_cluster", "topic", "subscription", "source_cluster"]
+        snapshots = {
+            name: CounterMetricFamily(name, text, labels=topic_labels)
+            for name, (text, _) in _SNAPSHOTS.items()
+        }
+        markers = CounterMetricFamily(
+            "georep_subsync_markers_written", "Markers this gateway wrote", labels=topic_labels
+        )
+        lag = GaugeMetricFamily(
+            "georep_subsync_lag_ms",
+            "Milliseconds from a source writing a subscription's state to it being applied here",
+            labels=applied_labels,
+        )
+        ranges = GaugeMetricFamily(
+            "georep_subsync_applied_ranges",
+            "Acknowledged ranges the subscription holds after the last state applied here",
+            labels=applied_labels,
+        )
+        local = self.manager.local.name
+        for topic in self.manager.sync_stats()["topics"]:
+            labels = [local, topic["topic"]]
+            for name, (_, key) in _SNAPSHOTS.items():
+                snapshots[name].add_metric(labels, float(topic["snapshots"][key]))
+            markers.add_metric(labels, float(sum(topic["markersWritten"].values())))
+            for subscription, entry in topic["subscriptions"].items():
+                for source, applied in entry["applied"].items():
+                    row = [*labels, subscription, source]
+                    if applied["syncLagMs"] is not None:
+                        lag.add_metric(row, float(applied["syncLagMs"]))
+                    ranges.add_metric(row, float(applied["ranges"]))
+        yield from snapshots.values()
+        yield markers
+        yield lag
+        yield ranges
+
+
 def registry_for(manager: ReplicationManager) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ReplicationCollector(manager))
+    registry.register(SyncCollector(manager))
     return registry

@@ -237,6 +237,13 @@ def test_full_mode_out_of_order_acks_fail_over_to_b_and_to_one_way_c(world) -> N
         stats = world.topic_sync_stats("B", topic)
         applied = stats["subscriptions"]["s"]["applied"]["A"]
         assert applied["applies"] >= 1 and applied["syncLagMs"] is not None
+        status, metrics = http("GET", f"{world.gateways['B'].url}/metrics")
+        assert status == 200
+        assert (
+            f'georep_subsync_lag_ms{{local_cluster="B",source_cluster="A",subscription="s",'
+            f'topic="{topic}"}}'
+        ) in metrics
+        assert "georep_subsync_snapshots_completed_total" in metrics
         # C first: what a consumer acknowledges on B travels back to A and from A on to
         # C (one subscription across the clusters), while C replicates nowhere.
         got_c = drain_on(world.c, topic)
