@@ -66,6 +66,7 @@ import multiprocessing
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -91,6 +92,7 @@ from replication import (
     replicator_of,
 )
 
+from georep import limits
 from georep.processes import ManagedProcess, georep_command
 from georep.replicator.link_consumer import InitialPosition
 from georep.replicator.origin import origin_of
@@ -445,6 +447,9 @@ async def lag(world: World, args: argparse.Namespace) -> dict:
         "gateway_sync_lag_ms": {**distribution(gateway_lags), "applies": last_applies},
         "markers_written_on_a": (sync_stats or {}).get("markersWritten"),
         "ack_ranges_written_on_a": source.get("ackRangesWritten"),
+        "ack_ranges_read_on_b": (sync_stats_b or {})
+        .get("markersRead", {})
+        .get("SUBSCRIPTION_ACK_RANGES"),
         "snapshots_on_a": (sync_stats or {}).get("snapshots"),
         "final": {
             "last_copy_on_b": "{}:{}".format(*last_copy) if last_copy else None,
@@ -658,8 +663,8 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
             "fsync": not args.no_fsync,
             "subscription_sync": {
                 "mode": "full",
-                "snapshot_interval_s": args.snapshot_interval or "default (1.0)",
-                "poll_interval_s": args.poll_interval or "default (0.2)",
+                "snapshot_interval_s": args.snapshot_interval or limits.snapshot_interval_s_default,
+                "poll_interval_s": args.poll_interval or limits.sync_poll_interval_s_default,
             },
         }
         if "lag" in args.scenarios:
@@ -672,12 +677,13 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
                     namespace = NAMESPACE_OFF if mode == "off" else NAMESPACE_FULL
                     run = await overhead(world, mode, namespace, round_index, args)
                     runs[mode].append(run)
-            off = sorted(r["msgs_per_s"] for r in runs["off"])
-            full = sorted(r["msgs_per_s"] for r in runs["full"])
+            off = statistics.median(r["msgs_per_s"] for r in runs["off"])
+            full = statistics.median(r["msgs_per_s"] for r in runs["full"])
             result["overhead"] = {
                 "consumer_rate_msgs_per_s": args.rate,
                 "runs": runs,
-                "full_over_off": round(full[len(full) // 2] / off[len(off) // 2], 3),
+                "msgs_per_s_median": {"off": round(off), "full": round(full)},
+                "full_over_off": round(full / off, 3),
             }
         progress("done")
         if not _quiet:
@@ -696,7 +702,7 @@ def cli() -> None:
     parser.add_argument("--drain", type=float, default=30.0, help="lag: longest wait after")
     parser.add_argument("--monitor-interval", type=float, default=0.05)
     parser.add_argument("--messages", type=int, default=500_000, help="overhead: backlog")
-    parser.add_argument("--rounds", type=int, default=1, help="overhead: rounds of off+full")
+    parser.add_argument("--rounds", type=int, default=2, help="overhead: rounds of off+full")
     parser.add_argument("--snapshot-interval", type=float, default=None)
     parser.add_argument("--poll-interval", type=float, default=None)
     parser.add_argument(
