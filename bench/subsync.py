@@ -6,7 +6,8 @@ default (snapshot every 1 s at most, poll every 0.2 s) unless ``--snapshot-inter
 ``--poll-interval`` say otherwise. 1 KiB messages. Prints one JSON object.
 
 - **Sync lag** (namespace ``bench/sync-lag``). A producer process publishes ``--rate``
-  msgs/s on A for ``--seconds`` (batching delay 1 ms, as bench/replication.py's lag).
+  msgs/s on A for ``--seconds`` (bench/replication.py's lag producer: every 10 ms it
+  sends that tick's messages, which batch into one entry, ~50 messages at 5,000 msgs/s).
   A consumer process on A (Shared, ``replicate_subscription_state_enabled=True``)
   receives and acknowledges every message individually, recording each message id
   and when ``acknowledge()`` was called. Two monitor processes poll the subscription's
@@ -31,26 +32,30 @@ default (snapshot every 1 s at most, poll every 0.2 s) unless ``--snapshot-inter
   (``monitor``). Entries acknowledged on A but never seen acknowledged on B are
   counted (``never_seen_on_b``; 0 expected after the drain). The gateway's own
   ``syncLagMs`` (marker written on A → applied on B) is sampled from B's gateway
-  stats every 0.5 s and reported beside it (``gateway_sync_lag_ms``).
+  stats every 0.5 s and reported beside it (``gateway_sync_lag_ms``), and each process's
+  CPU share over the publishing time (``cpu_share``).
 
 - **Overhead on replication throughput** (namespaces ``bench/sync-off`` and
   ``bench/sync-full``, one per mode, through ``[subscription_sync.namespaces]``
   overrides, so one pair of gateways serves both and both topics are synced the same
   way from their creation). As bench/replication.py's saturation: ``--messages``
   messages published on A (batched, 5 ms delay), then a consumer of a replicated
-  subscription starts on A, acknowledging individually at ``--rate`` msgs/s, and A's
-  namespace policy is set to replicate to B. Throughput is what B acknowledged per
-  second (A's gateway's replicator stats, polled every 0.1 s) from the first receipt to
-  the last, with each process's CPU share over that time. ``--rounds`` rounds, the
-  order of the two modes alternating. ``off`` still runs each gateway's topic reader
-  and poller (what differs is that A writes no snapshot and no ack-ranges marker, and
-  so B applies nothing). The markers A writes during the catch-up queue behind the
-  backlog (markers flow with the data), so B applies them only as the catch-up ends:
-  the throughput figure holds A's polling and marker writing, B's reading of every
-  copy, and the snapshots' requests; not B's applies, whose cost the lag scenario
-  shows.
+  subscription starts on A, acknowledging individually at ``--rate`` msgs/s, and a
+  topic policy on A's gateway replicates the topic to B (each round its own topic).
+  Throughput is what B acknowledged per second (A's gateway's replicator stats, polled
+  every 0.1 s) from the first receipt to the last, with each process's CPU share over
+  that time and the two gateways' CPU seconds together (``gateways_cpu_s``: where
+  sync's cost can be seen, the throughput varying more between runs than between
+  modes). ``--rounds`` rounds, the order of the two modes alternating. ``off`` still
+  runs each gateway's topic reader and poller (what differs is that A writes no
+  snapshot and no ack-ranges marker, and so B applies nothing). The markers A writes
+  during the catch-up queue behind the backlog (markers flow with the data), so B
+  applies them only as the catch-up ends: the throughput figure holds A's polling and
+  marker writing, B's reading of every copy, and the snapshots' requests; not B's
+  applies, whose cost the lag scenario shows.
 
-    python bench/subsync.py [--rate 5000] [--seconds 30] [--messages 500000]
+    python bench/subsync.py [--rate 5000] [--seconds 30] [--messages 500000] [--rounds 2]
+                            [--scenarios lag,overhead] [--no-fsync] [--json-only]
 
 Progress goes to stderr (none with ``--json-only``); only the JSON goes to stdout.
 """
@@ -333,6 +338,8 @@ async def lag(world: World, args: argparse.Namespace) -> dict:
         target=publish_at_rate,
         args=(a.url, topic, args.rate, args.seconds, sent_queue),
     )
+    pids = {**world.pids, "consumer": consumer.pid}
+    cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     started = time.time()
     producer.start()
     gateway_lags: list[float] = []
@@ -356,6 +363,7 @@ async def lag(world: World, args: argparse.Namespace) -> dict:
         )
         await asyncio.sleep(0.5)
     sent, publish_s = await asyncio.to_thread(sent_queue.get, True, 120)
+    shares = cpu_shares(pids, cpu_before, time.time() - started)
     await asyncio.to_thread(producer.join, 60)
 
     # drain: everything acknowledged on A, replicated, and B's MDP past the last copy
@@ -441,6 +449,7 @@ async def lag(world: World, args: argparse.Namespace) -> dict:
         "never_seen_on_b": never_on_b,
         "not_replicated": not_copied,
         "drain_s": round(drained - started - publish_s, 1),
+        "cpu_share": shares,
         "lag_ms": distribution(lags),
         "a_visible_ms": distribution(a_visible),
         "gateways_part_ms": distribution(gateways_part),
@@ -525,6 +534,9 @@ async def overhead(
         await asyncio.sleep(0.1)
     elapsed = now - first[0]
     shares = cpu_shares(pids, cpu_before, elapsed)
+    gateways_cpu_s = sum(
+        cpu_seconds(pids[name]) - cpu_before[name] for name in ("gateway_a", "gateway_b")
+    )
     acked_during = acked.value - first[2]
     stop.set()
     await asyncio.to_thread(acked_queue.get, True, 60)
@@ -542,6 +554,7 @@ async def overhead(
         "errors": stats["errorsCounter"],
         "markers_written_on_a": sync_a.get("markersWritten"),
         "cpu_share": shares,
+        "gateways_cpu_s": round(gateways_cpu_s, 2),
     }
 
 
@@ -683,6 +696,10 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
                 "consumer_rate_msgs_per_s": args.rate,
                 "runs": runs,
                 "msgs_per_s_median": {"off": round(off), "full": round(full)},
+                "gateways_cpu_s_median": {
+                    mode: statistics.median(r["gateways_cpu_s"] for r in mode_runs)
+                    for mode, mode_runs in runs.items()
+                },
                 "full_over_off": round(full / off, 3),
             }
         progress("done")
