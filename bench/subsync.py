@@ -697,7 +697,7 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
                 "runs": runs,
                 "msgs_per_s_median": {"off": round(off), "full": round(full)},
                 "gateways_cpu_s_median": {
-                    mode: statistics.median(r["gateways_cpu_s"] for r in mode_runs)
+                    mode: round(statistics.median(r["gateways_cpu_s"] for r in mode_runs), 2)
                     for mode, mode_runs in runs.items()
                 },
                 "full_over_off": round(full / off, 3),
