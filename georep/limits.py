@@ -379,9 +379,14 @@ sync_index_runs_max = 1_000_000
 #: States waiting to be applied on the local cluster per topic partition; the reader
 #: waits past it.
 sync_pending_applies_max = 1_000
+#: The sync reader acknowledges (cumulatively) at least this often, in messages, and
+#: whenever it has caught up: it must stay below what the broker lets one consumer hold.
+sync_reader_ack_every_messages = 1_000
 
 invariant(sync_seconds_min <= sync_poll_interval_s_default <= sync_seconds_max)
 invariant(sync_seconds_min <= snapshot_interval_s_default <= sync_seconds_max)
+# The reader holds at most this plus one entry; the broker sends while below its limit.
+invariant(sync_reader_ack_every_messages < consumer_unacked_messages_max)
 
 # --- gateway: replicators, policies, REST (replicator/) -------------------------------
 #: A replicated entry's sequence id on the remote is ``(ledger_id << bits) | entry_id``

@@ -150,11 +150,19 @@ class TopicSync:
                     await task
 
     async def _read(self, consumer: LinkConsumer) -> None:
+        unacked = 0
         while True:
             entry = await consumer.receive()
             actions = self.core.on_entry(
                 entry.position, entry.metadata, entry.payload, self._clock()
             )
+            unacked += entry.messages
+            if consumer.queued == 0 or unacked >= limits.sync_reader_ack_every_messages:
+                # The broker stops dispatching to a consumer past
+                # limits.consumer_unacked_messages_max unacknowledged messages; the
+                # reader's cursor is non-durable, so acknowledging only keeps it flowing.
+                consumer.ack_cumulative(entry.position)
+                unacked = 0
             if consumer.queued == 0:
                 actions += self.core.drain_arrivals()
             await self._perform(actions)

@@ -407,3 +407,20 @@ def test_full_mode_partitioned_topic_each_partition_synced(world) -> None:
     finally:
         client.close()
     assert len(got) == len(set(got)) and set(got) == unacked
+
+
+def test_a_topic_longer_than_a_consumers_unacked_limit_still_syncs(world) -> None:
+    """The sync readers hold no more than the broker lets one consumer hold unacked
+    (limits.consumer_unacked_messages_max, 50,000): they acknowledge as they read."""
+    topic = f"persistent://{SYNC}/long"
+    messages = 60_000
+    produce(world.a.url, topic, messages, "l", batching=True)
+    client, consumer = subscribe_on_a(world, topic, sub_type=pulsar.ConsumerType.Exclusive)
+    try:
+        last = None
+        for _ in range(messages):
+            last = consumer.receive(timeout_millis=10_000)
+        consumer.acknowledge_cumulative(last)
+        settle_on(world, "B", topic, messages, 0)
+    finally:
+        client.close()
