@@ -50,9 +50,11 @@ def build_ack_ranges(
     acknowledged: Iterable[Range],
     partial_batches: Mapping[Position, tuple[int, set[int]]],
     reverse_indexes: Mapping[str, OriginIndex],
+    own_index: OriginIndex | None = None,
 ) -> BuiltMarker:
     """``acknowledged``: local ranges above the MDP; ``partial_batches``: local entry ->
-    (batch size, acknowledged indexes); ``reverse_indexes``: origin -> local->origin."""
+    (batch size, acknowledged indexes); ``reverse_indexes``: origin -> local->origin;
+    ``own_index``: this cluster's own data entries (each as itself), when known."""
     local_ranges = merge(acknowledged)
     budget = limits.marker_ranges_count_max
     truncated = False
@@ -65,7 +67,12 @@ def build_ack_ranges(
         return kept
 
     below = _at_or_below(mark_delete)
-    own_prefix = [((0, 0), below)] if below is not None else []
+    own_end = below
+    if own_index is not None and below is not None:
+        # The last own message at or below the MDP: the same messages, and a marker that
+        # does not change when the MDP only steps over markers (or copies).
+        own_end = own_index.floor(below)
+    own_prefix = [((0, 0), own_end)] if own_end is not None else []
     own = take(local_ranges)
     on_copies: set[Position] = set()
     others: list[pb.OriginAcks] = []

@@ -133,8 +133,8 @@ class AppliedStats:
 @dataclass(slots=True)
 class _Source:
     cache: SnapshotCache
-    last_mark_delete: Position | None = None
-    last_sent: tuple | None = None
+    last_normalized: tuple | None = None
+    last_content: bytes | None = None
     stats: SourceStats = field(default_factory=SourceStats)
 
 
@@ -175,8 +175,7 @@ class SyncCore:
         self._arrived: set[str] = set()
         self._something_new = False
         self._sequence = 0
-        #: The last entry read: a state acknowledging past it is built again once the
-        #: reader gets there (copies not read yet cannot be translated to their origin).
+        #: The last entry read.
         self.read_position: Position | None = None
 
     @property
@@ -329,9 +328,6 @@ class SyncCore:
                 source = self.sources[name] = _Source(cache)
             if state.consumers <= 0:
                 continue  # a standby: its state comes from elsewhere, not echoed back
-            if state.mark_delete != source.last_mark_delete:
-                source.last_mark_delete = state.mark_delete
-                self._something_new = True
             # Every poll, not only when the MDP moved: a snapshot read back after the MDP
             # had already passed its position is reached all the same.
             reached = source.cache.advance(state.mark_delete)
@@ -345,33 +341,49 @@ class SyncCore:
                 )
                 out.append(WriteMarker(MarkerKind.SUBSCRIPTION_UPDATE, update))
                 source.stats.updates_written += 1
+            # What changed, in messages: an MDP that only stepped over markers (each
+            # marker written here moves it) is no change, or sync would never go idle.
+            normalized = self._normalized(state)
+            if normalized != source.last_normalized:
+                source.last_normalized = normalized
+                self._something_new = True
             if self.mode is SyncMode.FULL:
-                top = max([state.mark_delete, *(last for _, last in state.ranges), *state.batches])
-                read = self.read_position
-                behind = None if read is not None and top <= read else ("behind", read)
-                batches = tuple(sorted(state.batches.items()))
-                signature = (state.mark_delete, state.ranges, batches, behind)
-                if signature != source.last_sent:
-                    source.last_sent = signature
-                    self._something_new = True
-                    out.append(self._ack_ranges(name, state, source))
+                marker = self._ack_ranges(name, state, source)
+                if marker is not None:
+                    out.append(marker)
             source.stats.last_mark_delete = state.mark_delete
             source.stats.ranges = len(state.ranges)
             if out:
                 source.stats.last_written_at = now
         return out
 
-    def _ack_ranges(self, name: str, state: SubscriptionState, source: _Source) -> WriteMarker:
-        self._sequence += 1
+    def _normalized(self, state: SubscriptionState) -> tuple:
+        below = state.mark_delete
+        floors = [self.forward[self.local_cluster].floor(below)]
+        floors += [index.floor(below) for _, index in sorted(self.reverse.items())]
+        return (tuple(floors), state.ranges, tuple(sorted(state.batches.items())))
+
+    def _ack_ranges(
+        self, name: str, state: SubscriptionState, source: _Source
+    ) -> WriteMarker | None:
+        """The subscription's ack-ranges marker, unless it says what the last one said.
+        Built from what the reader has read: copies it has not read yet cannot be put in
+        their origin's terms, and the marker is built again (differently) once it has."""
         built = build_ack_ranges(
             subscription=name,
             source_cluster=self.local_cluster,
-            sequence=self._sequence,
+            sequence=self._sequence + 1,
             mark_delete=state.mark_delete,
             acknowledged=state.ranges,
             partial_batches={p: (size, set(acked)) for p, (size, acked) in state.batches.items()},
             reverse_indexes=self.reverse,
+            own_index=self.forward[self.local_cluster],
         )
+        content = b"".join(origin.SerializeToString() for origin in built.marker.origins)
+        if content == source.last_content:
+            return None
+        source.last_content = content
+        self._sequence += 1
         source.stats.markers_written += 1
         source.stats.truncated += int(built.truncated)
         source.stats.last_sequence = self._sequence

@@ -250,3 +250,21 @@ def test_pulsar_compatible_mode_moves_b_with_a_in_order_consumption():
     copies = [p for p in data_entries(b) if counterpart(p, b, a) in produced]
     assert copies and all(p in b.acked for p in copies)
     assert a.core.controller.stats.completed >= 1
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**32), st.integers(5, 80))
+def test_sync_goes_idle_once_nothing_changes(seed, steps):
+    """Markers written here move the MDP over them; that alone must not write more."""
+    a, b = run(seed, SyncMode.FULL, steps)
+    now = 10**6
+    for _ in range(3):  # let whatever is in flight settle
+        now += 1.1
+        poll_and_tick(a, b, now)
+        exchange(a, b, now)
+    sizes = (len(a.log), len(b.log))
+    for _ in range(5):
+        now += 1.1
+        poll_and_tick(a, b, now)
+        exchange(a, b, now)
+    assert (len(a.log), len(b.log)) == sizes
