@@ -158,7 +158,64 @@ class InProcessCluster:
             self._loop.close()
 
 
-class ClusterProcess:
+class ChildProcess:
+    """A georep server as a child process: started, awaited until it prints its
+    ``<NAME>_READY`` line (stdout drained afterwards so it never blocks on a full pipe;
+    stderr appended to ``log_path``), killed or terminated. Shared by the harnesses."""
+
+    log_path: Path
+    process: subprocess.Popen | None = None
+
+    def _spawn(self, args: list[str], ready_prefix: str, timeout_s: float, env=None) -> str:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                args,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            )
+        lines: list[str] = []
+        reader = threading.Thread(target=self._read_ready, args=(lines, ready_prefix), daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if not lines or not lines[-1].startswith(ready_prefix):
+            self.kill()
+            raise RuntimeError(f"{' '.join(args[2:4])} did not start; see {self.log_path}")
+        return lines[-1]
+
+    def _read_ready(self, lines: list[str], ready_prefix: str) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = raw.decode(errors="replace").strip()
+            lines.append(line)
+            if line.startswith(ready_prefix):
+                threading.Thread(target=self._drain, daemon=True).start()
+                return
+
+    def _drain(self) -> None:
+        with contextlib.suppress(Exception):
+            for _ in self.process.stdout:
+                pass
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown path runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def terminate(self, timeout_s: float = 30) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.wait()
+
+
+class ClusterProcess(ChildProcess):
     """``georep cluster`` as a child process, restartable on the same directory and ports."""
 
     def __init__(
@@ -214,55 +271,8 @@ class ClusterProcess:
         if not self.fsync:
             args.append("--no-fsync")
         args += self.extra
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        log.close()
-        lines: list[str] = []
-        reader = threading.Thread(target=self._read_ready, args=(lines,), daemon=True)
-        reader.start()
-        reader.join(timeout_s)
-        if not lines or not lines[-1].startswith("CLUSTER_READY"):
-            self.kill()
-            raise RuntimeError(f"georep cluster did not start; see {self.log_path}")
-        self.ready_line = lines[-1]
+        self.ready_line = self._spawn(args, "CLUSTER_READY", timeout_s)
         return self.ready_line
-
-    def _read_ready(self, lines: list[str]) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for raw in self.process.stdout:
-            line = raw.decode(errors="replace").strip()
-            lines.append(line)
-            if line.startswith("CLUSTER_READY"):
-                # keep draining stdout so the child never blocks on a full pipe
-                threading.Thread(target=self._drain, daemon=True).start()
-                return
-
-    def _drain(self) -> None:
-        with contextlib.suppress(Exception):
-            for _ in self.process.stdout:
-                pass
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown path runs."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(30)
-
-    def terminate(self, timeout_s: float = 30) -> int:
-        if self.process is None:
-            return 0
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                return self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.wait()
 
 
 class RawConnection:

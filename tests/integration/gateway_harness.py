@@ -20,8 +20,6 @@ import asyncio
 import collections
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -38,7 +36,7 @@ from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.link_consumer import ReceivedEntry
 from georep.replicator.origin import origin_of
 from georep.replicator.pulsar_link import PulsarLink
-from tests.integration.broker_cluster import ClusterProcess, free_port, open_client
+from tests.integration.broker_cluster import ChildProcess, ClusterProcess, free_port, open_client
 
 __all__ = ["ClusterProcess", "GatewayProcess", "free_port"]
 
@@ -87,7 +85,7 @@ def create_partitioned_topic(cluster: ClusterProcess, topic: str, partitions: in
 
 
 # --- gateways ---------------------------------------------------------------------------
-class GatewayProcess:
+class GatewayProcess(ChildProcess):
     """``georep gateway`` as a child process, restartable on the same config and store."""
 
     def __init__(
@@ -137,53 +135,9 @@ class GatewayProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60) -> str:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        if self.token:
-            env["GEOREP_GATEWAY_TOKENS"] = self.token
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "georep", "gateway", "--config", str(self.config_path)],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                env=env,
-            )
-        lines: list[str] = []
-        reader = threading.Thread(target=self._read_ready, args=(lines,), daemon=True)
-        reader.start()
-        reader.join(timeout_s)
-        if not lines or not lines[-1].startswith("GATEWAY_READY"):
-            self.kill()
-            raise RuntimeError(f"georep gateway did not start; see {self.log_path}")
-        return lines[-1]
-
-    def _read_ready(self, lines: list[str]) -> None:
-        for raw in self.process.stdout:
-            line = raw.decode(errors="replace").strip()
-            lines.append(line)
-            if line.startswith("GATEWAY_READY"):
-                threading.Thread(target=self._drain, daemon=True).start()
-                return
-
-    def _drain(self) -> None:
-        with contextlib.suppress(Exception):
-            for _ in self.process.stdout:
-                pass
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(30)
-
-    def terminate(self, timeout_s: float = 30) -> int:
-        if self.process is None:
-            return 0
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                return self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.wait()
+        env = {"GEOREP_GATEWAY_TOKENS": self.token} if self.token else {}
+        args = [sys.executable, "-m", "georep", "gateway", "--config", str(self.config_path)]
+        return self._spawn(args, "GATEWAY_READY", timeout_s, env)
 
     # -- REST --
 
