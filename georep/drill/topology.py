@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -70,21 +69,16 @@ class Topology:
 
 def up_config(data_dir: Path, namespace: str, subscription_sync: dict[str, Any]) -> UpConfig:
     """A↔B with the drill's namespace replicated both ways, on ports chosen now."""
-    config = UpConfig(
-        data_dir=data_dir,
-        clusters={name: ClusterSpec(name, 0, 0, fsync=False) for name in (A, B)},
-        gateways={
-            A: GatewaySpec(A, 0, {namespace: [B]}, dict(subscription_sync)),
-            B: GatewaySpec(B, 0, {namespace: [A]}, dict(subscription_sync)),
-        },
+    return _with_ports(
+        UpConfig(
+            data_dir=data_dir,
+            clusters={name: ClusterSpec(name, 0, 0, fsync=False) for name in (A, B)},
+            gateways={
+                A: GatewaySpec(A, 0, {namespace: [B]}, dict(subscription_sync)),
+                B: GatewaySpec(B, 0, {namespace: [A]}, dict(subscription_sync)),
+            },
+        )
     )
-    chosen = _with_ports(config)
-    # Keep each gateway's subscription_sync whatever _with_ports copies of a spec.
-    gateways = {
-        name: dataclasses.replace(spec, subscription_sync=dict(subscription_sync))
-        for name, spec in chosen.gateways.items()
-    }
-    return dataclasses.replace(chosen, gateways=gateways)
 
 
 class ManagedTopology(Topology):
