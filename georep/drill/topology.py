@@ -24,15 +24,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from georep import limits
+from georep.broker.topic_name import InvalidTopicName, TopicName
 from georep.drill import rest
 from georep.drill.errors import DrillError
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.processes import ManagedProcess, ProcessFailed
+from georep.replicator.admin_client import ClusterAdminClient
+from georep.replicator.errors import AdminRequestFailed
 from georep.up import ClusterSpec, GatewaySpec, UpConfig, _with_ports, build
 
 log = logging.getLogger(__name__)
@@ -89,7 +93,6 @@ class ManagedTopology(Topology):
         self.clusters: dict[str, ManagedProcess] = {}
         self.gateways: dict[str, ManagedProcess] = {}
         self.urls = {}
-        self.config: UpConfig | None = None
 
     async def start(self) -> None:
         last_error = ""
@@ -109,8 +112,8 @@ class ManagedTopology(Topology):
         )
 
     async def _start_once(self, home: Path) -> None:
-        self.config = up_config(home, self.namespace, self.subscription_sync)
-        clusters, gateways = build(self.config)
+        config = up_config(home, self.namespace, self.subscription_sync)
+        clusters, gateways = build(config)
         self.clusters = {
             s.label.split()[-1]: ManagedProcess(s.args, s.ready_prefix, log_path=s.log_path)
             for s in clusters
@@ -120,20 +123,18 @@ class ManagedTopology(Topology):
             for s in gateways
         }
         await _start_all(self.clusters.values())
-        host = self.config.host
+        host = config.host
         self.urls = {
             name: ClusterUrls(
                 f"pulsar://{host}:{spec.broker_port}",
                 f"http://{host}:{spec.admin_port}",
-                f"http://{host}:{self.config.gateways[name].port}",
+                f"http://{host}:{config.gateways[name].port}",
             )
-            for name, spec in self.config.clusters.items()
+            for name, spec in config.clusters.items()
         }
         if self.namespace != "public/default":
             for name in (A, B):
-                await asyncio.to_thread(
-                    ensure_namespace, self.urls[name].admin_url, self.namespace, name
-                )
+                await ensure_namespace(self.urls[name].admin_url, self.namespace, name)
         await _start_all(self.gateways.values())
 
     async def fail(self, kind: str, topic: str) -> None:
@@ -174,25 +175,18 @@ async def _start_all(processes) -> None:
             raise result
 
 
-def ensure_namespace(admin_url: str, namespace: str, cluster: str) -> None:
-    tenant = namespace.split("/", 1)[0]
-    tenants = rest.request_json(
-        "GET", f"{admin_url}/admin/v2/tenants", token_env=rest.ADMIN_TOKEN_ENV
+async def ensure_namespace(admin_url: str, namespace: str, cluster: str) -> None:
+    """The namespace and its tenant on ``cluster``, made as a gateway makes them on a
+    remote (:meth:`ClusterAdminClient.ensure_topic` of no partitions)."""
+    client = ClusterAdminClient(
+        admin_url, cluster_name=cluster, token=os.environ.get(rest.ADMIN_TOKEN_ENV)
     )
-    if tenant not in (tenants or []):
-        rest.request_json(
-            "PUT",
-            f"{admin_url}/admin/v2/tenants/{tenant}",
-            token_env=rest.ADMIN_TOKEN_ENV,
-            body={"allowedClusters": [cluster], "adminRoles": []},
-        )
-    existing = rest.request_json(
-        "GET", f"{admin_url}/admin/v2/namespaces/{tenant}", token_env=rest.ADMIN_TOKEN_ENV
-    )
-    if namespace not in (existing or []):
-        rest.request_json(
-            "PUT", f"{admin_url}/admin/v2/namespaces/{namespace}", token_env=rest.ADMIN_TOKEN_ENV
-        )
+    try:
+        await client.ensure_topic(TopicName.of(namespace, "drill"), 0)
+    except (AdminRequestFailed, InvalidTopicName) as error:
+        raise DrillError(f"namespace {namespace} on {cluster}: {error}") from None
+    finally:
+        await client.close()
 
 
 class RunningTopology(Topology):
