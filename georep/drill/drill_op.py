@@ -50,7 +50,7 @@ from georep.drill.progress import Progress
 from georep.drill.report import ModeFacts, Produced, classify, mode_report
 from georep.drill.scenarios import SCENARIOS, AckEach
 from georep.drill.settings import KILL, DrillSettings
-from georep.drill.topology import A, B, ManagedTopology, Topology
+from georep.drill.topology import A, B, Topology
 from georep.drill.traffic import ConsumerGroup, DeliveryCounter, connect, produce, read_origins
 
 log = logging.getLogger(__name__)
@@ -263,10 +263,9 @@ class DrillOp:
             self.facts.warnings.append(f"A's cursor at the failure unknown: {error}")
 
     def _check_processes(self) -> None:
-        if isinstance(self.topology, ManagedTopology):
-            exits = self.topology.unexpected_exits()
-            if exits:
-                raise DrillError("before the failure: " + "; ".join(exits))
+        exits = self.topology.unexpected_exits()
+        if exits:
+            raise DrillError("before the failure: " + "; ".join(exits))
 
     async def _drain_on_b(
         self, client_b, produced: dict[str, Produced]

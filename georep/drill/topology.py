@@ -58,6 +58,11 @@ class Topology:
     async def stop(self) -> None:
         raise NotImplementedError
 
+    def unexpected_exits(self) -> list[str]:
+        """Processes that exited without being asked (before the failure); only those
+        the drill started can be watched."""
+        return []
+
     def gateway_stats(self, cluster: str, topic: str | None = None) -> dict[str, Any] | None:
         """A gateway's stats (``topic``'s parts), None when it has no gateway URL or does
         not answer."""
@@ -150,19 +155,17 @@ class ManagedTopology(Topology):
             await process.wait()
 
     def unexpected_exits(self) -> list[str]:
-        """Processes that exited without being asked (before the failure)."""
         return [
             f"{kind} {name} exited with {p.process.returncode}"
             for kind, group in (("cluster", self.clusters), ("gateway", self.gateways))
             for name, p in group.items()
-            if p.process is not None and p.process.returncode is not None
+            if p.process is not None and not p.running
         ]
 
     async def stop(self) -> None:
         for group in (self.gateways, self.clusters):
             await asyncio.gather(
-                *(p.terminate(_STOP_GRACE_S) for p in group.values() if p.process is not None),
-                return_exceptions=True,
+                *(p.terminate(_STOP_GRACE_S) for p in group.values()), return_exceptions=True
             )
 
 
