@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 
 from georep import limits
-from georep.drill.delivery_log import Delivery, DeliveryLog
+from georep.drill.delivery_log import BEFORE, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
 from georep.drill.report import Produced
 from georep.drill.scenarios import (
@@ -43,9 +43,8 @@ from georep.drill.scenarios import (
     Received,
     Scenario,
 )
+from georep.replicator.origin import ORIGIN_CLUSTER_PROPERTY, ORIGIN_POSITION_PROPERTY
 
-ORIGIN_CLUSTER_PROPERTY = "georep.origin.cluster"
-ORIGIN_POSITION_PROPERTY = "georep.origin.position"
 DRILL_ID_PROPERTY = "drill-id"
 DRILL_INDEX_PROPERTY = "drill-index"
 
@@ -290,7 +289,7 @@ class ConsumerGroup:
         message_id = message.message_id()
         properties = message.properties()
         own = position_text(message_id)
-        if self.phase == "before":
+        if self.phase == BEFORE:
             origin_cluster, origin_position = self.cluster, own
         else:
             origin_cluster = properties.get(ORIGIN_CLUSTER_PROPERTY, "")
