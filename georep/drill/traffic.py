@@ -25,7 +25,6 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
 
 from georep import limits
 from georep.drill.delivery_log import BEFORE, Delivery, DeliveryLog
@@ -91,9 +90,9 @@ def produce(
     count: int,
     keys: int,
     seed: int,
-    rate_per_s: float = 0.0,
-    progress: Callable[[int], None] = lambda sent: None,
-    abort: threading.Event | None = None,
+    rate_per_s: float,
+    *,
+    abort: threading.Event,
 ) -> dict[str, Produced]:
     """Produce ``count`` messages, at most ``rate_per_s`` a second (0: no limit); by
     origin position (their ids on A). ``abort`` set: give up (DrillError)."""
@@ -131,19 +130,14 @@ def produce(
         for index, identity, key in messages:
             if interval_s:
                 wait_s = started + index * interval_s - time.monotonic()
-                if wait_s > 0 and abort is not None and abort.wait(wait_s):
+                if wait_s > 0 and abort.wait(wait_s):
                     raise DrillError(f"production on A stopped after {index} messages")
-                if wait_s > 0 and abort is None:
-                    time.sleep(wait_s)
             producer.send_async(
                 f"{identity} key={key}".encode(),
                 receipt(index),
                 properties={DRILL_ID_PROPERTY: identity, DRILL_INDEX_PROPERTY: str(index)},
                 partition_key=key,
             )
-            if index % 50 == 0:
-                with lock:
-                    progress(len(receipts))
         producer.flush()
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
@@ -153,7 +147,6 @@ def produce(
             time.sleep(0.01)
     finally:
         producer.close()
-    progress(len(receipts))
     if failures or len(receipts) < count:
         sample = ", ".join(failures[:3]) or "no receipt"
         raise DrillError(f"{count - len(receipts)} of {count} sends on A failed ({sample})")
