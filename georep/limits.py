@@ -309,8 +309,9 @@ invariant(
 #: several requests (and by ``admin_request_body_bytes_max``).
 subscription_sync_ranges_count_max = 10_000
 subscription_sync_batches_count_max = 1_000
-#: Entries one sync reads after the mark-delete position, at most, to step it over
-#: markers (a standby subscription has no dispatcher to do it).
+#: Steps one sync takes after the mark-delete position, at most, to step it over
+#: markers (a standby subscription has no dispatcher to do it): an entry read, or an
+#: acknowledged range stepped over unread.
 subscription_sync_marker_scan_entries_max = 10_000
 #: Ranges and partially acknowledged batches ``GET .../sync-state`` reports per
 #: subscription, lowest first: what one persisted cursor state holds (more are flagged
@@ -320,7 +321,6 @@ sync_state_batches_count_max = cursor_batch_entries_persisted_max
 
 invariant(subscription_sync_ranges_count_max <= cursor_ranges_count_max)
 invariant(subscription_sync_batches_count_max <= subscription_partial_batches_max)
-invariant(subscription_sync_marker_scan_entries_max >= topic_scan_read_entries_max)
 invariant(sync_state_ranges_count_max <= cursor_ranges_count_max)
 invariant(sync_state_batches_count_max <= cursor_batch_entries_count_max)
 # --- end of subscription sync over the cluster admin REST -------------------------------

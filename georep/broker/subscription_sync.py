@@ -29,18 +29,20 @@ changed nothing:
    subscription takes them through ``Subscription.acknowledge_synced`` (its consumers
    and dispatcher forget what they held of them, nobody is disconnected), then its
    ``CursorUpdates`` are flushed; otherwise the cursor takes them directly;
-5. the MDP steps over markers: from it, entries that are acknowledged or markers are
-   scanned (at most ``limits.subscription_sync_marker_scan_entries_max``), and the MDP
-   is moved to the last marker of that stretch. A standby subscription has no
-   dispatcher to do this (``Subscription.note_marker``), and without it would sit
-   behind the first marker after its MDP forever.
+5. the MDP steps over markers: from it, the stretch of acknowledged entries and markers
+   is scanned (at most ``limits.subscription_sync_marker_scan_entries_max`` steps; a
+   range is one step and is not read, an unacknowledged entry is read alone), and the
+   MDP is moved to the last marker of that stretch: a live subscription is handed the
+   markers (``Subscription.note_marker``, as its dispatcher hands those it reads), a
+   standby cursor is marked deleted up to it. A standby subscription has no dispatcher,
+   and without this would sit behind the first marker after its MDP forever.
 
 Worked example, ledger 3 of entries 0..9 with markers at 3:4 and 3:8, a new subscription
 ``s``: ``{"markDelete": 3:2, "ranges": [[3:5, 3:6]], "batches": [3:7 acked [0, 1] of 2]}``
 creates ``s`` at MDP 3:2, acknowledges 3:5..3:6 and the whole batch 3:7; 3:3 is open, so
 the scan stops there and the MDP stays 3:2 (``rangesCount`` 1). A second sync with
-``ranges [[3:3, 3:3]]`` lets the MDP reach 3:7 through the ranges, then the scan steps
-over the marker 3:8 and stops at 3:9: MDP 3:8, ``rangesCount`` 0.
+``ranges [[3:3, 3:3]]`` moves the MDP to 3:3; the scan steps over the marker 3:4, the
+range 3:5..3:7 and the marker 3:8, and stops at 3:9: MDP 3:8, ``rangesCount`` 0.
 """
 
 from __future__ import annotations
@@ -339,38 +341,34 @@ async def _apply_to_cursor(
 
 async def _step_over_markers(topic: PersistentTopic, cursor, live: Subscription | None) -> None:
     """Move the MDP to the last marker of the stretch after it that holds only
-    acknowledged entries and markers (bounded scan; see the module docstring)."""
+    acknowledged entries and markers (bounded scan; see the module docstring).
+    Acknowledged ranges are stepped over without reading them, and only entries nobody
+    acknowledged are read, one at a time: the first is nearly always a message, which
+    ends the scan. A live subscription is handed the markers as its dispatcher would
+    hand them (:meth:`Subscription.note_marker`), which moves its MDP over them."""
     ledger = topic.ledger
     acknowledged = live.is_acknowledged if live is not None else cursor.is_acknowledged
-    budget = limits.subscription_sync_marker_scan_entries_max
     last = ledger.last_confirmed
     position = ledger.next_position(cursor.mark_delete_position)
-    last_marker: Position | None = None
-    scanning = True
-    while scanning and budget > 0 and last is not None and position <= last:
+    found: list[Position] = []
+    for _ in range(limits.subscription_sync_marker_scan_entries_max):
+        if last is None or position > last:
+            break
         covering = cursor.individually_deleted.range_of(position)
         if covering is not None:
             position = ledger.next_position(covering[1])
-            budget -= 1
             continue
-        entries = await ledger.read(position, min(budget, limits.topic_scan_read_entries_max))
-        if not entries:
-            break
-        budget -= len(entries)
-        for entry_position, data in entries:
-            if acknowledged(entry_position):
-                continue
-            metadata = parse_metadata(data)
-            if metadata is not None and metadata.HasField("marker_type"):
-                last_marker = tuple(entry_position)
-                continue
-            scanning = False  # the first message no one acknowledged: the stretch ends
-            break
-        position = ledger.next_position(entries[-1][0])
-    if last_marker is None:
+        if not acknowledged(position):
+            metadata = parse_metadata(await ledger.read_entry(position))
+            if metadata is None or not metadata.HasField("marker_type"):
+                break  # the first message no one acknowledged: the stretch ends
+            found.append(tuple(position))
+        position = ledger.next_position(position)
+    if not found:
         return
     if live is not None:
-        live.acknowledge_synced(last_marker, [], {})
+        for marker in found:
+            live.note_marker(marker)
         await live.updates.flush()
-    elif last_marker > tuple(cursor.mark_delete_position):
-        await cursor.mark_delete(LogPosition(*last_marker))
+    elif found[-1] > tuple(cursor.mark_delete_position):
+        await cursor.mark_delete(LogPosition(*found[-1]))
