@@ -106,7 +106,7 @@ def produce(
         max_pending_messages=1_000,
         send_timeout_millis=30_000,
     )
-    lock = threading.Lock()
+    answered = threading.Condition()
     receipts: dict[int, object] = {}
     failures: list[str] = []
     messages = []
@@ -116,11 +116,12 @@ def produce(
 
     def receipt(index: int):
         def callback(result, message_id) -> None:
-            with lock:
+            with answered:
                 if result == pulsar.Result.Ok:
                     receipts[index] = message_id
                 else:
                     failures.append(f"{drill_id(index)}: {result}")
+                answered.notify_all()
 
         return callback
 
@@ -139,12 +140,8 @@ def produce(
                 partition_key=key,
             )
         producer.flush()
-        deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline:
-            with lock:
-                if len(receipts) + len(failures) >= count:
-                    break
-            time.sleep(0.01)
+        with answered:
+            answered.wait_for(lambda: len(receipts) + len(failures) >= count, timeout=30.0)
     finally:
         producer.close()
     if failures or len(receipts) < count:
