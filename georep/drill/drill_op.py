@@ -66,7 +66,6 @@ _MODE_TAGS = {"full": "full", "pulsar-compatible": "compat"}
 class ModeRun:
     report: dict
     deliveries: list[Delivery]
-    produced: dict[str, Produced]
 
 
 class DrillOp:
@@ -128,7 +127,7 @@ class DrillOp:
             self.facts.warnings += [f"consumer error: {e}" for e in group.errors[:5]]
         records = self.log.records()
         classification = classify(produced, origins, records)
-        return ModeRun(mode_report(classification, produced, self.facts), records, produced)
+        return ModeRun(mode_report(classification, produced, self.facts), records)
 
     async def _consume_on_a(self, client_a) -> tuple[ConsumerGroup, dict[str, Produced]]:
         s = self.settings

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import secrets
 import shutil
 import sys
@@ -38,8 +37,6 @@ from georep.drill.scenarios import SCENARIOS
 from georep.drill.settings import BOTH, FAILURES, MODES, DrillSettings, settings_from_args
 from georep.drill.topology import ManagedTopology, RunningTopology, Topology
 from georep.drill.traffic import log_client_to, pulsar_module
-
-log = logging.getLogger(__name__)
 
 REPORT_VERSION = 1
 #: The gateways' [subscription_sync] in a managed drill, besides the mode: short periods,

@@ -156,7 +156,8 @@ def produce(
 
 
 class DeliveryCounter:
-    """Distinct drill ids delivered, first and last delivery times; ``reached`` is set
+    """Distinct drill ids delivered, the first delivery's time and when the last one
+    came; ``reached`` is set
     once ``target`` distinct ids were delivered."""
 
     def __init__(self, target: int | None = None) -> None:
@@ -165,7 +166,6 @@ class DeliveryCounter:
         self.target = target
         self.reached = threading.Event()
         self.first_at_ms: int | None = None
-        self.last_at_ms: int | None = None
         self.last_at_monotonic: float | None = None
 
     def add(self, delivery: Delivery) -> bool:
@@ -176,7 +176,6 @@ class DeliveryCounter:
             self.ids.add(delivery.drill_id)
             if self.first_at_ms is None:
                 self.first_at_ms = delivery.delivered_at
-            self.last_at_ms = delivery.delivered_at
             self.last_at_monotonic = time.monotonic()
             if self.target is not None and len(self.ids) >= self.target:
                 self.reached.set()
