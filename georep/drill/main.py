@@ -157,11 +157,7 @@ def run(args: argparse.Namespace) -> int:
         pulsar_module()
         out = output_directory(settings)
         report = asyncio.run(drill(settings, out, progress))
-    except DrillError as error:
-        progress.close()
-        print(f"georep drill: could not run: {error}", file=sys.stderr)
-        return 1
-    except OSError as error:
+    except (DrillError, OSError) as error:
         progress.close()
         print(f"georep drill: could not run: {error}", file=sys.stderr)
         return 1
@@ -224,8 +220,8 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
                 progress.phase(f"{mode}: stop")
                 await topology.stop()
                 progress.close()
-    except BaseException as error:
-        if temporary and isinstance(error, DrillError):
+    except DrillError as error:
+        if temporary:
             raise DrillError(f"{error} (data and logs kept in {data_root})") from None
         raise
     finally:
