@@ -188,17 +188,27 @@ def _entry_ranges(ledger, ranges: RangeSet, count_max: int) -> tuple[list[Range]
     whether more were left out."""
     out: list[Range] = []
     for low, high in ranges:
-        first = ledger.position_at_or_after(low)
-        last = ledger.entry_at_or_before(high)
-        if last is None or first > last:
+        span = _on_entries(ledger, low, high)
+        if span is None:
             continue
-        if out and ledger.entries_between(LogPosition(*out[-1][1]), first) == 0:
-            out[-1] = (out[-1][0], tuple(last))
+        first, last = span
+        if out and ledger.entries_between(LogPosition(*out[-1][1]), LogPosition(*first)) == 0:
+            out[-1] = (out[-1][0], last)
             continue
         if len(out) == count_max:
             return out, True
-        out.append((tuple(first), tuple(last)))
+        out.append(span)
     return out, False
+
+
+def _on_entries(ledger, low, high) -> Range | None:
+    """The first and last entries inside the closed range ``[low, high]``; None when it
+    holds none."""
+    first = ledger.position_at_or_after(LogPosition(*low))
+    last = ledger.entry_at_or_before(LogPosition(*high))
+    if last is None or first > last:
+        return None
+    return tuple(first), tuple(last)
 
 
 def acked_indexes(bits: int, size: int) -> list[int]:
@@ -314,13 +324,7 @@ def _clamped_mark_delete(ledger, mark_delete: Position | None) -> Position | Non
 
 def _clamped_ranges(ledger, ranges: Sequence[Range]) -> list[Range]:
     """Each range's first and last entries; ranges holding no entry dropped."""
-    out = []
-    for low, high in ranges:
-        first = ledger.position_at_or_after(LogPosition(*low))
-        last = ledger.entry_at_or_before(LogPosition(*high))
-        if last is not None and first <= last:
-            out.append((tuple(first), tuple(last)))
-    return out
+    return [span for low, high in ranges if (span := _on_entries(ledger, low, high)) is not None]
 
 
 async def _apply_to_cursor(
