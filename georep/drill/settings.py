@@ -137,11 +137,8 @@ _URL_FLAGS = {
 
 
 def _running(args: argparse.Namespace, modes: tuple[str, ...]) -> dict[str, ClusterUrls] | None:
-    given = {
-        key: getattr(args, flag[2:].replace("-", "_"))
-        for key, flag in _URL_FLAGS.items()
-        if getattr(args, flag[2:].replace("-", "_"))
-    }
+    urls = {key: getattr(args, flag[2:].replace("-", "_")) for key, flag in _URL_FLAGS.items()}
+    given = {key: url for key, url in urls.items() if url}
     if not given:
         return None
     missing = [
