@@ -161,6 +161,38 @@ class GatewayProcess(ChildProcess):
         return [r for r in stats["replicators"] if r["topic"].startswith(topic_prefix)]
 
 
+# --- topologies ---------------------------------------------------------------------------
+class World:
+    """Clusters and a gateway beside each, as processes: one test module's topology.
+    ``self.a``, ``self.b``, ... are the clusters by lower-cased name."""
+
+    def __init__(self, root: Path, names: Iterable[str] = ("A", "B", "C")) -> None:
+        self.root = root
+        self.clusters = {name: ClusterProcess(root / name.lower(), name=name) for name in names}
+        for name, cluster in self.clusters.items():
+            setattr(self, name.lower(), cluster)
+        self.gateways: dict[str, GatewayProcess] = {}
+
+    def start(self, namespaces: Iterable[str], gateways: dict[str, dict[str, Any]]) -> World:
+        """Start every cluster with ``namespaces``, then a gateway per entry of
+        ``gateways`` (cluster name -> GatewayProcess keyword arguments besides local)."""
+        for cluster in self.clusters.values():
+            cluster.start()
+            for namespace in namespaces:
+                create_namespace(cluster, namespace)
+        for name, options in gateways.items():
+            self.gateways[name] = GatewayProcess(
+                self.root / f"gw-{name.lower()}", local=self.clusters[name], **options
+            )
+        for gateway in self.gateways.values():
+            gateway.start()
+        return self
+
+    def stop(self) -> None:
+        for process in [*self.gateways.values(), *self.clusters.values()]:
+            process.kill()
+
+
 # --- producing and reading ----------------------------------------------------------------
 def produce(
     url: str,

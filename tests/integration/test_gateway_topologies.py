@@ -20,9 +20,8 @@ import pytest
 
 from tests.integration.gateway_harness import (
     ClusterProcess,
-    GatewayProcess,
+    World,
     admin_url,
-    create_namespace,
     create_partitioned_topic,
     http,
     local_positions,
@@ -40,40 +39,18 @@ CHANGE = "geo/change"
 PARTS = "geo/parts"
 
 
-class World:
-    def __init__(self, root) -> None:
-        self.a = ClusterProcess(root / "a", name="A")
-        self.b = ClusterProcess(root / "b", name="B")
-        self.c = ClusterProcess(root / "c", name="C")
-        self.clusters = {"A": self.a, "B": self.b, "C": self.c}
-        self.gateways: dict[str, GatewayProcess] = {}
-
-    def start(self) -> World:
-        for cluster in self.clusters.values():
-            cluster.start()
-            for namespace in (TOPO, CHANGE, PARTS):
-                create_namespace(cluster, namespace)
+class Topology(World):
+    def start(self) -> Topology:
         a, b, c = self.a, self.b, self.c
-        self.gateways = {
-            "A": GatewayProcess(
-                a.data_dir.parent / "gw-a",
-                local=a,
-                remotes=[b, c],
-                policies={TOPO: ["B", "C"], PARTS: ["B"]},
-            ),
-            # B knows C as a remote but has no policy for it: B and C stay unrelated.
-            "B": GatewayProcess(
-                b.data_dir.parent / "gw-b", local=b, remotes=[a, c], policies={TOPO: ["A"]}
-            ),
-            "C": GatewayProcess(c.data_dir.parent / "gw-c", local=c, remotes=[b]),
-        }
-        for gateway in self.gateways.values():
-            gateway.start()
-        return self
-
-    def stop(self) -> None:
-        for process in [*self.gateways.values(), *self.clusters.values()]:
-            process.kill()
+        return super().start(
+            (TOPO, CHANGE, PARTS),
+            {
+                "A": {"remotes": [b, c], "policies": {TOPO: ["B", "C"], PARTS: ["B"]}},
+                # B knows C as a remote but has no policy for it: B and C stay unrelated.
+                "B": {"remotes": [a, c], "policies": {TOPO: ["A"]}},
+                "C": {"remotes": [b]},
+            },
+        )
 
     def caught_up(self, gateway: str, topic: str, remotes: int) -> bool:
         found = self.gateways[gateway].replicators(topic)
@@ -85,7 +62,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    world = World(tmp_path_factory.mktemp("topologies"))
+    world = Topology(tmp_path_factory.mktemp("topologies"))
     try:
         yield world.start()
     finally:

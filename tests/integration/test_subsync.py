@@ -22,9 +22,8 @@ import pytest
 from tests.integration.broker_cluster import open_client
 from tests.integration.gateway_harness import (
     ClusterProcess,
-    GatewayProcess,
+    World,
     admin_url,
-    create_namespace,
     create_partitioned_topic,
     http,
     produce,
@@ -51,46 +50,25 @@ poll_interval_s = 0.1
 """
 
 
-class World:
-    def __init__(self, root) -> None:
-        self.a = ClusterProcess(root / "a", name="A")
-        self.b = ClusterProcess(root / "b", name="B")
-        self.c = ClusterProcess(root / "c", name="C")
-        self.clusters = {"A": self.a, "B": self.b, "C": self.c}
-        self.gateways: dict[str, GatewayProcess] = {}
-
-    def start(self) -> World:
-        for cluster in self.clusters.values():
-            cluster.start()
-            for namespace in (SYNC, COMPAT):
-                create_namespace(cluster, namespace)
+class SyncWorld(World):
+    def start(self) -> SyncWorld:
         a, b, c = self.a, self.b, self.c
-        self.gateways = {
-            "A": GatewayProcess(
-                a.data_dir.parent / "gw-a",
-                local=a,
-                remotes=[b, c],
-                policies={SYNC: ["B", "C"], COMPAT: ["B"]},
-                extra_toml=SYNC_TOML,
-            ),
-            "B": GatewayProcess(
-                b.data_dir.parent / "gw-b",
-                local=b,
-                remotes=[a, c],
-                policies={SYNC: ["A"], COMPAT: ["A"]},
-                extra_toml=SYNC_TOML,
-            ),
-            "C": GatewayProcess(
-                c.data_dir.parent / "gw-c", local=c, remotes=[a, b], extra_toml=RECEIVE_ONLY_TOML
-            ),
-        }
-        for gateway in self.gateways.values():
-            gateway.start()
-        return self
-
-    def stop(self) -> None:
-        for process in [*self.gateways.values(), *self.clusters.values()]:
-            process.kill()
+        return super().start(
+            (SYNC, COMPAT),
+            {
+                "A": {
+                    "remotes": [b, c],
+                    "policies": {SYNC: ["B", "C"], COMPAT: ["B"]},
+                    "extra_toml": SYNC_TOML,
+                },
+                "B": {
+                    "remotes": [a, c],
+                    "policies": {SYNC: ["A"], COMPAT: ["A"]},
+                    "extra_toml": SYNC_TOML,
+                },
+                "C": {"remotes": [a, b], "extra_toml": RECEIVE_ONLY_TOML},
+            },
+        )
 
     def sync_state(self, cluster: str, topic: str) -> dict:
         path = topic.removeprefix("persistent://")
@@ -111,7 +89,7 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    world = World(tmp_path_factory.mktemp("subsync"))
+    world = SyncWorld(tmp_path_factory.mktemp("subsync"))
     try:
         yield world.start()
     finally:
