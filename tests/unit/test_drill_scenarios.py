@@ -17,11 +17,13 @@ from georep.drill.scenarios import (
     NACK,
     SCENARIOS,
     AckEach,
+    AckPolicy,
     CumulativeAcks,
     HoldingAcks,
     NackThenAck,
     Received,
 )
+from georep.drill.traffic import _TYPES
 from georep.spark_reconcile.schema import DELIVERY_COLUMNS
 
 
@@ -47,6 +49,10 @@ def test_every_scenario_is_complete():
     for scenario in SCENARIOS.values():
         policies = [scenario.policy_on_a(i, 1, 100) for i in range(scenario.consumers)]
         assert len(policies) == scenario.consumers >= 1
+        # one policy object per consumer: a policy keeps state (windows, holds, counts)
+        assert all(isinstance(policy, AckPolicy) for policy in policies)
+        assert len({id(policy) for policy in policies}) == scenario.consumers
+        assert scenario.subscription_type in _TYPES
 
 
 @settings(max_examples=200)
