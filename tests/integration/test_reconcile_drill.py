@@ -59,7 +59,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -69,6 +68,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from georep import limits
+from georep.drill import rest
+from georep.drill.delivery_log import parse_position
+from georep.processes import georep_command
 from tests.integration.gateway_harness import (
     ClusterProcess,
     GatewayProcess,
@@ -104,17 +106,12 @@ Position = tuple[int, int]
 
 def georep(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "georep", "--log-level", "WARNING", *args],
+        georep_command("--log-level", "WARNING", *args),
         capture_output=True,
         text=True,
         timeout=timeout_s,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-
-
-def position(text: str) -> Position:
-    ledger, _, entry = text.partition(":")
-    return int(ledger), int(entry)
 
 
 @dataclass
@@ -197,10 +194,7 @@ class World:
 
     def _replicates(self, gateway: str, topic: str) -> bool:
         status, stats = http("GET", f"{self.gateways[gateway].url}/admin/georep/v1/stats")
-        if status != 200:
-            return True
-        return any(_full_name(r.get("topic", "")) == _full_name(topic)
-                   for r in stats.get("replicators") or [])  # fmt: skip
+        return status != 200 or bool(rest.replicators_of(stats, _full_name(topic)))
 
     def export(self, cluster: str, topic: str, out: Path) -> dict:
         process = georep(
@@ -331,12 +325,12 @@ def test_replication_and_cursors_are_the_drills(drilled, reconciled, mode) -> No
                        if r["subscription"] == block["subscription"]]  # fmt: skip
     cursor = block["a_cursor_at_failure"]
     origin_mdp = (subscription["origin_mdp_ledger_id"], subscription["origin_mdp_entry_id"])
-    assert origin_mdp == position(cursor["markDeletePosition"])
+    assert origin_mdp == parse_position(cursor["markDeletePosition"])
     assert subscription["acked_on_origin"] == cursor["acked_on_A_confirmed"]
 
     translated = (subscription["translated_mdp_ledger_id"],
                   subscription["translated_mdp_entry_id"])  # fmt: skip
-    applied = position(block["sync_stats_at_failure"]["B"]["applied"]["A"]["lastMarkDelete"])
+    applied = parse_position(block["sync_stats_at_failure"]["B"]["applied"]["A"]["lastMarkDelete"])
     copies = pq.read_table(drilled.exports[mode, "B"] / "messages").to_pylist()
     first_above = min((c["ledger_id"], c["entry_id"]) for c in copies
                       if (c["origin_ledger_id"], c["origin_entry_id"]) > origin_mdp)  # fmt: skip
@@ -361,7 +355,7 @@ def _drill_ids(deliveries: Path, topic: str) -> dict[Position, str]:
     for line in deliveries.read_text().splitlines():
         row = json.loads(line)
         if row["topic"] == topic and row["origin_position"]:
-            ids[position(row["origin_position"])] = row["drill_id"]
+            ids[parse_position(row["origin_position"])] = row["drill_id"]
     return ids
 
 
