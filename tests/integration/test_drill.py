@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from georep.drill.progress import Progress
 from georep.drill.scenarios import SCENARIOS
 from georep.drill.settings import settings_from_args
 from georep.drill.topology import ManagedTopology
+from georep.processes import georep_command
 
 pytest.importorskip("pulsar")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -72,12 +72,12 @@ def test_full_mode_after_kill_has_no_duplicates_and_no_loss(tmp_path, scenario):
 def test_pulsar_compatible_shared_out_of_order_shows_duplicates(tmp_path):
     out = tmp_path / "out"
     process = subprocess.run(
-        [
-            sys.executable, "-m", "georep", "--log-level", "WARNING", "drill",
+        georep_command(
+            "--log-level", "WARNING", "drill",
             "--scenario", "shared-out-of-order", "--messages", MESSAGES, "--fail", "kill",
             "--mode", "pulsar-compatible", "--out", str(out), "--data", str(tmp_path / "data"),
             "--json",
-        ],
+        ),
         capture_output=True,
         text=True,
         timeout=240,
@@ -161,7 +161,7 @@ async def test_running_clusters_cut_link_over_the_gateways_rest(tmp_path):
 )
 def test_bad_flags_exit_2(flags, message):
     process = subprocess.run(
-        [sys.executable, "-m", "georep", "drill", *flags],
+        georep_command("drill", *flags),
         capture_output=True,
         text=True,
         timeout=60,
