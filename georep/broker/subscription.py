@@ -536,11 +536,17 @@ class Subscription:
                 continue
             if not self._merge_partial(position, remaining):
                 whole.append(position)
-        if whole:
-            self.updates.delete(whole)
-            self._forget(whole)
+        self.acknowledge_entries(whole)
         if self.dispatcher is not None:
             self.dispatcher.wake()
+
+    def acknowledge_entries(self, positions: list[Position]) -> None:
+        """Whole entries acknowledged outside any consumer (the admin's acknowledge and
+        skip, subscription sync): handed to ``updates``, and forgotten by the consumers
+        and the dispatcher that held them (the caller awaits ``updates.flush()``)."""
+        if positions:
+            self.updates.delete(positions)
+            self._forget(positions)
 
     def _held_positions(self) -> set[Position]:
         """Every position kept in memory for delivery or redelivery (all bounded)."""

@@ -322,9 +322,7 @@ class BrokerAdmin:
             return
         live = loaded.subscriptions.get(subscription)
         if live is not None:
-            live.updates.delete([tuple(p) for p in positions])
-            if live.dispatcher is not None:
-                live.dispatcher.acknowledged([tuple(p) for p in positions])
+            live.acknowledge_entries([tuple(p) for p in positions])
             await live.updates.flush()
         else:
             await loaded.ledger.cursors[subscription].delete(sorted(positions))

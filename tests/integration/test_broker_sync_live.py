@@ -126,3 +126,37 @@ def test_a_sync_steps_a_live_subscription_over_markers(cluster) -> None:
         assert [m.data() for m in receive_all(consumer, 1)] == [b"m3"]
         assert receive_none(consumer) == []
         consumer.close()
+
+
+def test_an_admin_acknowledge_is_forgotten_by_the_live_consumer_as_a_sync_is(cluster) -> None:
+    """The admin's acknowledge goes through ``Subscription.acknowledge_entries`` like a
+    sync's whole entries: the consumer stops counting what it acknowledged as unacked."""
+    topic = unique_topic("admin-ack")
+    rest = topic.removeprefix("persistent://")
+    with open_client(cluster.url) as client:
+        consumer = client.subscribe(
+            topic, "s", consumer_type=pulsar.ConsumerType.Shared, initial_position=EARLIEST
+        )
+        producer = client.create_producer(topic, batching_enabled=False)
+        ids = [producer.send(f"m{n}".encode()) for n in range(6)]
+        p = [(i.ledger_id(), i.entry_id()) for i in ids]
+        receive_all(consumer, 6, ack=False)
+        status, _ = admin_call(
+            cluster.cluster.admin_url,
+            "POST",
+            f"/admin/georep/v1/persistent/{rest}/subscription/s/acknowledge",
+            {"positions": [doc(p[1]), doc(p[4])]},
+        )
+        assert status == 204
+        status, stats = admin_call(
+            cluster.cluster.admin_url, "GET", f"/admin/v2/persistent/{rest}/stats"
+        )
+        assert status == 200, stats
+        (held,) = stats["subscriptions"]["s"]["consumers"]
+        assert held["unackedMessages"] == 4
+        assert stats["subscriptions"]["s"]["msgBacklog"] == 4
+        consumer.redeliver_unacknowledged_messages()
+        again = sorted(m.data() for m in receive_all(consumer, 4))
+        assert again == [b"m0", b"m2", b"m3", b"m5"]
+        assert receive_none(consumer) == []
+        consumer.close()
