@@ -189,18 +189,7 @@ def acknowledged_positions(document: Any) -> list[Position]:
         raise InvalidArgument(
             f"{len(items)} positions; at most {limits.acknowledge_positions_count_max} a request"
         )
-    found = set()
-    for index, item in enumerate(items):
-        position = _object(
-            f"positions[{index}]", item, required=("ledgerId", "entryId"), optional=()
-        )
-        found.add(
-            (
-                _integer(f"positions[{index}].ledgerId", position["ledgerId"], 0, _I64_MAX),
-                _integer(f"positions[{index}].entryId", position["entryId"], 0, _I64_MAX),
-            )
-        )
-    return sorted(found)
+    return sorted({_position(f"positions[{index}]", item) for index, item in enumerate(items)})
 
 
 @dataclass(frozen=True)
@@ -230,7 +219,7 @@ def subscription_sync(document: Any) -> SubscriptionSync:
     to 4:0, and marks the subscription replicated."""
     fields = _object("sync", document, required=(), optional=_SYNC_FIELDS)
     found = fields.get("markDelete")
-    mark_delete = None if found is None else _sync_position("markDelete", found, entry_min=-1)
+    mark_delete = None if found is None else _position("markDelete", found, entry_min=-1)
     replicated = fields.get("replicated")
     if replicated is None:
         replicated = False
@@ -244,8 +233,12 @@ def subscription_sync(document: Any) -> SubscriptionSync:
     )
 
 
-def _sync_position(what: str, document: Any, *, entry_min: int = 0) -> Position:
-    fields = _object(what, document, required=("ledgerId", "entryId"), optional=())
+def _position(
+    what: str, document: Any, *, entry_min: int = 0, also: tuple[str, ...] = ()
+) -> Position:
+    """A ``{ledgerId, entryId}`` object as a position (ids 0..2**63-1, the entryId from
+    ``entry_min``); the fields ``also`` are required too and left to the caller."""
+    fields = _object(what, document, required=("ledgerId", "entryId", *also), optional=())
     return (
         _integer(f"{what}.ledgerId", fields["ledgerId"], 0, _I64_MAX),
         _integer(f"{what}.entryId", fields["entryId"], entry_min, _I64_MAX),
@@ -268,8 +261,8 @@ def _sync_ranges(value: Any) -> tuple[tuple[Position, Position], ...]:
     for index, item in enumerate(items):
         what = f"ranges[{index}]"
         fields = _object(what, item, required=("first", "last"), optional=())
-        first = _sync_position(f"{what}.first", fields["first"])
-        last = _sync_position(f"{what}.last", fields["last"])
+        first = _position(f"{what}.first", fields["first"])
+        last = _position(f"{what}.last", fields["last"])
         if last < first:
             raise InvalidArgument(
                 f"{what}: last {last[0]}:{last[1]} is before first {first[0]}:{first[1]}"
@@ -292,12 +285,8 @@ def _sync_batches(value: Any) -> dict[Position, frozenset[int]]:
     batches: dict[Position, frozenset[int]] = {}
     for index, item in enumerate(items):
         what = f"batches[{index}]"
-        fields = _object(what, item, required=("ledgerId", "entryId", "ackedIndexes"), optional=())
-        position = (
-            _integer(f"{what}.ledgerId", fields["ledgerId"], 0, _I64_MAX),
-            _integer(f"{what}.entryId", fields["entryId"], 0, _I64_MAX),
-        )
-        indexes = fields["ackedIndexes"]
+        position = _position(what, item, also=("ackedIndexes",))
+        indexes = item["ackedIndexes"]
         if not isinstance(indexes, list):
             raise InvalidArgument(f"{what}.ackedIndexes must be a list, got {_json_type(indexes)}")
         if len(indexes) > limits.pulsar_batch_messages_count_max:
