@@ -1,4 +1,6 @@
-"""Starting and killing georep processes: used by the demo, benchmarks and tests.
+"""Starting and killing georep processes: used by the demo, benchmarks and tests; and
+the two things every georep server process does the same way (:func:`exit_on_invariant`,
+:func:`serve_until_signalled`).
 
 A georep server process prints one line ``<NAME>_READY <detail>`` on stdout once it
 serves (for a bookie the detail is its ``host:port``). :class:`ManagedProcess` waits for
@@ -10,11 +12,46 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from georep.invariant import InvariantViolation
+
+log = logging.getLogger(__name__)
+
+#: Exit status of a server that stopped on a broken invariant (EX_SOFTWARE).
+EXIT_INVARIANT = 70
+
+
+def exit_on_invariant(loop: asyncio.AbstractEventLoop) -> None:
+    """A broken invariant anywhere in ``loop`` is a bug: the process stops at once
+    rather than serve from state it no longer trusts."""
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+        exception = context.get("exception")
+        if isinstance(exception, InvariantViolation):
+            log.critical("invariant violated: %s", context.get("message"), exc_info=exception)
+            logging.shutdown()
+            os._exit(EXIT_INVARIANT)
+        loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)
+
+
+async def serve_until_signalled(ready_line: str) -> None:
+    """Print the ``<NAME>_READY ...`` line the parent waits for, then return on SIGTERM
+    or SIGINT."""
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    print(ready_line, flush=True)
+    await stopping.wait()
+    log.info("signal received; stopping")
 
 
 class ProcessFailed(RuntimeError):

@@ -14,12 +14,11 @@ import argparse
 import asyncio
 import logging
 import os
-import signal
 from pathlib import Path
 
 from georep.broker.admin import AdminSettings
 from georep.broker.cluster import Cluster, ClusterConfig
-from georep.invariant import InvariantViolation
+from georep.processes import exit_on_invariant, serve_until_signalled
 
 log = logging.getLogger(__name__)
 
@@ -76,27 +75,11 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
 
 
 async def serve(config: ClusterConfig) -> int:
-    loop = asyncio.get_running_loop()
-    loop.set_exception_handler(_exception_handler)
+    exit_on_invariant(asyncio.get_running_loop())
     cluster = await Cluster(config).start()
-    stopping = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
-    print(f"{READY_PREFIX} {cluster.broker_url} {cluster.admin_url}", flush=True)
-    await stopping.wait()
-    log.info("signal received; stopping")
+    await serve_until_signalled(f"{READY_PREFIX} {cluster.broker_url} {cluster.admin_url}")
     await cluster.stop()
     return 0
-
-
-def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
-    exception = context.get("exception")
-    if isinstance(exception, InvariantViolation):
-        # A broken invariant is a bug: stop rather than serve from state we don't trust.
-        log.critical("invariant violated: %s", context.get("message"), exc_info=exception)
-        logging.shutdown()
-        os._exit(70)
-    loop.default_exception_handler(context)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,11 +13,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
 from pathlib import Path
 
-from georep.invariant import InvariantViolation
+from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.replicator.config import GatewayConfig, load
 from georep.replicator.errors import ConfigError
 from georep.replicator.gateway import Gateway
@@ -35,30 +33,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def serve(config: GatewayConfig) -> int:
-    loop = asyncio.get_running_loop()
-    loop.set_exception_handler(_exception_handler)
+    exit_on_invariant(asyncio.get_running_loop())
     try:
         gateway = await Gateway(config).start()
     except (StorageError, OSError) as error:
         log.error("gateway did not start: %s", error)
         return 1
-    stopping = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
-    print(f"{READY_PREFIX} {gateway.url}", flush=True)
-    await stopping.wait()
-    log.info("signal received; stopping")
+    await serve_until_signalled(f"{READY_PREFIX} {gateway.url}")
     await gateway.stop()
     return 0
-
-
-def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
-    exception = context.get("exception")
-    if isinstance(exception, InvariantViolation):
-        log.critical("invariant violated: %s", context.get("message"), exc_info=exception)
-        logging.shutdown()
-        os._exit(70)
-    loop.default_exception_handler(context)
 
 
 def run(args: argparse.Namespace) -> int:

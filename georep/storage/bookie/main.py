@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
-import signal
 from pathlib import Path
 
 from georep import limits
-from georep.invariant import InvariantViolation
+from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.storage.bookie.bookie import Bookie, BookieConfig
 
 log = logging.getLogger(__name__)
@@ -91,15 +89,11 @@ def config_from_args(args: argparse.Namespace) -> BookieConfig:
 
 
 async def serve(config: BookieConfig, *, autorecovery: bool = False) -> int:
-    loop = asyncio.get_running_loop()
-    loop.set_exception_handler(_exception_handler)
+    exit_on_invariant(asyncio.get_running_loop())
     if not config.fsync:
         log.warning("bookie running WITHOUT fsync: acknowledged adds may be lost on a crash")
     bookie = Bookie(config)
     await bookie.start()
-    stopping = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stopping.set)
     recovery = None
     if autorecovery:
         from georep.storage.meta.store import MetadataStore
@@ -108,24 +102,12 @@ async def serve(config: BookieConfig, *, autorecovery: bool = False) -> int:
         store = await MetadataStore.open(config.metadata_url)
         recovery = AutoRecovery(store, holder=f"bookie {bookie.address}")
         await recovery.start()
-    print(f"{READY_PREFIX} {bookie.address}", flush=True)
-    await stopping.wait()
-    log.info("signal received; stopping")
+    await serve_until_signalled(f"{READY_PREFIX} {bookie.address}")
     if recovery is not None:
         await recovery.stop()
         await store.close()
     await bookie.stop()
     return 0
-
-
-def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict) -> None:
-    exception = context.get("exception")
-    if isinstance(exception, InvariantViolation):
-        # A broken invariant is a bug: stop rather than serve from state we don't trust.
-        log.critical("invariant violated: %s", context.get("message"), exc_info=exception)
-        logging.shutdown()
-        os._exit(70)
-    loop.default_exception_handler(context)
 
 
 def run(args: argparse.Namespace) -> int:
