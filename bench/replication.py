@@ -271,27 +271,35 @@ class Cluster:
         self.url, self.admin_url = process.detail.split()
 
 
+async def start_clusters(
+    root: Path, no_fsync: bool, namespaces, processes: list[ManagedProcess]
+) -> tuple[Cluster, Cluster]:
+    """Clusters A and B as processes (appended to ``processes``), with ``namespaces``."""
+    clusters = {}
+    for name in ("A", "B"):
+        extra = ["--no-fsync"] if no_fsync else []
+        process = ManagedProcess(
+            georep_command(
+                "cluster", "--name", name, "--data", str(root / name), "--broker-port", "0",
+                "--admin-port", "0", *extra,
+            ),
+            "CLUSTER_READY",
+            log_path=root / f"cluster-{name}.log",
+        )  # fmt: skip
+        await process.start()
+        processes.append(process)
+        clusters[name] = Cluster(process)
+        for namespace in namespaces:
+            create_namespace(clusters[name].admin_url, namespace, name)
+    return clusters["A"], clusters["B"]
+
+
 async def main(args: argparse.Namespace, root: Path) -> dict:
     processes: list[ManagedProcess] = []
     try:
-        clusters = {}
-        for name in ("A", "B"):
-            extra = ["--no-fsync"] if args.no_fsync else []
-            process = ManagedProcess(
-                georep_command(
-                    "cluster", "--name", name, "--data", str(root / name), "--broker-port", "0",
-                    "--admin-port", "0", *extra,
-                ),
-                "CLUSTER_READY",
-                log_path=root / f"cluster-{name}.log",
-            )  # fmt: skip
-            await process.start()
-            processes.append(process)
-            clusters[name] = Cluster(process)
-        a, b = clusters["A"], clusters["B"]
-        for namespace in (NAMESPACE_SATURATION, NAMESPACE_LAG):
-            create_namespace(a.admin_url, namespace, "A")
-            create_namespace(b.admin_url, namespace, "B")
+        a, b = await start_clusters(
+            root, args.no_fsync, (NAMESPACE_SATURATION, NAMESPACE_LAG), processes
+        )
         config = root / "gateway.toml"
         config.write_text(
             "\n".join(

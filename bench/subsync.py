@@ -88,7 +88,6 @@ from replication import (
     Cluster,
     cpu_seconds,
     cpu_shares,
-    create_namespace,
     http,
     percentile,
     publish_at_rate,
@@ -307,19 +306,26 @@ def sync_state_of(admin_url: str, topic: str) -> dict | None:
     return document["subscriptions"].get(SUBSCRIPTION)
 
 
-async def lag(world: World, args: argparse.Namespace) -> dict:
-    a, b = world.a, world.b
-    topic = f"persistent://{NAMESPACE_LAG}/steady"
+async def start_consumer(url: str, topic: str, rate: int, record: bool):
+    """A consume_and_ack process, subscribed: (process, stop, release, acked count,
+    acked queue)."""
     ready, stop, release = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Event()
     acked = multiprocessing.Value("q", 0)
     acked_queue: multiprocessing.Queue = multiprocessing.Queue()
     consumer = multiprocessing.Process(
         daemon=True,
         target=consume_and_ack,
-        args=(a.url, topic, 0, True, ready, stop, release, acked, acked_queue),
+        args=(url, topic, rate, record, ready, stop, release, acked, acked_queue),
     )
     consumer.start()
     await asyncio.to_thread(ready.wait, 60)
+    return consumer, stop, release, acked, acked_queue
+
+
+async def lag(world: World, args: argparse.Namespace) -> dict:
+    a, b = world.a, world.b
+    topic = f"persistent://{NAMESPACE_LAG}/steady"
+    consumer, stop, release, acked, acked_queue = await start_consumer(a.url, topic, 0, True)
     watch_stop = multiprocessing.Event()
     watch_queues = {"A": multiprocessing.Queue(), "B": multiprocessing.Queue()}
     watchers = [
@@ -504,16 +510,9 @@ async def overhead(
     )
     process.start()
     await asyncio.to_thread(process.join)
-    ready, stop, release = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Event()
-    acked = multiprocessing.Value("q", 0)
-    acked_queue: multiprocessing.Queue = multiprocessing.Queue()
-    consumer = multiprocessing.Process(
-        daemon=True,
-        target=consume_and_ack,
-        args=(a.url, topic, args.rate, False, ready, stop, release, acked, acked_queue),
+    consumer, stop, release, acked, acked_queue = await start_consumer(
+        a.url, topic, args.rate, False
     )
-    consumer.start()
-    await asyncio.to_thread(ready.wait, 60)
     pids = {**world.pids, "consumer": consumer.pid}
     http(
         "PUT",
@@ -570,24 +569,10 @@ class World:
         self.pids: dict[str, int] = {}
 
     async def start(self, root: Path, args: argparse.Namespace) -> World:
-        clusters = {}
-        for name in ("A", "B"):
-            extra = ["--no-fsync"] if args.no_fsync else []
-            process = ManagedProcess(
-                georep_command(
-                    "cluster", "--name", name, "--data", str(root / name), "--broker-port", "0",
-                    "--admin-port", "0", *extra,
-                ),
-                "CLUSTER_READY",
-                log_path=root / f"cluster-{name}.log",
-            )  # fmt: skip
-            await process.start()
-            self.processes.append(process)
-            clusters[name] = Cluster(process)
-        self.a, self.b = clusters["A"], clusters["B"]
-        for namespace in (NAMESPACE_LAG, NAMESPACE_OFF, NAMESPACE_FULL):
-            create_namespace(self.a.admin_url, namespace, "A")
-            create_namespace(self.b.admin_url, namespace, "B")
+        self.a, self.b = await replication.start_clusters(
+            root, args.no_fsync, (NAMESPACE_LAG, NAMESPACE_OFF, NAMESPACE_FULL), self.processes
+        )
+        clusters = {"A": self.a, "B": self.b}
         gateways = {}
         for local, remote in (("A", "B"), ("B", "A")):
             # B replicates every bench namespace back to A from the start; A replicates
