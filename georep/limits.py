@@ -376,6 +376,8 @@ sync_subscriptions_per_topic_max = 100
 #: Runs an origin index keeps (per origin cluster and partition); past it the oldest go,
 #: and ranges mapping there are treated as already applied.
 sync_index_runs_max = 1_000_000
+#: Seconds between reads of a topic's subscription states while none of them is synced.
+sync_idle_poll_interval_s = 1.0
 #: States waiting to be applied on the local cluster per topic partition; the reader
 #: waits past it.
 sync_pending_applies_max = 1_000

@@ -244,7 +244,7 @@ class ReplicationManager:
         for key, partitions in desired.items():
             if key not in self.replicators:
                 self._start(key, partitions)
-        self._sync_topics(desired)
+        await self._sync_topics(desired)
         for key in sorted(self._pending_deletions):
             if key not in desired:
                 await self._delete_subscription(key)
@@ -260,7 +260,7 @@ class ReplicationManager:
         stats.over_limit = over_limit
         stats.pending_deletions = len(self._pending_deletions)
 
-    def _sync_topics(self, desired: Mapping[Key, int]) -> None:
+    async def _sync_topics(self, desired: Mapping[Key, int]) -> None:
         """Subscription sync runs on every listed topic of the namespaces this gateway
         knows (policies and [subscription_sync] namespaces), replicated out or only in."""
         targets: dict[str, set[str]] = {}
@@ -274,8 +274,7 @@ class ReplicationManager:
         self.syncs_over_limit = over
         wanted = dict(list(wanted.items())[: limits.sync_topics_count_max])
         for topic in [t for t in self.syncs if t not in wanted]:
-            sync = self.syncs.pop(topic)
-            asyncio.get_running_loop().create_task(sync.stop())
+            await self.syncs.pop(topic).stop()
         for topic, namespace in wanted.items():
             remotes = frozenset(targets.get(topic, ()))
             sync = self.syncs.get(topic)

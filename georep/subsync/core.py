@@ -175,8 +175,6 @@ class SyncCore:
         self._arrived: set[str] = set()
         self._something_new = False
         self._sequence = 0
-        #: The last entry read.
-        self.read_position: Position | None = None
 
     @property
     def mode(self) -> SyncMode:
@@ -187,7 +185,6 @@ class SyncCore:
     def on_entry(
         self, where: Position, metadata: wire.MessageMetadata, payload: bytes, now: float
     ) -> list[WriteMarker | Apply]:
-        self.read_position = where
         if metadata.HasField("marker_type"):
             return self._on_marker(where, metadata, payload, now)
         origin = origin_of(metadata)
@@ -322,6 +319,7 @@ class SyncCore:
             return []
         out: list[WriteMarker] = []
         for name, state in self.selected(states).items():
+            written = len(out)
             source = self.sources.get(name)
             if source is None:
                 cache = SnapshotCache(self.settings.snapshot_cache_size)
@@ -353,7 +351,7 @@ class SyncCore:
                     out.append(marker)
             source.stats.last_mark_delete = state.mark_delete
             source.stats.ranges = len(state.ranges)
-            if out:
+            if len(out) > written:
                 source.stats.last_written_at = now
         return out
 

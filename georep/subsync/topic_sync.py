@@ -168,7 +168,6 @@ class TopicSync:
             await self._perform(actions)
 
     async def _poll(self) -> None:
-        interval = self.core.settings.poll_interval_s
         while True:
             now = self._clock()
             connected = {}
@@ -185,6 +184,11 @@ class TopicSync:
             else:
                 actions += self.core.on_state(_states(states), now)
             await self._perform(actions)
+            # A topic without a synced subscription (most of them) is asked less often:
+            # a subscription opted in later is noticed within the idle interval.
+            interval = self.core.settings.poll_interval_s
+            if not self.core.sources:
+                interval = max(interval, limits.sync_idle_poll_interval_s)
             await asyncio.sleep(interval)
 
     async def _perform(self, actions: list[WriteMarker | Apply]) -> None:
