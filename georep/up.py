@@ -58,7 +58,7 @@ from typing import Any
 from georep import limits
 from georep.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.replicator.config import cluster_name
-from georep.replicator.errors import ConfigError
+from georep.replicator.errors import ConfigError, check_keys
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +146,7 @@ def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
 def _only(table: Any, allowed: set[str], where: str) -> None:
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(allowed)}")
+    check_keys(table, allowed, where)
 
 
 def _port(what: str, value: Any) -> int:

@@ -57,7 +57,7 @@ from georep import limits
 from georep.broker.admin.settings import AdminSettingsError, Token
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
-from georep.replicator.errors import ConfigError
+from georep.replicator.errors import ConfigError, check_keys
 from georep.subsync.settings import SyncSettings, parse_sync
 
 log = logging.getLogger(__name__)
@@ -141,9 +141,9 @@ def parse(
     *,
     base_dir: Path = Path("."),
 ) -> GatewayConfig:
-    _only(document, _SECTIONS, "the file")
+    check_keys(document, _SECTIONS, "the file")
     gateway = _table(document, "gateway")
-    _only(gateway, _GATEWAY_KEYS, "[gateway]")
+    check_keys(gateway, _GATEWAY_KEYS, "[gateway]")
     local = _endpoint("local", _table(document, "local", required=True), environ, base_dir)
     remotes_table = _table(document, "remotes")
     if len(remotes_table) > limits.remote_clusters_count_max:
@@ -163,9 +163,9 @@ def parse(
         metadata = f"sqlite:///{(base_dir / f'gateway-{local.name}.db').resolve()}"
     _string("[gateway] metadata", metadata, limits.cluster_url_chars_max)
     rates = _table(document, "rate_limits")
-    _only(rates, _RATE_KEYS, "[rate_limits]")
+    check_keys(rates, _RATE_KEYS, "[rate_limits]")
     policies = _table(document, "policies")
-    _only(policies, {"namespaces", "topics"}, "[policies]")
+    check_keys(policies, {"namespaces", "topics"}, "[policies]")
     admin_tokens = _tokens(environ.get(GATEWAY_TOKENS_ENV), gateway.get("token_file"), base_dir)
     read_only = _tokens(
         environ.get(GATEWAY_READ_ONLY_TOKENS_ENV), gateway.get("read_only_token_file"), base_dir
@@ -196,10 +196,6 @@ def parse(
 
 
 # --- pieces -----------------------------------------------------------------------------
-def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
 
 
 def _table(document: Mapping[str, Any], key: str, *, required: bool = False) -> Mapping:
@@ -230,7 +226,7 @@ def cluster_name(what: str, value: Any) -> str:
 def _endpoint(
     where: str, table: Mapping[str, Any], environ: Mapping[str, str], base_dir: Path
 ) -> ClusterEndpoint:
-    _only(table, _CLUSTER_KEYS, f"[{where}]")
+    check_keys(table, _CLUSTER_KEYS, f"[{where}]")
     name = cluster_name(f"[{where}] name", table.get("name"))
     service_url = _string(f"[{where}] service_url", table.get("service_url"), 1024)
     if not re.fullmatch(r"pulsar://[^\s/:]+:\d+/?", service_url):

@@ -117,3 +117,11 @@ class PolicyConflict(PolicyError):
 class ConfigError(GatewayError, ValueError):
     """The gateway configuration is missing something or invalid; the message says what
     (never a token)."""
+
+
+def check_keys(table, allowed: set[str], where: str) -> None:
+    """ConfigError naming every key of ``table`` that is not in ``allowed``: a typo in a
+    key must not silently mean its default."""
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {sorted(allowed)}")

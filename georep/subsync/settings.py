@@ -40,7 +40,7 @@ from typing import Any
 from georep import limits
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import check_namespace
-from georep.replicator.errors import ConfigError
+from georep.replicator.errors import ConfigError, check_keys
 
 
 class SyncMode(enum.Enum):
@@ -87,7 +87,7 @@ _KEYS = {
 def parse_sync(table: Mapping[str, Any]) -> SyncSettings:
     """The checked ``[subscription_sync]`` table; ConfigError names the key at fault."""
     where = "[subscription_sync]"
-    _only(table, _KEYS, where)
+    check_keys(table, _KEYS, where)
     default = _namespace_sync(table, NamespaceSync(), where)
     namespaces_table = table.get("namespaces", {})
     if not isinstance(namespaces_table, Mapping):
@@ -103,7 +103,7 @@ def parse_sync(table: Mapping[str, Any]) -> SyncSettings:
             raise ConfigError(f"{inner}: {error}") from None
         if not isinstance(overrides, Mapping):
             raise ConfigError(f"{inner} must be a table")
-        _only(overrides, {"mode", "subscriptions"}, inner)
+        check_keys(overrides, {"mode", "subscriptions"}, inner)
         namespaces[name] = _namespace_sync(overrides, default, inner)
     interval = _seconds(table, "snapshot_interval_s", limits.snapshot_interval_s_default)
     timeout = _seconds(table, "snapshot_timeout_s", limits.snapshot_timeout_s_default)
@@ -153,9 +153,3 @@ def _seconds(table: Mapping[str, Any], key: str, default: float) -> float:
     if not low <= value <= high:
         raise ConfigError(f"[subscription_sync] {key} must be in [{low}, {high}] seconds")
     return float(value)
-
-
-def _only(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
