@@ -1,0 +1,141 @@
+"""The part of Pulsar's admin v2 REST that georep's tests, drill and benchmarks use.
+
+Blocking (``urllib``): callers are test fixtures, benchmark set-up and the drill's
+topology, which run it in a thread. Each call is one request with a deadline; an answer
+other than 2xx is a :class:`PulsarAdminError` carrying the status and Pulsar's reason.
+
+Geo-replication between standalones (:func:`link_geo_replication`): every standalone
+keeps its own configuration store, so each one is told about every other cluster (its
+service and broker URLs), and the tenant (allowed clusters) and namespace (replication
+clusters) are created on each. From then on Pulsar's own replicator copies every topic
+of the namespace to the others, and replicated subscriptions (consumers created with
+``replicate_subscription_state_enabled=True``) have their mark-delete position synced.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class PulsarAdminError(RuntimeError):
+    def __init__(self, method: str, path: str, status: int, reason: str) -> None:
+        super().__init__(f"{method} {path}: {status} {reason}")
+        self.status = status
+
+
+class ClusterEndpoint(Protocol):
+    """What :func:`link_geo_replication` needs of a cluster."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def service_url(self) -> str: ...
+    @property
+    def admin_url(self) -> str: ...
+
+
+def topic_path(topic: str) -> str:
+    """``persistent://t/ns/x`` -> ``persistent/t/ns/x``, each segment quoted."""
+    scheme, _, rest = topic.partition("://")
+    if scheme not in ("persistent", "non-persistent") or rest.count("/") != 2:
+        raise ValueError(f"not a fully qualified topic name: {topic!r}")
+    return "/".join([scheme, *(urllib.parse.quote(part, safe="") for part in rest.split("/"))])
+
+
+class PulsarAdmin:
+    def __init__(self, admin_url: str, *, token: str | None = None, timeout_s: float = 30.0):
+        self.admin_url = admin_url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"{self.admin_url}{path}", data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as error:
+            reason = error.read().decode(errors="replace")[:500] or error.reason
+            raise PulsarAdminError(method, path, error.code, reason) from None
+        return json.loads(payload) if payload else None
+
+    # clusters, tenants, namespaces -------------------------------------------------
+
+    def ensure_cluster(self, name: str, service_url: str, broker_service_url: str) -> None:
+        body = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
+        try:
+            self.request("PUT", f"/admin/v2/clusters/{name}", body)
+        except PulsarAdminError as error:
+            if error.status != 409:
+                raise
+            self.request("POST", f"/admin/v2/clusters/{name}", body)
+
+    def ensure_tenant(self, tenant: str, allowed_clusters: Sequence[str]) -> None:
+        body = {"adminRoles": [], "allowedClusters": list(allowed_clusters)}
+        try:
+            self.request("PUT", f"/admin/v2/tenants/{tenant}", body)
+        except PulsarAdminError as error:
+            if error.status != 409:
+                raise
+            self.request("POST", f"/admin/v2/tenants/{tenant}", body)
+
+    def ensure_namespace(self, tenant: str, namespace: str) -> None:
+        try:
+            self.request("PUT", f"/admin/v2/namespaces/{tenant}/{namespace}")
+        except PulsarAdminError as error:
+            if error.status != 409:
+                raise
+
+    def set_replication_clusters(
+        self, tenant: str, namespace: str, clusters: Sequence[str]
+    ) -> None:
+        self.request(
+            "POST", f"/admin/v2/namespaces/{tenant}/{namespace}/replication", list(clusters)
+        )
+
+    def replication_clusters(self, tenant: str, namespace: str) -> list[str]:
+        return self.request("GET", f"/admin/v2/namespaces/{tenant}/{namespace}/replication")
+
+    # topics and cursors ------------------------------------------------------------
+
+    def internal_stats(self, topic: str) -> dict:
+        """The managed ledger and, per cursor, ``markDeletePosition`` and
+        ``individuallyDeletedMessages`` (``"[(3:1..3:5],(3:9..3:12]]"``)."""
+        return self.request("GET", f"/admin/v2/{topic_path(topic)}/internalStats")
+
+    def stats(self, topic: str) -> dict:
+        return self.request("GET", f"/admin/v2/{topic_path(topic)}/stats")
+
+    def last_message_id(self, topic: str) -> dict:
+        return self.request("GET", f"/admin/v2/{topic_path(topic)}/lastMessageId")
+
+    def create_subscription(self, topic: str, subscription: str, *, earliest: bool) -> None:
+        position = {"ledgerId": -1, "entryId": -1} if earliest else None
+        quoted = urllib.parse.quote(subscription, safe="")
+        try:
+            self.request("PUT", f"/admin/v2/{topic_path(topic)}/subscription/{quoted}", position)
+        except PulsarAdminError as error:
+            if error.status != 409:
+                raise
+
+
+def link_geo_replication(clusters: Sequence[ClusterEndpoint], tenant: str, namespace: str) -> None:
+    """Pulsar's own geo-replication of ``tenant/namespace`` among ``clusters``."""
+    names = [cluster.name for cluster in clusters]
+    for local in clusters:
+        admin = PulsarAdmin(local.admin_url)
+        for remote in clusters:
+            if remote is not local:
+                admin.ensure_cluster(remote.name, remote.admin_url, remote.service_url)
+        admin.ensure_tenant(tenant, names)
+        admin.ensure_namespace(tenant, namespace)
+        admin.set_replication_clusters(tenant, namespace, names)

@@ -1,0 +1,77 @@
+"""Real Apache Pulsar standalones, started once per test session.
+
+``pulsar_jars`` resolves Pulsar from Maven Central into the cache (``docs/PULSAR.md``);
+``pulsar_pair`` is two standalones, A and B, with Pulsar's own geo-replication of the
+namespace ``georep/geo`` between them and replicated subscriptions enabled. Tests give
+their topics unique names, so they share the pair without seeing each other's data.
+
+Without Java or Maven the tests are skipped with the reason, except in CI
+(``CI=true``), where that is a failure: CI is where the anchor must be measured.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from georep.pulsar.admin import link_geo_replication
+from georep.pulsar.standalone import (
+    PulsarSetupError,
+    PulsarStandalone,
+    StandaloneSpec,
+    java_missing,
+    resolve_jars,
+)
+
+TENANT = "georep"
+NAMESPACE = "geo"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(pytest.mark.pulsar)
+
+
+@pytest.fixture(scope="session")
+def pulsar_jars() -> Path:
+    missing = java_missing()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"real-Pulsar tests cannot run in CI: {missing}")
+        pytest.skip(missing)
+    return resolve_jars()
+
+
+@pytest.fixture(scope="session")
+def pulsar_pair(pulsar_jars: Path, tmp_path_factory) -> Iterator[dict[str, PulsarStandalone]]:
+    base = tmp_path_factory.mktemp("pulsar")
+    pair = {
+        name: PulsarStandalone(StandaloneSpec(name, base / name), pulsar_jars)
+        for name in ("A", "B")
+    }
+    try:
+        for standalone in pair.values():
+            standalone.start()
+            print(
+                f"pulsar standalone {standalone.name} started in {standalone.start_seconds:.1f} s"
+            )
+        link_geo_replication(list(pair.values()), TENANT, NAMESPACE)
+    except PulsarSetupError:
+        for standalone in pair.values():
+            standalone.stop()
+        raise
+    yield pair
+    for standalone in pair.values():
+        standalone.stop()
+
+
+@pytest.fixture
+def geo_topic() -> str:
+    """A fresh topic in the geo-replicated namespace."""
+    return f"persistent://{TENANT}/{NAMESPACE}/t-{uuid.uuid4().hex[:10]}"

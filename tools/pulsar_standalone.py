@@ -1,0 +1,15 @@
+#!/usr/bin/env python3
+"""Resolve Apache Pulsar from Maven Central and run a standalone on loopback.
+
+    tools/pulsar_standalone.py --resolve-only        # fetch the jars into the cache
+    tools/pulsar_standalone.py --name A              # run one; Ctrl-C stops it
+
+The work is done by ``georep.pulsar.standalone`` (see ``docs/PULSAR.md``).
+"""
+
+import sys
+
+from georep.pulsar.standalone import main
+
+if __name__ == "__main__":
+    sys.exit(main())
