@@ -59,7 +59,6 @@ log = logging.getLogger(__name__)
 #: beyond the failure point; larger on B for the drain.
 _RECEIVER_QUEUE_A = 10
 _RECEIVER_QUEUE_B = 100
-_MODE_TAGS = {"full": "full", "pulsar-compatible": "compat"}
 
 
 @dataclass
@@ -82,10 +81,7 @@ class DrillOp:
         self.topology = topology
         self.progress = progress
         self.scenario = SCENARIOS[settings.scenario]
-        self.topic = (
-            f"persistent://{settings.namespace}/drill-{settings.scenario}"
-            f"-{_MODE_TAGS.get(mode, mode)}-{stamp}"
-        )
+        self.topic = f"persistent://{settings.namespace}/drill-{settings.scenario}-{mode}-{stamp}"
         self.subscription = f"drill-{settings.scenario}"
         self.log = DeliveryLog()
         self.facts = ModeFacts(mode, self.topic, self.subscription, settings.fail)
@@ -200,11 +196,13 @@ class DrillOp:
     async def _await_gateways(self) -> None:
         """Wait until both gateways replicate the new topic and sync it, and A's gateway
         syncs the subscription: a drill measures a running sync, not topic discovery."""
-        self.progress.phase(f"{self.mode}: wait for the gateways")
+        self.progress.phase(f"{self.mode}: wait for replication")
         deadline = time.monotonic() + limits.drill_ready_s_max
         while True:
             missing = []
-            for cluster in (A, B):
+            if not self.topology.has_gateways:
+                missing = await asyncio.to_thread(self.topology.replication_missing, self.topic)
+            for cluster in (A, B) if self.topology.has_gateways else ():
                 stats = await asyncio.to_thread(self.topology.gateway_stats, cluster, self.topic)
                 missing += self._not_ready(cluster, stats)
             if not missing:
@@ -238,7 +236,7 @@ class DrillOp:
         await asyncio.sleep(self.settings.settle_s)
         self._lap("settle")
         blocks: dict[str, dict | None] = {}
-        for cluster in (A, B):
+        for cluster in (A, B) if self.topology.has_gateways else ():
             stats = await asyncio.to_thread(self.topology.gateway_stats, cluster, self.topic)
             if stats is None:
                 self.facts.warnings.append(f"no stats from {cluster}'s gateway")

@@ -32,9 +32,16 @@ from georep.drill.delivery_log import write_jsonl
 from georep.drill.drill_op import DrillOp, ModeRun
 from georep.drill.errors import DrillError, DrillUsageError
 from georep.drill.progress import Progress
+from georep.drill.pulsar_topology import PulsarTopology
 from georep.drill.report_page import render
 from georep.drill.scenarios import SCENARIOS
-from georep.drill.settings import BOTH, FAILURES, MODES, DrillSettings, settings_from_args
+from georep.drill.settings import (
+    FAILURES,
+    MODE_CHOICES,
+    PULSAR,
+    DrillSettings,
+    settings_from_args,
+)
 from georep.drill.topology import ManagedTopology, RunningTopology, Topology
 from georep.drill.traffic import log_client_to, pulsar_module
 
@@ -83,7 +90,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--mode",
         default="full",
         metavar="MODE",
-        help=f"subscription sync mode: {', '.join((*MODES, BOTH))} (default: %(default)s)",
+        help=f"subscription sync mode: {', '.join(MODE_CHOICES)}; 'pulsar' is real Apache"
+        " Pulsar with its own geo-replication, 'both' the two georep modes, 'all' the three"
+        " (default: %(default)s)",
     )
     parser.add_argument(
         "--settle",
@@ -199,7 +208,9 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
     try:
         for mode in settings.modes:
             topology: Topology
-            if settings.managed:
+            if mode == PULSAR:
+                topology = PulsarTopology(data_root / mode, settings.namespace)
+            elif settings.managed:
                 sync = {"mode": mode, **SYNC_PERIODS}
                 topology = ManagedTopology(data_root / mode, settings.namespace, sync)
             else:

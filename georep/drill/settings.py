@@ -9,6 +9,9 @@ flag's own range:
   needs both gateway URLs (the link is cut over the gateways' REST), ``--mode both`` is
   refused (the gateways run one mode, which the drill cannot change) and ``--data`` is
   meaningless.
+- ``--mode pulsar`` runs real Apache Pulsar standalones that the drill starts itself
+  (never running clusters); ``--mode all`` is ``pulsar``, ``pulsar-compatible`` and
+  ``full`` on the same scenario and seed, one after the other.
 - ``--at`` is the fraction of the messages delivered on A before the failure:
   ``0 < at <= 1``, and at least one message.
 """
@@ -27,8 +30,15 @@ from georep.drill.scenarios import SCENARIOS
 
 FULL = "full"
 PULSAR_COMPATIBLE = "pulsar-compatible"
+#: Not a georep mode: real Apache Pulsar standalones with Pulsar's own geo-replication and
+#: replicated subscriptions, no gateway (pulsar_topology.py), the anchor beside georep's.
+PULSAR = "pulsar"
 BOTH = "both"
+ALL = "all"
 MODES = (FULL, PULSAR_COMPATIBLE)
+#: What ``--mode`` takes, and the modes each group runs (in this order on the page).
+MODE_CHOICES = {FULL: (FULL,), PULSAR_COMPATIBLE: (PULSAR_COMPATIBLE,), PULSAR: (PULSAR,),
+                BOTH: MODES, ALL: (PULSAR, PULSAR_COMPATIBLE, FULL)}  # fmt: skip
 KILL = "kill"
 CUT_LINK = "cut-link"
 FAILURES = (KILL, CUT_LINK)
@@ -103,11 +113,11 @@ def settings_from_args(args: argparse.Namespace) -> DrillSettings:
             )
     if args.fail not in FAILURES:
         raise DrillUsageError(f"--fail {args.fail!r}: use {' or '.join(FAILURES)}")
-    if args.mode not in (*MODES, BOTH):
-        raise DrillUsageError(f"--mode {args.mode!r}: use {', '.join((*MODES, BOTH))}")
+    if args.mode not in MODE_CHOICES:
+        raise DrillUsageError(f"--mode {args.mode!r}: use {', '.join(MODE_CHOICES)}")
     if not _NAMESPACE.fullmatch(args.namespace):
         raise DrillUsageError(f"--namespace {args.namespace!r}: not tenant/namespace")
-    modes = MODES if args.mode == BOTH else (args.mode,)
+    modes = MODE_CHOICES[args.mode]
     running = _running(args, modes)
     return DrillSettings(
         scenario=args.scenario,
@@ -167,8 +177,12 @@ def _running(args: argparse.Namespace, modes: tuple[str, ...]) -> dict[str, Clus
         )
     if len(modes) > 1:
         raise DrillUsageError(
-            "--mode both needs clusters the drill stands up itself: running gateways run"
-            " the one mode they were configured with"
+            f"--mode {args.mode} needs clusters the drill stands up itself: running gateways"
+            " run the one mode they were configured with"
+        )
+    if PULSAR in modes:
+        raise DrillUsageError(
+            "--mode pulsar needs clusters the drill stands up itself (Pulsar standalones)"
         )
     if args.data is not None:
         raise DrillUsageError("--data is for clusters the drill stands up; not with running ones")

@@ -48,6 +48,8 @@ A, B = "A", "B"
 
 class Topology:
     urls: dict[str, ClusterUrls]
+    #: A georep gateway beside each cluster (False: real Pulsar replicates by itself).
+    has_gateways = True
 
     async def start(self) -> None:
         raise NotImplementedError
@@ -57,6 +59,11 @@ class Topology:
 
     async def stop(self) -> None:
         raise NotImplementedError
+
+    def replication_missing(self, topic: str) -> list[str]:
+        """Without gateways: what of the clusters' own replication of ``topic`` is not
+        ready yet (nothing to wait for by default)."""
+        return []
 
     def unexpected_exits(self) -> list[str]:
         """Processes that exited without being asked (before the failure); only those

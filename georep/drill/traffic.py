@@ -42,7 +42,11 @@ from georep.drill.scenarios import (
     Received,
     Scenario,
 )
-from georep.replicator.origin import ORIGIN_CLUSTER_PROPERTY, ORIGIN_POSITION_PROPERTY
+from georep.replicator.origin import (
+    ORIGIN_CLUSTER_PROPERTY,
+    ORIGIN_POSITION_PROPERTY,
+    PULSAR_SOURCE_POSITION_PROPERTY,
+)
 
 DRILL_ID_PROPERTY = "drill-id"
 DRILL_INDEX_PROPERTY = "drill-index"
@@ -74,6 +78,13 @@ def connect(service_url: str):
     else:
         logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
     return pulsar.Client(service_url, operation_timeout_seconds=_OPERATION_TIMEOUT_S, logger=logger)
+
+
+def origin_position_of_copy(properties: dict[str, str]) -> str:
+    """A copy's position on its origin: georep's property, or real Pulsar's ("" if none)."""
+    return properties.get(ORIGIN_POSITION_PROPERTY) or properties.get(
+        PULSAR_SOURCE_POSITION_PROPERTY, ""
+    )
 
 
 def drill_id(index: int) -> str:
@@ -281,8 +292,11 @@ class ConsumerGroup:
         if self.phase == BEFORE:
             origin_cluster, origin_position = self.cluster, own
         else:
-            origin_cluster = properties.get(ORIGIN_CLUSTER_PROPERTY, "")
-            origin_position = properties.get(ORIGIN_POSITION_PROPERTY, "")
+            origin_position = origin_position_of_copy(properties)
+            # Pulsar's copies name no origin cluster to the client: A, the only source.
+            origin_cluster = properties.get(ORIGIN_CLUSTER_PROPERTY) or (
+                "A" if origin_position else ""
+            )
         index_text = properties.get(DRILL_INDEX_PROPERTY, "")
         return Delivery(
             mode=self.mode,
@@ -353,7 +367,7 @@ def read_origins(client, topic: str) -> dict[str, str]:
         while reader.has_message_available():
             message = reader.read_next(timeout_millis=int(limits.drill_read_timeout_s_max * 1000))
             properties = message.properties()
-            origin = properties.get(ORIGIN_POSITION_PROPERTY)
+            origin = origin_position_of_copy(properties)
             if origin:
                 found[origin] = properties.get(DRILL_ID_PROPERTY, "")
     finally:

@@ -62,6 +62,9 @@ REPLICATION_NAME_PREFIX = "georep.repl."
 ORIGIN_CLUSTER_PROPERTY = "georep.origin.cluster"
 ORIGIN_POSITION_PROPERTY = "georep.origin.position"
 ORIGIN_PRODUCER_PROPERTY = "georep.origin.producer"
+#: Real Pulsar's replicator (4.0) stamps every copy with its position on the source
+#: cluster ("L:E"): the same origin map, for copies no georep gateway made.
+PULSAR_SOURCE_POSITION_PROPERTY = "__MSG_PROP_REPL_SOURCE_POSITION"
 _ORIGIN_PROPERTIES = frozenset(
     {ORIGIN_CLUSTER_PROPERTY, ORIGIN_POSITION_PROPERTY, ORIGIN_PRODUCER_PROPERTY}
 )

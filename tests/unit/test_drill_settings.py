@@ -54,6 +54,8 @@ def test_defaults():
         ([*RUNNING], "--fail kill needs clusters the drill stands up"),
         ([*RUNNING[:4], *RUNNING[6:10], "--fail", "cut-link"], "needs --a-gateway-url"),
         ([*RUNNING, "--fail", "cut-link", "--mode", "both"], "--mode both needs"),
+        ([*RUNNING, "--fail", "cut-link", "--mode", "all"], "--mode all needs"),
+        ([*RUNNING, "--fail", "cut-link", "--mode", "pulsar"], "--mode pulsar needs"),
         ([*RUNNING, "--fail", "cut-link", "--data", "x"], "--data is for"),
         (["--a-service-url", "http://x", *RUNNING[2:], "--fail", "cut-link"], "must start with"),
     ],
@@ -78,3 +80,12 @@ def test_running_clusters_with_cut_link():
     assert not settings.managed
     assert settings.running["B"].gateway_url == "http://127.0.0.1:8091"
     assert settings.modes == ("pulsar-compatible",)
+
+
+def test_mode_all_runs_real_pulsar_beside_both_georep_modes_in_page_order():
+    assert settings_from_args(parse("--mode", "all")).modes == (
+        "pulsar",
+        "pulsar-compatible",
+        "full",
+    )
+    assert settings_from_args(parse("--mode", "pulsar")).modes == ("pulsar",)

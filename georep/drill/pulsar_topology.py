@@ -1,0 +1,110 @@
+"""Clusters A and B as real Apache Pulsar standalones with Pulsar's own geo-replication
+and replicated subscriptions: the anchor a drill measures georep against (mode
+``pulsar``). No georep gateway runs.
+
+The drill owns both standalones (``georep.pulsar.standalone``; jars resolved from Maven
+Central into the cache on first use): it starts them, has each know the other and
+replicates the drill's namespace both ways (``link_geo_replication``). Its consumers on A
+are created with ``replicate_subscription_state_enabled``, which is what turns on
+Pulsar's subscription snapshots and mark-delete sync for them. Failures:
+
+- ``kill``: SIGKILL of A's JVM (broker and bookie at once);
+- ``cut-link``: the namespace's replication clusters set to the local one alone, on
+  both, through Pulsar's admin; the drill waits until A's topic lists no replicator.
+
+A copy on B names its origin in Pulsar's own property
+``__MSG_PROP_REPL_SOURCE_POSITION`` (the position on A), which the drill reads as it
+reads georep's origin properties.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+from georep.drill.errors import DrillError
+from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
+from georep.drill.topology import A, B, Topology
+from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
+from georep.pulsar.standalone import (
+    PulsarSetupError,
+    PulsarStandalone,
+    StandaloneSpec,
+    resolve_jars,
+)
+
+log = logging.getLogger(__name__)
+
+_CUT_WAIT_S = 30.0
+
+
+class PulsarTopology(Topology):
+    has_gateways = False
+
+    def __init__(self, data_dir: Path, namespace: str) -> None:
+        self.data_dir = data_dir
+        self.tenant, _, self.namespace = namespace.partition("/")
+        self.standalones: dict[str, PulsarStandalone] = {}
+        self.urls: dict[str, ClusterUrls] = {}
+        self._failed = False
+
+    async def start(self) -> None:
+        try:
+            lib = await asyncio.to_thread(resolve_jars, say=log.info)
+            self.standalones = {
+                name: PulsarStandalone(StandaloneSpec(name, self.data_dir / name), lib)
+                for name in (A, B)
+            }
+            await asyncio.gather(*(asyncio.to_thread(s.start) for s in self.standalones.values()))
+            await asyncio.to_thread(
+                link_geo_replication, list(self.standalones.values()), self.tenant, self.namespace
+            )
+        except (PulsarSetupError, PulsarAdminError) as error:
+            raise DrillError(f"real Pulsar: {error}") from None
+        self.urls = {
+            name: ClusterUrls(s.service_url, s.admin_url, None)
+            for name, s in self.standalones.items()
+        }
+
+    def replication_missing(self, topic: str) -> list[str]:
+        """What is not yet ready for ``topic``: Pulsar's replicator from A to B."""
+        try:
+            stats = PulsarAdmin(self.urls[A].admin_url).stats(topic)
+        except (PulsarAdminError, OSError) as error:
+            return [f"A's stats of the topic ({error})"]
+        replicator = (stats.get("replication") or {}).get(B) or {}
+        return [] if replicator.get("connected") else ["Pulsar's connected replicator A->B"]
+
+    async def fail(self, kind: str, topic: str) -> None:
+        self._failed = True
+        if kind == KILL:
+            await asyncio.to_thread(self.standalones[A].kill)
+        elif kind == CUT_LINK:
+            await asyncio.to_thread(self._cut_link, topic)
+        else:
+            raise DrillError(f"unknown failure {kind!r}")
+
+    def _cut_link(self, topic: str) -> None:
+        for name, standalone in self.standalones.items():
+            PulsarAdmin(standalone.admin_url).set_replication_clusters(
+                self.tenant, self.namespace, [name]
+            )
+        deadline = time.monotonic() + _CUT_WAIT_S
+        while PulsarAdmin(self.urls[A].admin_url).stats(topic).get("replication") or {}:
+            if time.monotonic() > deadline:
+                raise DrillError(f"A still replicates {topic} {_CUT_WAIT_S:.0f} s after the cut")
+            time.sleep(0.1)
+
+    def unexpected_exits(self) -> list[str]:
+        if self._failed:
+            return []
+        return [
+            f"Pulsar standalone {name} exited with {s.process.returncode}; see {s.log_path}"
+            for name, s in self.standalones.items()
+            if s.process is not None and not s.running
+        ]
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(asyncio.to_thread(s.stop) for s in self.standalones.values()))
