@@ -293,20 +293,26 @@ class DrillOp:
         acked_on_a = {
             r.origin_position for r in self.log.records() if r.phase == BEFORE and r.acked
         }
-        expected = len((origins.keys() & produced.keys()) - acked_on_a)
+        wanted = frozenset((origins.keys() & produced.keys()) - acked_on_a)
+        counter.want(wanted)
+        expected = len(wanted)
+        # The bar counts what B should deliver; duplicates arrive beside it, uncounted.
         self.progress.phase(f"{self.mode}: drain on B", expected)
         started = time.monotonic()
         while True:
             await asyncio.sleep(0.1)
             now = time.monotonic()
-            self.progress.update(counter.distinct)
+            self.progress.update(counter.wanted_delivered)
             quiet_s = now - (counter.last_at_monotonic or started)
-            if counter.distinct >= expected and quiet_s >= limits.drill_drain_quiet_s_default:
+            if (
+                counter.wanted_delivered >= expected
+                and quiet_s >= limits.drill_drain_quiet_s_default
+            ):
                 break
             if quiet_s >= limits.drill_drain_quiet_incomplete_s:
                 self.facts.warnings.append(
                     f"drain on B ended after {quiet_s:.0f} s without a message, having"
-                    f" {counter.distinct} of the {expected} messages B should deliver"
+                    f" {counter.wanted_delivered} of the {expected} messages B should deliver"
                 )
                 break
             if now - started >= limits.drill_drain_timeout_s_max:

@@ -1,13 +1,29 @@
 """``report.html``: the drill's report as one self-contained page (inline CSS and SVG, no
-script, no external resource).
+script, no external resource), built to answer "what did the failover cost?" at a glance.
 
-For each mode: the figures, and a chart of every delivery — x is seconds from the
-failure (the dashed line at 0), y is the message's index in production order. Deliveries
-on A are blue (pale when never acknowledged), on B green; a delivery on B of a message
-acknowledged on A (a duplicate) is a red ring, one of a message delivered on A but not
-acknowledged there (redelivered, expected) orange. Above ``limits.drill_chart_points_max``
-deliveries every n-th one is drawn (duplicates always). With two modes, a table puts
-their figures side by side first.
+The page: a table of every target's figures side by side (real Pulsar, georep
+``pulsar-compatible``, georep ``full``, in the order run), then one column per target,
+side by side on a wide screen and stacked on a narrow one (a CSS grid), each with its
+chart, what it found twice or lost, and its warnings.
+
+A target's chart (one SVG, scaled to its column), y = the message's index in production
+order on every panel:
+
+- **before the failure**: A's deliveries over time (seconds before the failure; blue,
+  pale when never acknowledged), from the first delivery to the last on A;
+- a **break** over the wait between the last delivery on A and the failure (the settle
+  time, labelled with its length), which would otherwise be empty width;
+- **after the failure**: B's deliveries from the failure (0, the labelled dashed line)
+  to the last one, on their own time scale, so that a drain of a fraction of a second is
+  as wide as the rest: green for messages A never delivered, an orange diamond for a
+  redelivery (delivered, not acknowledged on A: expected), a red square for a duplicate
+  (acknowledged on A, delivered again);
+- an **outcome strip** at the right: each message's outcome at its index, as bands —
+  red duplicate, orange redelivered, grey done on A, green first delivered on B, black
+  never delivered — so that where the duplicates are reads off without counting marks.
+
+Ticks are round (``georep.svg_axis``). Above ``limits.drill_chart_points_max`` deliveries
+every n-th one is drawn (duplicates and redeliveries always); the strip is exact.
 """
 
 from __future__ import annotations
@@ -19,16 +35,45 @@ from typing import Any
 
 from georep import limits
 from georep.drill.delivery_log import BEFORE, Delivery
+from georep.svg_axis import nice_step, nice_ticks, tick_label
 
-_W, _H = 760, 340
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 16, 16, 40
+#: What each target is called on the page (unknown ones by their own name).
+TARGET_LABELS = {
+    "pulsar": "Apache Pulsar (its own geo-replication)",
+    "pulsar-compatible": "georep pulsar-compatible",
+    "full": "georep full",
+}
+
+_W, _H = 640, 330
+_LEFT, _RIGHT, _TOP, _BOTTOM = 48, 8, 30, 44
+_STRIP_W, _STRIP_GAP, _BREAK_W = 14, 14, 30
+#: Share of the panels' width for the time before the failure.
+_BEFORE_SHARE = 0.55
+
 _COLORS = {
     "a_acked": "#2b6cb0",
     "a_unacked": "#a3bffa",
     "b": "#2f855a",
     "redelivered": "#dd6b20",
     "duplicate": "#c53030",
+    "done_on_a": "#cbd5e0",
+    "never": "#1a202c",
 }
+_LEGEND = (
+    ("a_acked", "on A, acknowledged", "dot"),
+    ("a_unacked", "on A, not acknowledged", "dot"),
+    ("b", "on B, new", "dot"),
+    ("redelivered", "on B, redelivered (unacked on A)", "diamond"),
+    ("duplicate", "on B, duplicate (acked on A)", "square"),
+    ("failure", "A fails (0 s)", "line"),
+)
+_STRIP_LEGEND = (
+    ("duplicate", "duplicate"),
+    ("redelivered", "redelivered"),
+    ("done_on_a", "acknowledged on A only"),
+    ("b", "first delivered on B"),
+    ("never", "never delivered"),
+)
 
 _ROWS = (
     ("produced", "produced on A"),
@@ -46,16 +91,32 @@ _ROWS = (
 )
 
 _CSS = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 820px; color: #1a202c }
-h1 { font-size: 1.5em } h2 { font-size: 1.2em; margin-top: 2em }
-table { border-collapse: collapse; margin: 1em 0 }
-td, th { padding: .25em .8em; border-bottom: 1px solid #e2e8f0; text-align: left }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em 2em; color: #1a202c }
+h1 { font-size: 1.5em; margin-bottom: .2em } h2 { font-size: 1.15em; margin: 0 0 .3em }
+table.figures { border-collapse: collapse; margin: 1em 0 1.5em }
+.figures td, .figures th { padding: .25em .9em; border-bottom: 1px solid #e2e8f0;
+  text-align: left; white-space: nowrap }
+.figures th.target { text-align: right; white-space: normal; min-width: 6em }
+.figures td:first-child { white-space: normal; min-width: 12em }
+.scroll { overflow-x: auto; max-width: 100% }
 td.n { text-align: right; font-variant-numeric: tabular-nums }
 .bad { color: #c53030; font-weight: 600 } .ok { color: #2f855a }
-.note { color: #4a5568 } code { font-size: .92em }
-svg { border: 1px solid #e2e8f0; background: #fff }
-pre { white-space: pre-wrap; word-break: break-all; font-size: .85em }
+.note { color: #4a5568 } code { font-size: .92em; overflow-wrap: anywhere }
+.targets { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 460px), 1fr));
+  gap: 1.5em 2em; align-items: start }
+.target { min-width: 0 }
+.target svg { display: block; width: 100%; height: auto; border: 1px solid #e2e8f0;
+  background: #fff }
+.legend { display: flex; flex-wrap: wrap; gap: .3em 1.2em; margin: .8em 0; color: #4a5568 }
+.legend span { white-space: nowrap }
+.legend svg { vertical-align: -1px; margin-right: .35em }
+.sample { overflow-wrap: anywhere }
+details pre { white-space: pre-wrap; word-break: break-all; font-size: .85em }
 """
+
+
+def target_label(target: str) -> str:
+    return TARGET_LABELS.get(target, target)
 
 
 def _value(block: Mapping[str, Any], key: str) -> Any:
@@ -70,23 +131,27 @@ def _cell(key: str, value: Any) -> str:
     css = "n"
     if key in ("duplicates", "lost"):
         css += " bad" if value else " ok"
-    return f'<td class="{css}">{html.escape(text)}</td>'
+    return f'<td class="{css}" data-key="{key}">{html.escape(text)}</td>'
 
 
 def _figures(modes: Mapping[str, Mapping[str, Any]]) -> str:
-    head = "".join(f"<th>{html.escape(m)}</th>" for m in modes)
+    head = "".join(
+        f'<th class="target" data-target="{html.escape(m)}">{html.escape(target_label(m))}</th>'
+        for m in modes
+    )
     rows = [f"<tr><th></th>{head}</tr>"]
     for key, label in _ROWS:
         cells = "".join(_cell(key, _value(block, key)) for block in modes.values())
         rows.append(f"<tr><td>{html.escape(label)}</td>{cells}</tr>")
-    return "<table>" + "".join(rows) + "</table>"
+    return '<div class="scroll"><table class="figures">' + "".join(rows) + "</table></div>"
 
 
 def _identity(delivery: Delivery) -> str:
     return delivery.origin_position or delivery.drill_id
 
 
-def _points(deliveries: Sequence[Delivery]) -> list[tuple[Delivery, str]]:
+def classify_points(deliveries: Sequence[Delivery]) -> list[tuple[Delivery, str]]:
+    """Each delivery with its kind: a_acked, a_unacked, b, redelivered or duplicate."""
     acked = {_identity(d) for d in deliveries if d.phase == BEFORE and d.acked}
     seen_a = {_identity(d) for d in deliveries if d.phase == BEFORE}
     points = []
@@ -100,94 +165,213 @@ def _points(deliveries: Sequence[Delivery]) -> list[tuple[Delivery, str]]:
         else:
             kind = "b"
         points.append((d, kind))
-    cap = limits.drill_chart_points_max
-    if len(points) > cap:
-        step = -(-len(points) // cap)
-        points = [p for i, p in enumerate(points) if p[1] == "duplicate" or i % step == 0]
     return points
 
 
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
-    if high <= low:
-        return [low]
-    return [low + (high - low) * i / (count - 1) for i in range(count)]
+def _thin(points: list[tuple[Delivery, str]]) -> list[tuple[Delivery, str]]:
+    cap = limits.drill_chart_points_max
+    if len(points) <= cap:
+        return points
+    step = -(-len(points) // cap)
+    keep = ("duplicate", "redelivered")
+    return [p for i, p in enumerate(points) if p[1] in keep or i % step == 0]
 
 
-def chart(deliveries: Sequence[Delivery], failed_at_ms: int | None, messages: int) -> str:
-    points = _points(deliveries)
-    if not points:
+def outcomes(points: Sequence[tuple[Delivery, str]], messages: int) -> list[str]:
+    """Each message index's outcome (the strip's colours)."""
+    strip = ["never"] * messages
+    rank = {"never": 0, "done_on_a": 1, "b": 2, "redelivered": 3, "duplicate": 4}
+    for d, kind in points:
+        if not 0 <= d.index < messages:
+            continue
+        outcome = {"a_acked": "done_on_a", "a_unacked": "never"}.get(kind, kind)
+        if rank[outcome] > rank[strip[d.index]]:
+            strip[d.index] = outcome
+    return strip
+
+
+class _Panel:
+    """A time panel: seconds ``low..high`` onto pixels ``left..left+width``."""
+
+    def __init__(self, low: float, high: float, left: float, width: float) -> None:
+        if high - low < 1e-3:
+            high = low + 1e-3
+        self.low, self.high, self.left, self.width = low, high, left, width
+
+    def x(self, seconds: float) -> float:
+        return self.left + (seconds - self.low) / (self.high - self.low) * self.width
+
+    def ticks(self) -> list[str]:
+        step = nice_step(self.high - self.low, max(2, int(self.width // 70)))
+        return [
+            f'<text x="{self.x(t):.1f}" y="{_H - _BOTTOM + 15}" font-size="11" '
+            f'text-anchor="middle">{tick_label(t, step)}</text>'
+            f'<line x1="{self.x(t):.1f}" x2="{self.x(t):.1f}" y1="{_H - _BOTTOM}" '
+            f'y2="{_H - _BOTTOM + 4}" stroke="#4a5568"/>'
+            for t in nice_ticks(self.low, self.high, max(2, int(self.width // 70)))
+        ]
+
+
+def _mark(kind: str, cx: float, cy: float, title: str) -> str:
+    color = _COLORS[kind]
+    tip = f"<title>{html.escape(title)}</title>"
+    if kind == "duplicate":
+        return (
+            f'<rect x="{cx - 2.2:.1f}" y="{cy - 2.2:.1f}" width="4.4" height="4.4" '
+            f'fill="{color}">{tip}</rect>'
+        )
+    if kind == "redelivered":
+        return (
+            f'<path d="M{cx:.1f} {cy - 4:.1f}l4 4l-4 4l-4-4z" fill="{color}" '
+            f'stroke="#fff" stroke-width=".8">{tip}</path>'
+        )
+    return f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="1.7" fill="{color}"/>'
+
+
+def chart(
+    deliveries: Sequence[Delivery], failed_at_ms: int | None, messages: int, settle_s: float
+) -> str:
+    classified = classify_points(deliveries)
+    if not classified:
         return '<p class="note">no deliveries to draw</p>'
-    origin_ms = failed_at_ms or min(d.delivered_at for d, _ in points)
-    xs = [(d.delivered_at - origin_ms) / 1000.0 for d, _ in points]
-    x_low, x_high = min([*xs, 0.0]), max([*xs, 0.0])
-    if x_high - x_low < 1e-3:
-        x_high = x_low + 1.0
+    origin_ms = failed_at_ms or min(d.delivered_at for d, _ in classified)
+    seconds = {id(d): (d.delivered_at - origin_ms) / 1000.0 for d, _ in classified}
+    before = [seconds[id(d)] for d, _ in classified if d.phase == BEFORE]
+    after = [seconds[id(d)] for d, _ in classified if d.phase != BEFORE]
+    plot_right = _W - _RIGHT - _STRIP_W - _STRIP_GAP
+    plot_width = plot_right - _LEFT - _BREAK_W
+    height = _H - _TOP - _BOTTOM
     y_high = max(messages - 1, 1)
-    width, height = _W - _LEFT - _RIGHT, _H - _TOP - _BOTTOM
 
-    def sx(x: float) -> float:
-        return _LEFT + (x - x_low) / (x_high - x_low) * width
+    def sy(index: float) -> float:
+        return _TOP + height - index / y_high * height
 
-    def sy(y: float) -> float:
-        return _TOP + height - y / y_high * height
-
+    first_a, last_a = (min(before), max(before)) if before else (-1.0, 0.0)
+    before_panel = _Panel(first_a, last_a, _LEFT, plot_width * _BEFORE_SHARE)
+    after_left = before_panel.left + before_panel.width + _BREAK_W
+    after_panel = _Panel(0.0, max([*after, 0.0]), after_left, plot_right - after_left)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}" role="img" aria-label="deliveries over time">',
-        f'<rect x="{_LEFT}" y="{_TOP}" width="{width}" height="{height}" fill="#f7fafc"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" role="img" '
+        'aria-label="deliveries before and after the failure">',
     ]
-    for x in _ticks(x_low, x_high):
+    for panel, label, anchor, at in (
+        (before_panel, "on A, before", "start", before_panel.left),
+        (after_panel, "on B, after", "end", after_panel.left + after_panel.width),
+    ):
         parts.append(
-            f'<text x="{sx(x):.1f}" y="{_H - 22}" font-size="11" text-anchor="middle">'
-            f"{x:.1f}</text>"
+            f'<rect x="{panel.left:.1f}" y="{_TOP}" width="{panel.width:.1f}" '
+            f'height="{height}" fill="#f7fafc"/>'
+            f'<text x="{at:.1f}" y="{_TOP - 8}" font-size="11" fill="#4a5568" '
+            f'text-anchor="{anchor}">{label}</text>'
         )
-    for y in _ticks(0, y_high):
-        parts.append(
-            f'<text x="{_LEFT - 6}" y="{sy(y) + 4:.1f}" font-size="11" text-anchor="end">'
-            f"{y:.0f}</text>"
-        )
+        parts += panel.ticks()
+    gap_s = -last_a if before and failed_at_ms else settle_s
+    middle = before_panel.left + before_panel.width + _BREAK_W / 2
     parts.append(
-        f'<text x="{_LEFT + width / 2:.0f}" y="{_H - 6}" font-size="12" text-anchor="middle">'
-        "seconds from the failure</text>"
+        f'<path d="M{middle - 5:.1f} {_TOP}l5 6l-5 6l5 6" fill="none" stroke="#718096"/>'
+        f'<path d="M{middle - 5:.1f} {_TOP + height}l5 -6l-5 -6l5 -6" fill="none" '
+        'stroke="#718096"/>'
+        f'<text x="{middle:.1f}" y="{_TOP + height / 2:.1f}" font-size="10" fill="#4a5568" '
+        f'text-anchor="middle" transform="rotate(-90 {middle:.1f} {_TOP + height / 2:.1f})">'
+        f"{gap_s:.1f} s wait</text>"
     )
+    y_step = nice_step(y_high, 5)
+    for tick in nice_ticks(0, y_high, 5):
+        parts.append(
+            f'<text x="{_LEFT - 6}" y="{sy(tick) + 4:.1f}" font-size="11" text-anchor="end">'
+            f"{tick_label(tick, y_step)}</text>"
+        )
     parts.append(
-        f'<text x="14" y="{_TOP + height / 2:.0f}" font-size="12" text-anchor="middle" '
-        f'transform="rotate(-90 14 {_TOP + height / 2:.0f})">message index</text>'
+        f'<text x="{(_LEFT + plot_right) / 2:.0f}" y="{_H - 8}" font-size="12" '
+        'text-anchor="middle">seconds from the failure</text>'
+        f'<text x="13" y="{_TOP + height / 2:.0f}" font-size="12" text-anchor="middle" '
+        f'transform="rotate(-90 13 {_TOP + height / 2:.0f})">message index</text>'
     )
     if failed_at_ms is not None:
+        x0 = after_panel.x(0.0)
         parts.append(
-            f'<line x1="{sx(0):.1f}" x2="{sx(0):.1f}" y1="{_TOP}" y2="{_TOP + height}" '
-            'stroke="#1a202c" stroke-dasharray="4 3"/>'
+            f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{_TOP - 4}" y2="{_TOP + height}" '
+            'stroke="#1a202c" stroke-width="1.5" stroke-dasharray="4 3"/>'
+            f'<text x="{x0 + 3:.1f}" y="{_TOP - 8}" font-size="11" font-weight="600" '
+            'text-anchor="start">A fails</text>'
         )
-    # duplicates last, so that they are drawn on top
-    for (d, kind), x in sorted(zip(points, xs, strict=True), key=lambda p: p[0][1] == "duplicate"):
-        cx, cy = sx(x), sy(max(d.index, 0))
-        if kind == "duplicate":
-            parts.append(
-                f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="none" '
-                f'stroke="{_COLORS[kind]}" stroke-width="1.5"><title>duplicate '
-                f"{html.escape(d.drill_id)}</title></circle>"
-            )
-        else:
-            parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="1.6" fill="{_COLORS[kind]}"/>')
+    order = {"a_acked": 0, "a_unacked": 0, "b": 1, "duplicate": 2, "redelivered": 3}
+    for d, kind in sorted(_thin(classified), key=lambda point: order[point[1]]):
+        panel = before_panel if d.phase == BEFORE else after_panel
+        parts.append(
+            _mark(kind, panel.x(seconds[id(d)]), sy(max(d.index, 0)), f"{kind} {d.drill_id}")
+        )
+    parts.append(_strip(outcomes(classified, messages), plot_right + _STRIP_GAP, height, sy))
     parts.append("</svg>")
     return "".join(parts)
 
 
+def _strip(strip: Sequence[str], left: float, height: float, sy) -> str:
+    parts = [
+        f'<text x="{left + _STRIP_W:.1f}" y="{_H - _BOTTOM + 15}" font-size="11" '
+        'fill="#4a5568" text-anchor="end">outcome</text>'
+    ]
+    start = 0
+    band = height / max(len(strip), 1)
+    for index in range(1, len(strip) + 1):
+        if index < len(strip) and strip[index] == strip[start]:
+            continue
+        top = sy(index - 1) - band / 2
+        parts.append(
+            f'<rect x="{left:.1f}" y="{max(top, _TOP):.2f}" width="{_STRIP_W}" '
+            f'height="{max(band * (index - start), 0.5):.2f}" fill="{_COLORS[strip[start]]}">'
+            f"<title>{strip[start].replace('_', ' ')}: messages {start}..{index - 1}"
+            "</title></rect>"
+        )
+        start = index
+    return "".join(parts)
+
+
+def _swatch(kind: str, shape: str) -> str:
+    color = _COLORS.get(kind, "#1a202c")
+    body = {
+        "dot": f'<circle cx="6" cy="6" r="4" fill="{color}"/>',
+        "square": f'<rect x="2" y="2" width="8" height="8" fill="{color}"/>',
+        "diamond": f'<path d="M6 1l5 5l-5 5l-5-5z" fill="{color}"/>',
+        "line": '<line x1="6" x2="6" y1="0" y2="12" stroke="#1a202c" stroke-dasharray="3 2"/>',
+        "band": f'<rect x="0" y="3" width="12" height="6" fill="{color}"/>',
+    }[shape]
+    return f'<svg width="12" height="12" aria-hidden="true">{body}</svg>'
+
+
 def _legend() -> str:
-    labels = {
-        "a_acked": "on A, acknowledged",
-        "a_unacked": "on A, not acknowledged",
-        "b": "on B",
-        "redelivered": "on B, redelivered (unacked on A)",
-        "duplicate": "on B, duplicate (acked on A)",
-    }
-    items = "".join(
-        f'<span style="margin-right:1.2em"><svg width="10" height="10"><circle cx="5" cy="5" '
-        f'r="4" fill="{_COLORS[k]}"/></svg> {html.escape(v)}</span>'
-        for k, v in labels.items()
+    marks = "".join(
+        f"<span>{_swatch(kind, shape)}{html.escape(label)}</span>" for kind, label, shape in _LEGEND
     )
-    return f'<p class="note">{items}</p>'
+    bands = "".join(
+        f"<span>{_swatch(kind, 'band')}{html.escape(label)}</span>" for kind, label in _STRIP_LEGEND
+    )
+    return (
+        f'<div class="legend">{marks}</div>'
+        f'<div class="legend"><span>outcome strip:</span>{bands}</div>'
+    )
+
+
+def _target_column(
+    target: str, block: Mapping[str, Any], deliveries: Sequence[Delivery], report: Mapping
+) -> str:
+    out = [
+        f'<section class="target" data-target="{html.escape(target)}">',
+        f"<h2>{html.escape(target_label(target))}</h2>",
+        f'<p class="note">topic <code>{html.escape(block["topic"])}</code></p>',
+        chart(deliveries, block.get("failed_at"), report["messages"], report["settle_s"]),
+    ]
+    for name in ("duplicates", "lost"):
+        sample = block[name]["sample"]
+        if sample:
+            out.append(
+                f'<p class="sample">{name} (first {len(sample)}): '
+                f"<code>{html.escape(', '.join(sample))}</code></p>"
+            )
+    for warning in block.get("warnings", []):
+        out.append(f'<p class="bad">warning: {html.escape(warning)}</p>')
+    out.append("</section>")
+    return "\n".join(out)
 
 
 def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery]]) -> str:
@@ -195,6 +379,7 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
     title = f"georep drill: {report['scenario']}, {report['fail']}"
     out = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
         f'<p class="note">{html.escape(report.get("scenario_summary", ""))}. '
@@ -202,22 +387,15 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
         f"{report['target_on_A']} were delivered on A (--at {report['at']}) and "
         f"{report['settle_s']:g} s of settling.</p>",
         _figures(modes),
+        _legend(),
+        '<div class="targets">',
+        *(
+            _target_column(mode, block, deliveries.get(mode, ()), report)
+            for mode, block in modes.items()
+        ),
+        "</div>",
+        "<details><summary>report.json</summary><pre>",
+        html.escape(json.dumps(report, indent=2, sort_keys=True)),
+        "</pre></details></body></html>\n",
     ]
-    for mode, block in modes.items():
-        out.append(f"<h2>mode {html.escape(mode)}</h2>")
-        out.append(f'<p class="note">topic <code>{html.escape(block["topic"])}</code></p>')
-        out.append(chart(deliveries.get(mode, ()), block.get("failed_at"), report["messages"]))
-        out.append(_legend())
-        for name in ("duplicates", "lost"):
-            sample = block[name]["sample"]
-            if sample:
-                out.append(
-                    f"<p>{name} (first {len(sample)}): <code>{html.escape(', '.join(sample))}"
-                    "</code></p>"
-                )
-        for warning in block.get("warnings", []):
-            out.append(f'<p class="bad">warning: {html.escape(warning)}</p>')
-    out.append("<h2>report.json</h2><pre>")
-    out.append(html.escape(json.dumps(report, indent=2, sort_keys=True)))
-    out.append("</pre></body></html>\n")
     return "\n".join(out)

@@ -168,16 +168,31 @@ def produce(
 
 class DeliveryCounter:
     """Distinct drill ids delivered, the first delivery's time and when the last one
-    came; ``reached`` is set
-    once ``target`` distinct ids were delivered."""
+    came; ``reached`` is set once ``target`` distinct ids were delivered. After
+    :meth:`want`, ``wanted_delivered`` counts the distinct wanted origin positions
+    delivered (the drain on B wants what A had not acknowledged: duplicates do not
+    count towards it)."""
 
     def __init__(self, target: int | None = None) -> None:
         self._lock = threading.Lock()
         self.ids: set[str] = set()
+        self.origins: set[str] = set()
         self.target = target
         self.reached = threading.Event()
         self.first_at_ms: int | None = None
         self.last_at_monotonic: float | None = None
+        self._wanted: frozenset[str] = frozenset()
+        self._wanted_delivered = 0
+
+    def want(self, origin_positions: frozenset[str]) -> None:
+        with self._lock:
+            self._wanted = origin_positions
+            self._wanted_delivered = len(self.origins & origin_positions)
+
+    @property
+    def wanted_delivered(self) -> int:
+        with self._lock:
+            return self._wanted_delivered
 
     def add(self, delivery: Delivery) -> bool:
         """Count a delivery; False when the target had been reached before it (the
@@ -185,6 +200,10 @@ class DeliveryCounter:
         with self._lock:
             before_target = not self.reached.is_set()
             self.ids.add(delivery.drill_id)
+            origin = delivery.origin_position
+            if origin not in self.origins:
+                self.origins.add(origin)
+                self._wanted_delivered += origin in self._wanted
             if self.first_at_ms is None:
                 self.first_at_ms = delivery.delivered_at
             self.last_at_monotonic = time.monotonic()

@@ -8,7 +8,8 @@ import re
 
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.progress import Progress
-from georep.drill.report_page import render
+from georep.drill.report_page import classify_points, outcomes, render
+from georep.drill.traffic import DeliveryCounter
 
 
 def delivery(index: int, phase: str, acked: bool) -> Delivery:
@@ -58,8 +59,62 @@ def test_the_page_is_self_contained_and_marks_duplicates():
     assert "<svg" in page and "<script>" not in page and "&lt;script&gt;" in page
     assert "&lt;t&gt;" in page
     assert page.count("<title>duplicate m000001</title>") == 1
-    assert page.count("<circle") >= len(deliveries)
+    assert page.count("<title>redelivered m000000</title>") == 1
+    assert "A fails</text>" in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # no external resources
+
+
+def three_target_report() -> tuple[dict, dict]:
+    deliveries = [delivery(0, BEFORE, False), delivery(1, BEFORE, True)]
+    deliveries += [delivery(i, AFTER, False) for i in (0, 1, 2)]
+    block = {
+        "topic": "t", "failed_at": 12_000, "duplicates": {"count": 1, "sample": ["m000001"]},
+        "lost": {"count": 0, "sample": []}, "warnings": [], "produced": 3,
+    }  # fmt: skip
+    modes = {"pulsar": dict(block), "pulsar-compatible": dict(block), "full": dict(block)}
+    modes["full"]["duplicates"] = {"count": 0, "sample": []}
+    report = {
+        "scenario": "s", "scenario_summary": "x", "fail": "kill", "messages": 3, "keys": 1,
+        "target_on_A": 2, "at": 0.5, "settle_s": 3.0, "modes": modes,
+    }  # fmt: skip
+    return report, {mode: deliveries for mode in modes}
+
+
+def test_every_target_has_its_column_in_run_order_with_its_own_figures():
+    report, deliveries = three_target_report()
+    page = render(report, deliveries)
+    assert re.findall(r'<section class="target" data-target="([^"]+)"', page) == [
+        "pulsar",
+        "pulsar-compatible",
+        "full",
+    ]
+    assert "Apache Pulsar (its own geo-replication)" in page and "georep full" in page
+    duplicates = re.findall(r'<td class="n (?:bad|ok)" data-key="duplicates">(\d+)</td>', page)
+    assert duplicates == ["1", "1", "0"]
+
+
+def test_each_message_has_one_outcome_the_worst_it_met():
+    d = [delivery(0, BEFORE, True), delivery(1, BEFORE, False), delivery(2, BEFORE, True)]
+    d += [delivery(0, AFTER, False), delivery(1, AFTER, False), delivery(3, AFTER, False)]
+    kinds = [kind for _, kind in classify_points(d)]
+    assert kinds == ["a_acked", "a_unacked", "a_acked", "duplicate", "redelivered", "b"]
+    assert outcomes(classify_points(d), 5) == [
+        "duplicate",
+        "redelivered",
+        "done_on_a",
+        "b",
+        "never",
+    ]
+
+
+def test_the_drain_counts_wanted_messages_once_and_not_duplicates():
+    counter = DeliveryCounter()
+    counter.add(delivery(0, AFTER, False))  # before the wanted set is known
+    counter.want(frozenset({"3:0", "3:2"}))
+    assert counter.wanted_delivered == 1
+    for index in (0, 1, 1, 2, 2):  # 0 again, 1 unwanted (a duplicate), 2 twice
+        counter.add(delivery(index, AFTER, False))
+    assert counter.wanted_delivered == 2 and counter.distinct == 3
 
 
 class Terminal(io.StringIO):

@@ -1,0 +1,41 @@
+"""Round axis ticks for the reports' SVG charts (the drill page, the reconcile page).
+
+A tick step is 1, 2 or 5 times a power of ten, the smallest that gives at most about
+``count`` ticks over the range, and ticks are its multiples, so that 0 is a tick whenever
+the range holds it. Worked example: ``nice_ticks(-4.2, -0.1)`` has a range of 4.1, a raw
+step of 4.1 / 5 = 0.82, so the step is 1 and the ticks are -4, -3, -2, -1;
+``nice_ticks(0, 599)`` gives the step 200 (100 would make 6 ticks beyond 5): 0, 200,
+400. ``tick_label`` prints a tick with as many decimals as its step needs (-0.5, 1,
+0.25), never ``-0``.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def nice_step(span: float, count: int = 5) -> float:
+    if span <= 0 or not math.isfinite(span):
+        return 1.0
+    raw = span / max(count, 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    for factor in (1, 2, 5, 10):
+        if factor * magnitude >= raw:
+            return factor * magnitude
+    return 10 * magnitude  # not reached: factor 10 always covers raw
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Multiples of a round step within [low, high] (both included when round)."""
+    if high < low:
+        low, high = high, low
+    step = nice_step(high - low, count)
+    first = math.ceil(low / step - 1e-9)
+    last = math.floor(high / step + 1e-9)
+    return [round(i * step, 12) + 0.0 for i in range(first, last + 1)]
+
+
+def tick_label(value: float, step: float) -> str:
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))  # 1, 2 or 5 x 10^-decimals
+    text = f"{value:.{decimals}f}"
+    return "0" if float(text) == 0 else text
