@@ -1,7 +1,13 @@
-"""Broker benchmark through the official pulsar-client: publish and end-to-end consume.
+"""Broker benchmark through the official pulsar-client: publish and end-to-end consume,
+the embedded cluster beside a real Apache Pulsar standalone.
 
-Prints one JSON object. A `georep cluster` process (three in-process bookies, E=3 Qw=2
-Qa=2, fsync on) serves. Producers (two processes by default: one Python producer is
+Prints one JSON object. Each target serves in turn, back to back, the same work: a
+`georep cluster` process (three in-process bookies, ledgers E=1 Qw=1 Qa=1 like the
+standalone's, fsync on), and a Pulsar 4.0.7 standalone (one in-process bookie,
+E=Qw=Qa=1, journal sync on; `docs/PULSAR.md`). `ratio_georep_to_pulsar` divides
+georep's figures by Pulsar's (above 1: georep is faster, or its latency higher).
+
+Producers (two processes by default: one Python producer is
 bound by the GIL its send loop shares with the client's receipt callbacks) and a
 consumer (one process, subscribed before the first send) use the official client.
 1 KiB messages, batching on with the client's default 128 KiB batch limit
@@ -10,7 +16,8 @@ partitions: publish throughput (msgs/s, MB/s) and latency (send to receipt, samp
 p50/p99, end-to-end throughput (first send to last message received), and each
 process's CPU share.
 
-    python bench/broker.py [--messages 200000] [--producers 2] [--dir bench/out]
+    python bench/broker.py [--messages 200000] [--producers 2] [--target both|georep|pulsar]
+                           [--ensemble 3 --write-quorum 2 --ack-quorum 2] [--dir bench/out]
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import multiprocessing
 import os
 import platform
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -219,56 +227,118 @@ def scenario(
     }
 
 
-async def start_cluster(root: Path) -> ManagedProcess:
+async def start_cluster(root: Path, quorum: tuple[int, int, int]) -> ManagedProcess:
+    ensemble, write_quorum, ack_quorum = quorum
     process = ManagedProcess(
         georep_command(
-            "cluster",
-            "--name",
-            "bench",
-            "--data",
-            str(root / "cluster"),
-            "--broker-port",
-            "0",
-            "--admin-port",
-            "0",
+            "cluster", "--name", "bench", "--data", str(root / "cluster"),
+            "--broker-port", "0", "--admin-port", "0", "--ensemble", str(ensemble),
+            "--write-quorum", str(write_quorum), "--ack-quorum", str(ack_quorum),
         ),
         "CLUSTER_READY",
         log_path=root / "cluster.log",
-    )
+    )  # fmt: skip
     await process.start()
     return process
+
+
+def scenarios(service_url: str, admin_url: str, pid: int, args: argparse.Namespace) -> dict:
+    if args.warmup_messages:  # JIT (Pulsar's JVM) and caches warm before anything counts
+        scenario(service_url, admin_url, pid, "warmup", 0, args.warmup_messages, args.producers)
+    return {
+        "one_topic": scenario(
+            service_url, admin_url, pid, "bench-1", 0, args.messages, args.producers
+        ),
+        "four_partitions": scenario(
+            service_url, admin_url, pid, "bench-4", 4, args.messages, args.producers
+        ),
+    }
+
+
+def run_georep(root: Path, args: argparse.Namespace) -> dict:
+    loop = asyncio.new_event_loop()
+    quorum = (args.ensemble, args.write_quorum, args.ack_quorum)
+    cluster = loop.run_until_complete(start_cluster(root, quorum))
+    service_url, admin_url = cluster.detail.split()
+    try:
+        return {
+            "config": f"E={quorum[0]} Qw={quorum[1]} Qa={quorum[2]}, three in-process bookies,"
+            " fsync on",
+            **scenarios(service_url, admin_url, cluster.pid, args),
+        }
+    finally:
+        loop.run_until_complete(cluster.terminate())
+        loop.close()
+
+
+def run_pulsar(root: Path, args: argparse.Namespace) -> dict:
+    from georep.pulsar.standalone import (
+        PULSAR_VERSION,
+        PulsarStandalone,
+        StandaloneSpec,
+        resolve_jars,
+    )
+
+    lib = resolve_jars(say=lambda line: print(line, file=sys.stderr))
+    standalone = PulsarStandalone(StandaloneSpec("bench", root / "pulsar", heap_mb=1024), lib)
+    standalone.start()
+    try:
+        return {
+            "config": f"Apache Pulsar {PULSAR_VERSION} standalone, E=Qw=Qa=1, one bookie,"
+            " journalSyncData=true",
+            **scenarios(standalone.service_url, standalone.admin_url, standalone.pid, args),
+        }
+    finally:
+        standalone.stop()
+
+
+def ratios(georep: dict, pulsar: dict) -> dict:
+    """georep / Pulsar for each figure both have."""
+    out = {}
+    for name in ("one_topic", "four_partitions"):
+        g, p = georep[name], pulsar[name]
+        out[name] = {
+            "publish_msgs_per_s": round(g["publish"]["msgs_per_s"] / p["publish"]["msgs_per_s"], 2),
+            "consume_msgs_per_s": round(g["consume"]["msgs_per_s"] / p["consume"]["msgs_per_s"], 2),
+            "publish_latency_ms_p50": round(
+                g["publish"]["publish_latency_ms_p50"] / p["publish"]["publish_latency_ms_p50"], 2
+            ),
+            "publish_latency_ms_p99": round(
+                g["publish"]["publish_latency_ms_p99"] / p["publish"]["publish_latency_ms_p99"], 2
+            ),
+        }
+    return out
 
 
 def main(args: argparse.Namespace) -> dict:
     args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="broker-", dir=args.dir))
-    loop = asyncio.new_event_loop()
-    cluster = loop.run_until_complete(start_cluster(root))
-    service_url, admin_url = cluster.detail.split()
+    results: dict = {
+        "benchmark": "broker",
+        "config": {
+            "message_bytes": SIZE,
+            "batching": True,
+            "batch_bytes_max": BATCH_BYTES_MAX,
+            "messages": args.messages,
+            "producers": args.producers,
+            "warmup_messages": args.warmup_messages,
+            "fsync": True,
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_average_at_start": os.getloadavg(),
+        },
+    }
     try:
-        results = {
-            "benchmark": "broker",
-            "config": {
-                "message_bytes": SIZE,
-                "batching": True,
-                "fsync": True,
-                "ensemble": "E=3 Qw=2 Qa=2, in-process bookies",
-            },
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            },
-            "one_topic": scenario(
-                service_url, admin_url, cluster.pid, "bench-1", 0, args.messages, args.producers
-            ),
-            "four_partitions": scenario(
-                service_url, admin_url, cluster.pid, "bench-4", 4, args.messages, args.producers
-            ),
-        }
+        if args.target in ("georep", "both"):
+            results["georep"] = run_georep(root, args)
+        if args.target in ("pulsar", "both"):
+            results["pulsar"] = run_pulsar(root, args)
+        if args.target == "both":
+            results["ratio_georep_to_pulsar"] = ratios(results["georep"], results["pulsar"])
     finally:
-        loop.run_until_complete(cluster.terminate())
-        loop.close()
         shutil.rmtree(root, ignore_errors=True)
     return results
 
@@ -277,5 +347,15 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--producers", type=int, default=2, help="producer processes")
+    parser.add_argument(
+        "--warmup-messages",
+        type=int,
+        default=50_000,
+        help="an unreported run on each target first (0: none)",
+    )
+    parser.add_argument("--target", choices=("both", "georep", "pulsar"), default="both")
+    parser.add_argument("--ensemble", type=int, default=1, help="georep's E (Pulsar's is 1)")
+    parser.add_argument("--write-quorum", type=int, default=1)
+    parser.add_argument("--ack-quorum", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path("bench/out"))
     print(json.dumps(main(parser.parse_args()), indent=2))

@@ -16,7 +16,13 @@ beside A, on this machine; 1 KiB messages.
   publish timestamp, carried over by replication; one machine, one clock). p50/p99/max
   over the messages published after a ``--warmup`` of seconds.
 
+- **Pulsar's replicator at the same rate** (``--target both``, the default, or
+  ``pulsar``): two Apache Pulsar standalones with the namespace geo-replicated, the
+  same producer and consumer processes, the same lag measure; run after georep's, back
+  to back, with ``lag_ratio_georep_to_pulsar``.
+
     python bench/replication.py [--messages 500000] [--rate 5000] [--seconds 30]
+                                [--target both|georep|pulsar]
 
 Progress goes to stderr; only the JSON goes to stdout.
 """
@@ -224,28 +230,41 @@ async def lag(a, b, gateway_url: str, rate: int, seconds: float, warmup_s: float
         f"{gateway_url}/admin/georep/v1/namespaces/{NAMESPACE_LAG}/replication",
         {"clusters": ["B"]},
     )
+
+    def status() -> str:
+        stats = replicator_of(gateway_url, topic)
+        if not stats:
+            return "no replicator yet"
+        delay = stats["replicationDelayInSeconds"]
+        return (
+            f"{stats['msgOutCounter']:,} replicated, gateway delay"
+            f" {delay if delay is not None else '?'} s"
+        )
+
+    return await steady_lag(a.url, b.url, topic, rate, seconds, warmup_s, status)
+
+
+async def steady_lag(
+    a_url: str, b_url: str, topic: str, rate: int, seconds: float, warmup_s: float, status
+) -> dict:
+    """Publish ``rate`` msgs/s on A for ``seconds`` while B's consumer measures each
+    message's publish-to-receive lag; whatever replicates A to B."""
     ready = multiprocessing.Event()
     samples_queue: multiprocessing.Queue = multiprocessing.Queue()
     sent_queue: multiprocessing.Queue = multiprocessing.Queue()
     consumer = multiprocessing.Process(
-        target=consume_lags, args=(b.url, topic, ready, samples_queue, 5.0)
+        target=consume_lags, args=(b_url, topic, ready, samples_queue, 5.0)
     )
     consumer.start()
     await asyncio.to_thread(ready.wait, 60)
     progress(f"lag: publishing {rate:,} msgs/s on A for {seconds:.0f} s")
     producer = multiprocessing.Process(
-        target=publish_at_rate, args=(a.url, topic, rate, seconds, sent_queue)
+        target=publish_at_rate, args=(a_url, topic, rate, seconds, sent_queue)
     )
     started_ms = time.time() * 1000
     producer.start()
     while producer.is_alive():
-        stats = await asyncio.to_thread(replicator_of, gateway_url, topic)
-        if stats:
-            delay = stats["replicationDelayInSeconds"]
-            progress(
-                f"lag: {stats['msgOutCounter']:,} replicated, gateway delay"
-                f" {delay if delay is not None else '?'} s"
-            )
+        progress(f"lag: {await asyncio.to_thread(status)}")
         await asyncio.sleep(0.5)
     sent, publish_s = await asyncio.to_thread(sent_queue.get, True, 120)
     samples = await asyncio.to_thread(samples_queue.get, True, 300)
@@ -263,6 +282,47 @@ async def lag(a, b, gateway_url: str, rate: int, seconds: float, warmup_s: float
         "lag_ms_p99": round(percentile(steady, 0.99), 1) if steady else None,
         "lag_ms_max": round(steady[-1], 1) if steady else None,
     }
+
+
+async def pulsar_lag(root: Path, rate: int, seconds: float, warmup_s: float) -> dict:
+    """The same steady-rate lag through Pulsar's own replicator: two Pulsar standalones
+    with the namespace geo-replicated (``docs/PULSAR.md``)."""
+    from georep.pulsar.admin import PulsarAdmin, link_geo_replication
+    from georep.pulsar.standalone import (
+        PULSAR_VERSION,
+        PulsarStandalone,
+        StandaloneSpec,
+        resolve_jars,
+    )
+
+    lib = await asyncio.to_thread(resolve_jars, say=progress)
+    pair = [PulsarStandalone(StandaloneSpec(n, root / f"pulsar-{n}"), lib) for n in "AB"]
+    try:
+        for standalone in pair:
+            progress(f"pulsar: starting standalone {standalone.name}")
+            await asyncio.to_thread(standalone.start)
+        tenant, namespace = NAMESPACE_LAG.split("/")
+        await asyncio.to_thread(link_geo_replication, pair, tenant, namespace)
+        topic = f"persistent://{NAMESPACE_LAG}/steady"
+        admin_a = PulsarAdmin(pair[0].admin_url)
+
+        def status() -> str:
+            try:
+                replication = admin_a.stats(topic).get("replication", {}).get("B", {})
+            except Exception as error:  # the topic appears with the first message
+                return f"no stats yet ({error})"
+            return (
+                f"Pulsar's replicator: {replication.get('msgOutCounter', 0):,} out,"
+                f" backlog {replication.get('replicationBacklog', '?')}"
+            )
+
+        result = await steady_lag(
+            pair[0].service_url, pair[1].service_url, topic, rate, seconds, warmup_s, status
+        )
+        return {"target": f"Apache Pulsar {PULSAR_VERSION}, E=Qw=Qa=1, journal sync on", **result}
+    finally:
+        for standalone in pair:
+            await asyncio.to_thread(standalone.stop)
 
 
 class Cluster:
@@ -295,6 +355,30 @@ async def start_clusters(
 
 
 async def main(args: argparse.Namespace, root: Path) -> dict:
+    machine = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_start": os.getloadavg(),
+    }
+    result: dict = {"machine": machine, "message_bytes": SIZE}
+    if args.target in ("georep", "both"):
+        result.update(await georep_run(args, root))
+    if args.target in ("pulsar", "both"):
+        result["lag_pulsar"] = await pulsar_lag(root, args.rate, args.seconds, args.warmup)
+        progress("done")
+        print(file=sys.stderr)
+    if args.target == "both":
+        georep_lag, pulsar = result["lag"], result["lag_pulsar"]
+        result["lag_ratio_georep_to_pulsar"] = {
+            key: round(georep_lag[key] / pulsar[key], 2)
+            for key in ("lag_ms_p50", "lag_ms_p99", "lag_ms_max")
+            if georep_lag[key] and pulsar[key]
+        }
+    return result
+
+
+async def georep_run(args: argparse.Namespace, root: Path) -> dict:
     processes: list[ManagedProcess] = []
     try:
         a, b = await start_clusters(
@@ -329,12 +413,6 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
         pids = {"gateway": gateway.pid, "cluster_a": a.process.pid, "cluster_b": b.process.pid}
 
         result = {
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            },
-            "message_bytes": SIZE,
             "fsync": not args.no_fsync,
             "saturation": {
                 "batched": await saturation(
@@ -363,6 +441,12 @@ def cli() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--no-fsync", action="store_true")
+    parser.add_argument(
+        "--target",
+        choices=("both", "georep", "pulsar"),
+        default="both",
+        help="georep's gateway, real Pulsar's replicator (lag only), or both back to back",
+    )
     parser.add_argument("--dir", default="bench/out")
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
     args = parser.parse_args()

@@ -200,7 +200,7 @@ class StandaloneSpec:
     settings: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.data_dir = Path(self.data_dir)
+        self.data_dir = Path(self.data_dir).resolve()  # the JVM runs with cwd there
         self.broker_port = self.broker_port or free_port()
         self.web_port = self.web_port or free_port()
         self.bookie_port = self.bookie_port or free_port()
