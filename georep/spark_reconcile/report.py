@@ -7,6 +7,11 @@ published per bucket, the lower one, on its own scale, the messages of each prob
 series (replication gap, redelivery risk, observed duplicates and losses) by the publish
 time of the message concerned. A failover shows as the gap and the risk bunching at the
 right end of the timeline.
+
+Both panels share one time axis with round ticks in seconds from the first publish
+(``georep.svg_axis``; the first and last publish times are printed under its ends), and
+each panel has round count ticks. The SVG scales to the page's width, the totals wrap,
+and wide tables scroll inside their own box rather than widen the page.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import datetime as dt
 import html
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from georep.svg_axis import nice_step, nice_ticks, tick_label
 
 SERIES_COLORS = {
     "replication_gap": "#d62728",
@@ -25,8 +32,8 @@ SERIES_COLORS = {
 }
 PUBLISHED = "published"
 
-_WIDTH, _LEFT, _RIGHT = 760, 56, 150
-_TOP_PANEL, _BOTTOM_PANEL, _GAP = 70, 110, 26
+_WIDTH, _LEFT, _RIGHT = 900, 64, 170
+_TOP_PANEL, _BOTTOM_PANEL, _GAP = 80, 120, 30
 
 
 def render(
@@ -80,12 +87,12 @@ def _table(heading: str, explanation: str, rows: Sequence[Mapping[str, Any]], to
         out.append("<p class='none'>none</p>")
         return "\n".join(out)
     columns = list(rows[0].keys())
-    out.append("<table><thead><tr>")
+    out.append("<div class='scroll'><table><thead><tr>")
     out += [f"<th>{_e(c)}</th>" for c in columns]
     out.append("</tr></thead><tbody>")
     for row in rows:
         out.append("<tr>" + "".join(f"<td>{_e(_format(row[c]))}</td>" for c in columns) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     if total > len(rows):
         out.append(f"<p class='more'>The first {len(rows)} rows; the Parquet table has them "
                    "all.</p>")  # fmt: skip
@@ -100,9 +107,9 @@ def timeline_svg(timeline: Mapping[str, Any]) -> str:
     buckets = max((len(v) for v in series.values()), default=0) or 1
     plot_width = _WIDTH - _LEFT - _RIGHT
     step = plot_width / buckets
-    height = _TOP_PANEL + _GAP + _BOTTOM_PANEL + 30
+    height = _TOP_PANEL + _GAP + _BOTTOM_PANEL + 48
     out = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{_WIDTH}' height='{height}' "
+        f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' "
         f"viewBox='0 0 {_WIDTH} {height}' role='img'>",
         f"<rect x='0' y='0' width='{_WIDTH}' height='{height}' fill='white'/>",
     ]
@@ -114,7 +121,7 @@ def timeline_svg(timeline: Mapping[str, Any]) -> str:
             f"width='{max(step - 1, 1):.1f}' height='{bar:.1f}' fill='#bbb'>"
             f"<title>{count} published</title></rect>"
         )
-    out.append(_axis_label(0, _TOP_PANEL, top_max, "published"))
+    out.append(_count_axis(0, _TOP_PANEL, top_max, "published"))
     problems = {k: list(v) for k, v in series.items() if k != PUBLISHED and any(v)}
     bottom_top = _TOP_PANEL + _GAP
     bottom_max = max((max(v) for v in problems.values()), default=0) or 1
@@ -122,7 +129,7 @@ def timeline_svg(timeline: Mapping[str, Any]) -> str:
         f"<line x1='{_LEFT}' y1='{bottom_top + _BOTTOM_PANEL}' x2='{_LEFT + plot_width}' "
         f"y2='{bottom_top + _BOTTOM_PANEL}' stroke='#888'/>"
     )
-    out.append(_axis_label(bottom_top, bottom_top + _BOTTOM_PANEL, bottom_max, "messages"))
+    out.append(_count_axis(bottom_top, bottom_top + _BOTTOM_PANEL, bottom_max, "messages"))
     legend_y = bottom_top
     for name, counts in problems.items():
         color = SERIES_COLORS.get(name, "#1f77b4")
@@ -143,21 +150,51 @@ def timeline_svg(timeline: Mapping[str, Any]) -> str:
             f"<text x='{_LEFT + 8}' y='{bottom_top + _BOTTOM_PANEL / 2}' font-size='12' "
             "fill='#2ca02c'>no gap, no risk, no duplicate, no loss</text>"
         )
-    axis_y = bottom_top + _BOTTOM_PANEL + 16
-    out.append(f"<text x='{_LEFT}' y='{axis_y}' font-size='11'>"
-               f"{_e(_time(timeline['first_ms']))}</text>")  # fmt: skip
-    out.append(f"<text x='{_LEFT + plot_width}' y='{axis_y}' font-size='11' "
-               f"text-anchor='end'>{_e(_time(timeline['last_ms']))}</text>")  # fmt: skip
+    axis_y = bottom_top + _BOTTOM_PANEL
+    out.append(_time_axis(timeline.get("first_ms"), timeline.get("last_ms"), axis_y, plot_width))
     out.append("</svg>")
     return "".join(out)
 
 
-def _axis_label(top: float, bottom: float, maximum: int, name: str) -> str:
-    return (
-        f"<text x='{_LEFT - 6}' y='{top + 10}' font-size='10' text-anchor='end'>{maximum}</text>"
-        f"<text x='{_LEFT - 6}' y='{bottom}' font-size='10' text-anchor='end'>0</text>"
-        f"<text x='4' y='{(top + bottom) / 2}' font-size='10'>{_e(name)}</text>"
+def _count_axis(top: float, bottom: float, maximum: int, name: str) -> str:
+    """Round count ticks from 0 to ``maximum`` along a panel's left edge."""
+    step = nice_step(maximum, 3)
+    parts = [
+        f"<text x='{_LEFT - 6}' y='{bottom - (bottom - top) * t / maximum + 4:.1f}' "
+        f"font-size='10' text-anchor='end'>{_e(tick_label(t, step))}</text>"
+        for t in nice_ticks(0, maximum, 3)
+    ]
+    middle = (top + bottom) / 2
+    parts.append(
+        f"<text x='12' y='{middle:.1f}' font-size='10' text-anchor='middle' "
+        f"transform='rotate(-90 12 {middle:.1f})'>{_e(name)}</text>"
     )
+    return "".join(parts)
+
+
+def _time_axis(first_ms: int | None, last_ms: int | None, y: float, width: float) -> str:
+    """Seconds from the first publish, round ticks; the ends' wall-clock times below."""
+    if first_ms is None or last_ms is None:
+        return ""
+    span_s = max((last_ms - first_ms) / 1000.0, 1e-3)
+    step = nice_step(span_s, 6)
+    parts = []
+    for t in nice_ticks(0, span_s, 6):
+        x = _LEFT + t / span_s * width
+        parts.append(
+            f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{y}' y2='{y + 4}' stroke='#888'/>"
+            f"<text x='{x:.1f}' y='{y + 15}' font-size='10' text-anchor='middle'>"
+            f"{_e(tick_label(t, step))}</text>"
+        )
+    parts.append(
+        f"<text x='{_LEFT + width / 2:.1f}' y='{y + 29}' font-size='11' text-anchor='middle'>"
+        "seconds from the first publish</text>"
+        f"<text x='{_LEFT}' y='{y + 43}' font-size='10' fill='#555'>"
+        f"{_e(_time(first_ms))}</text>"
+        f"<text x='{_LEFT + width}' y='{y + 43}' font-size='10' fill='#555' "
+        f"text-anchor='end'>{_e(_time(last_ms))}</text>"
+    )
+    return "".join(parts)
 
 
 def _time(ms: int | None) -> str:
@@ -190,7 +227,9 @@ h1{font-size:22px} h2{font-size:17px;margin-top:28px} h3{font-size:14px;font-fam
 .total .value{font-size:20px;font-weight:600} .total .name{font-size:12px;color:#555}
 table{border-collapse:collapse;font-size:12px} td,th{border:1px solid #ddd;padding:3px 6px}
 th{background:#f4f4f4;text-align:left} td{font-family:monospace;white-space:nowrap}
-.legend span{margin-right:14px;font-size:12px}
+.legend span{margin-right:14px;font-size:12px;white-space:nowrap}
+svg.timeline{display:block;width:100%;max-width:1200px;height:auto}
+.scroll{overflow-x:auto;max-width:100%}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .none{color:#2ca02c} .more{color:#555;font-size:12px}
 """

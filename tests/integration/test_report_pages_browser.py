@@ -1,0 +1,177 @@
+"""The drill page and the reconcile page, rendered by headless Chromium as a reader sees
+them: at a wide and a narrow window, every target's column is there, the figures shown
+are the report's, and no element sticks out of the page or out of its chart.
+
+A probe script is added to a copy of each page (the pages themselves carry no script);
+it measures the laid-out page and writes what it found into the DOM, which Chromium's
+``--dump-dom`` returns. Chromium comes from Debian's packages (``.ci/run`` installs it);
+without it the test is skipped, except in CI (``CI=true``), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from georep.drill.delivery_log import AFTER, BEFORE, Delivery
+from georep.drill.report_page import render as render_drill
+from georep.spark_reconcile.report import render as render_reconcile
+
+WIDTHS = (1600, 700)
+
+_PROBE = """
+<script>
+(function () {
+  const width = document.documentElement.clientWidth;
+  const problems = [];
+  const name = (el) => el.tagName.toLowerCase() + " "
+      + (el.textContent || "").trim().slice(0, 40);
+  for (const el of document.body.querySelectorAll("*")) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0 && box.height === 0) continue;
+    const scroller = el.parentElement && el.parentElement.closest(".scroll");
+    if (!scroller && !el.closest("svg") && box.right > width + 1) {
+      problems.push("past the page's right edge: " + name(el));
+    }
+    if (el.tagName.toLowerCase() === "text") {
+      const svg = el.ownerSVGElement.getBoundingClientRect();
+      if (box.left < svg.left - 1 || box.right > svg.right + 1 || box.top < svg.top - 1
+          || box.bottom > svg.bottom + 1) {
+        problems.push("outside its chart: " + name(el));
+      }
+    }
+  }
+  if (document.documentElement.scrollWidth > width + 1) {
+    problems.push("the page scrolls sideways: " + document.documentElement.scrollWidth);
+  }
+  const targets = [...document.querySelectorAll("section.target")].map(
+      (s) => [s.dataset.target, s.querySelector("svg") !== null]);
+  const figures = {};
+  const heads = [...document.querySelectorAll("table.figures th.target")].map(
+      (th) => th.dataset.target);
+  for (const row of document.querySelectorAll("table.figures tr")) {
+    row.querySelectorAll("td[data-key]").forEach((td, i) => {
+      (figures[heads[i]] = figures[heads[i]] || {})[td.dataset.key] = td.textContent;
+    });
+  }
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify({width, problems, targets, figures});
+  document.body.appendChild(out);
+})();
+</script>
+"""
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("CI") == "true":
+        pytest.fail("Chromium is not installed (.ci/run installs Debian's chromium)")
+    pytest.skip("Chromium is not installed: apt-get install chromium")
+
+
+def probe(page: str, tmp_path: Path, width: int) -> dict:
+    path = tmp_path / f"page-{width}.html"
+    path.write_text(page.replace("</body>", _PROBE + "</body>"), encoding="utf-8")
+    result = subprocess.run(
+        [
+            chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", f"--user-data-dir={tmp_path / f'profile-{width}'}",
+            "--hide-scrollbars", f"--window-size={width},1000", "--virtual-time-budget=5000",
+            "--dump-dom", path.as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    found = re.search(r'<pre id="probe">(.*?)</pre>', result.stdout, re.S)
+    assert found, f"no probe output; chromium said: {result.stderr[-2000:]}"
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def delivery(mode: str, index: int, phase: str, acked: bool, at_ms: int) -> Delivery:
+    return Delivery(
+        mode=mode, cluster="A" if phase == BEFORE else "B", phase=phase, consumer="c0",
+        topic=f"persistent://public/default/drill-shared-out-of-order-{mode}-20261125",
+        subscription="s", drill_id=f"m{index:06d}", index=index, key="k",
+        message_id=f"3:{index}", origin_cluster="A", origin_position=f"3:{index}",
+        batch_index=-1, delivered_at=at_ms, acked=acked,
+    )  # fmt: skip
+
+
+def drill_report() -> tuple[dict, dict]:
+    """Three targets over 600 messages: A fails at 0 after 300 deliveries and a 3 s wait;
+    B delivers the rest in 0.2 s; the first two targets redeliver acknowledged ones."""
+    failed_at = 1_000_000
+    report = {
+        "scenario": "shared-out-of-order", "scenario_summary": "Shared, out of order",
+        "fail": "kill", "messages": 600, "keys": 16, "target_on_A": 300, "at": 0.5,
+        "settle_s": 3.0, "modes": {},
+    }  # fmt: skip
+    deliveries = {}
+    for mode, duplicates in (("pulsar", 288), ("pulsar-compatible", 225), ("full", 0)):
+        ds = [
+            delivery(mode, i, BEFORE, i % 25 != 7, failed_at - 7_000 + i * 13) for i in range(300)
+        ]
+        again = list(range(duplicates)) + [i for i in range(300) if i % 25 == 7]
+        ds += [
+            delivery(mode, i, AFTER, True, failed_at + 30 + n * 180 // (len(again) + 300))
+            for n, i in enumerate([*again, *range(300, 600)])
+        ]
+        deliveries[mode] = ds
+        report["modes"][mode] = {
+            "topic": ds[0].topic, "failed_at": failed_at, "produced": 600,
+            "replicated_before_failure": 600, "not_replicated": 0, "delivered_on_A": 300,
+            "acked_on_A": 288, "unacked_on_A": 12, "delivered_on_B": 300 + len(again),
+            "duplicates": {"count": duplicates, "sample": [f"m{i:06d}" for i in range(20)]},
+            "redelivered": {"count": 12, "sample": []}, "lost": {"count": 0, "sample": []},
+            "sync_lag_at_failure_ms": None if mode == "pulsar" else 20.5,
+            "time_to_resume_on_B_s": 0.03, "warnings": [],
+        }  # fmt: skip
+    return report, deliveries
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_drill_page_shows_every_target_and_the_report_figures_without_overflow(tmp_path, width):
+    report, deliveries = drill_report()
+    found = probe(render_drill(report, deliveries), tmp_path, width)
+    assert found["problems"] == []
+    assert found["targets"] == [[mode, True] for mode in report["modes"]]
+    for mode, block in report["modes"].items():
+        shown = found["figures"][mode]
+        for key in ("produced", "acked_on_A", "delivered_on_B", "duplicates", "lost"):
+            value = block[key]["count"] if isinstance(block[key], dict) else block[key]
+            assert shown[key] == str(value), (mode, key)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_reconcile_page_lays_out_its_timelines_and_tables_without_overflow(tmp_path, width):
+    first = 1_764_000_000_000
+    series = {"published": [50] * 60, "redelivery_risk": [0] * 55 + [40] * 5}
+    rows = [
+        {"topic": "persistent://public/default/" + "t" * 60, "subscription": "s",
+         "cluster": "B", "position": f"3:{i}", "origin_position": f"7:{i}", "acked": False}
+        for i in range(5)
+    ]  # fmt: skip
+    page = render_reconcile(
+        title="georep reconcile",
+        totals={"messages": 3000, "redelivery_risk": 200, "replication_gap": 0},
+        tables=[("Redelivery risk", "acked on A, not on B", rows, 200)],
+        timelines={
+            "persistent://public/default/t": {
+                "first_ms": first,
+                "last_ms": first + 59_000,
+                "series": series,
+            }
+        },
+    )
+    found = probe(page, tmp_path, width)
+    assert found["problems"] == []
