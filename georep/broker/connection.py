@@ -390,8 +390,15 @@ class ServerConnection:
         lookup = frame.command.lookup
         name = TopicName.parse(lookup.topic)
         await self.service.partitions_of(name)  # the namespace must exist
+        # A cluster has one broker: it owns every topic, and the client is connected to it
+        # already, at an address that works from where the client is (a published
+        # container port, say), which our own listening address may not (0.0.0.0).
         self.send_command(
-            commands.lookup_response(lookup.request_id, self.service.config.service_url)
+            commands.lookup_response(
+                lookup.request_id,
+                self.service.config.service_url,
+                proxy_through_service_url=True,
+            )
         )
 
     async def _on_partitioned_metadata(self, frame: frames.Frame) -> None:

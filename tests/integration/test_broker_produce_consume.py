@@ -330,3 +330,67 @@ def acknowledged_positions(cluster: InProcessCluster, topic: str, subscription: 
         return [cursor.is_acknowledged(Position(*p)) for p in positions]
 
     return cluster.call(read)
+
+
+class CountingForwarder:
+    """A TCP forwarder on its own port to the broker (a published container port, say),
+    counting the bytes it carries from the client."""
+
+    def __init__(self, target_port: int) -> None:
+        import socket
+
+        self.target_port = target_port
+        self.bytes_from_client = 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=self._pipe, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, False), daemon=True).start()
+
+    def _pipe(self, source, sink, counted: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if counted:
+                    self.bytes_from_client += len(data)
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_client_keeps_using_the_address_it_connected_to(cluster):
+    """Lookups answer 'connect through the service URL': a client that reached the
+    broker through another address (a published port, a NAT) sends its data there,
+    not to the broker's own listening address, which may not be reachable from it."""
+    port = int(cluster.url.rsplit(":", 1)[1])
+    forwarder = CountingForwarder(port)
+    topic = unique_topic()
+    payload = b"x" * 10_000
+    try:
+        with open_client(f"pulsar://127.0.0.1:{forwarder.port}") as c:
+            consumer = c.subscribe(topic, "s", initial_position=EARLIEST)
+            producer = c.create_producer(topic, batching_enabled=False)
+            for _ in range(20):
+                producer.send(payload)
+            assert [m.data() for m in receive_all(consumer, 20)] == [payload] * 20
+    finally:
+        forwarder.close()
+    assert forwarder.bytes_from_client > 20 * len(payload)

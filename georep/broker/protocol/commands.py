@@ -275,8 +275,10 @@ def lookup_response(
     redirect: bool = False,
     authoritative: bool = True,
     broker_service_url_tls: str | None = None,
+    proxy_through_service_url: bool = False,
 ) -> pb.BaseCommand:
-    """CONNECT (this broker owns the topic) or REDIRECT (ask ``broker_service_url``)."""
+    """CONNECT (this broker owns the topic) or REDIRECT (ask ``broker_service_url``).
+    ``proxy_through_service_url``: the client keeps using the address it connected to."""
     outcome = pb.LookupResponse.REDIRECT if redirect else pb.LookupResponse.CONNECT
     command = build(
         Type.LOOKUP_RESPONSE,
@@ -284,6 +286,7 @@ def lookup_response(
         response=outcome,
         broker_service_url=broker_service_url,
         authoritative=authoritative,
+        proxy_through_service_url=proxy_through_service_url,
     )
     if broker_service_url_tls is not None:
         command.lookup_response.broker_service_url_tls = broker_service_url_tls
