@@ -312,7 +312,7 @@ async def pulsar_lag(root: Path, rate: int, seconds: float, warmup_s: float) -> 
             except Exception as error:  # the topic appears with the first message
                 return f"no stats yet ({error})"
             return (
-                f"Pulsar's replicator: {replication.get('msgOutCounter', 0):,} out,"
+                f"Pulsar's replicator: {replication.get('msgRateOut', 0):,.0f} msgs/s out,"
                 f" backlog {replication.get('replicationBacklog', '?')}"
             )
 
