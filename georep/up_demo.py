@@ -46,7 +46,9 @@ def run_demo(config: UpConfig) -> int:
     try:
         import pulsar
     except ImportError:
-        print("the demo needs pulsar-client: pip install 'georep[dev]'", flush=True)
+        print(
+            "the demo needs pulsar-client: reinstall georep (pip install pulsar-client)", flush=True
+        )
         return 2
     namespaces = [n for g in config.gateways.values() for n in g.replicate]
     namespace = (

@@ -61,7 +61,9 @@ def pulsar_module():
     try:
         import pulsar
     except ImportError:
-        raise DrillError("the drill needs pulsar-client: pip install 'georep[dev]'") from None
+        raise DrillError(
+            "the drill needs pulsar-client: reinstall georep (pip install pulsar-client)"
+        ) from None
     return pulsar
 
 

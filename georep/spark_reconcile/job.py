@@ -125,6 +125,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
+        import pyspark  # noqa: F401 - only to say what is missing before any work
+    except ImportError:
+        print(
+            "georep reconcile: error: PySpark is not installed; install georep with the"
+            " Spark extra (pip install 'georep[spark]') and Java 17+",
+            file=sys.stderr,
+        )
+        return 2
+    try:
         checked = check_exports(args.input)
         if args.deliveries and not Path(args.deliveries).exists():
             raise ReconcileError(f"deliveries {args.deliveries}: no such file")
