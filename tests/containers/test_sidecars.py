@@ -163,6 +163,21 @@ def test_sidecars_replicate_and_a_killed_gateway_resumes_without_loss_or_duplica
         on_b.close()
 
 
+def test_health_checks_pass_and_the_image_says_what_reconcile_lacks(sidecars, georep_image):
+    for name in ("A", "gateway-A"):
+        container_id = sidecars[name].get_wrapped_container().id
+        check = subprocess.run(["podman", "healthcheck", "run", container_id],
+                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        assert check.returncode == 0, (name, check.stdout, check.stderr)
+    # Only runtime dependencies are in the image: no PySpark, and reconcile says so.
+    run = subprocess.run(
+        ["podman", "run", "--rm", georep_image, "reconcile", "--input", "a", "b", "--out", "o"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "PySpark is not installed" in run.stderr and "Traceback" not in run.stderr
+
+
 def test_a_container_stops_cleanly_on_sigterm(sidecars):
     cluster = sidecars["B"].get_wrapped_container()
     cluster.stop(timeout=30)  # docker stop: SIGTERM, then SIGKILL after 30 s
