@@ -34,6 +34,18 @@ class ManualClock:
         return self.now
 
 
+def mark_items_under(
+    items: list[pytest.Item], directory: os.PathLike[str], *marks: pytest.MarkDecorator
+) -> None:
+    """Give every collected test under ``directory`` the ``marks`` (a conftest's
+    ``pytest_collection_modifyitems``: a whole folder of one kind of test)."""
+    directory = os.path.abspath(directory)
+    for item in items:
+        if os.path.abspath(item.path).startswith(directory + os.sep):
+            for mark in marks:
+                item.add_marker(mark)
+
+
 @pytest.fixture
 def manual_clock() -> ManualClock:
     return ManualClock()

@@ -19,16 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import mark_items_under
+
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/georep:test"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(item.path).parents:
-            item.add_marker(pytest.mark.containers)
-            item.add_marker(pytest.mark.timeout(600))
+    mark_items_under(items, Path(__file__).parent, pytest.mark.containers, pytest.mark.timeout(600))
 
 
 def _unavailable(reason: str) -> None:

@@ -26,16 +26,14 @@ from georep.pulsar.standalone import (
     java_missing,
     resolve_jars,
 )
+from tests.conftest import mark_items_under
 
 TENANT = "georep"
 NAMESPACE = "geo"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(item.path).parents:
-            item.add_marker(pytest.mark.pulsar)
+    mark_items_under(items, Path(__file__).parent, pytest.mark.pulsar)
 
 
 @pytest.fixture(scope="session")

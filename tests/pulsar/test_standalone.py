@@ -4,13 +4,13 @@ geo-replicate, and replicated subscriptions carry the mark-delete position only.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import pulsar
 import pytest
 
 from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, topic_path
 from georep.pulsar.standalone import PulsarStandalone
+from tests.integration.broker_cluster import wait_until
 
 
 def client(standalone: PulsarStandalone) -> pulsar.Client:
@@ -19,17 +19,6 @@ def client(standalone: PulsarStandalone) -> pulsar.Client:
         operation_timeout_seconds=30,
         logger=pulsar.FileLogger(pulsar.LoggerLevel.Error, "/dev/null"),
     )
-
-
-def eventually(condition: Callable[[], object], what: str, timeout_s: float = 60.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout_s} s: {what}")
-        time.sleep(0.2)
 
 
 def test_standalone_serves_the_official_client_and_reports_cursor_state(pulsar_pair, geo_topic):
@@ -52,7 +41,7 @@ def test_standalone_serves_the_official_client_and_reports_cursor_state(pulsar_p
             cursor = PulsarAdmin(a.admin_url).internal_stats(geo_topic)["cursors"]["audit"]
             return cursor if cursor["individuallyDeletedMessages"] != "[]" else None
 
-        cursor = eventually(acknowledged_ranges, "the individual ack reaches internalStats")
+        cursor = wait_until(acknowledged_ranges, timeout_s=60, interval_s=0.2)
         first = received[1].message_id()
         assert cursor["markDeletePosition"] == f"{first.ledger_id()}:{first.entry_id()}"
         # Lower bound open, upper bound closed: (L:E-1..L:E] is the one entry L:E.
@@ -120,7 +109,7 @@ def test_replicated_subscription_syncs_the_mark_delete_position_only(pulsar_pair
             cursor = admin_b.internal_stats(geo_topic)["cursors"]["app"]
             return cursor if cursor["markDeletePosition"] != initial else None
 
-        cursor = eventually(b_cursor_moved, "B's replicated subscription MDP moves", 90)
+        cursor = wait_until(b_cursor_moved, timeout_s=90, interval_s=0.2)  # B's MDP moves
         assert cursor["individuallyDeletedMessages"] == "[]"
     finally:
         on_a.close()
