@@ -416,6 +416,8 @@ link_keepalive_interval_s_default = 15.0
 link_write_buffer_bytes_max = 8 * MIB
 #: Bytes read from a link's socket at a time.
 link_read_chunk_bytes = 256 * KIB
+#: Message ids one individual ACK a link sends may carry (an acknowledger's batch).
+link_ack_ids_per_command_max = 1_000
 #: Messages a replicator's local consumer may have delivered and not yet replicated
 #: (its receiver queue: the FLOW permits it grants). Batches count each message.
 replicator_receive_messages_max = 5_000
@@ -473,6 +475,8 @@ invariant(replicator_pending_sends_bytes_max >= pulsar_frame_bytes_max)
 invariant(replicator_pending_sends_count_max <= replicator_buffered_entries_max)
 invariant(replicator_pending_sends_bytes_max <= replicator_buffered_bytes_max)
 invariant(link_write_buffer_bytes_max >= pulsar_frame_bytes_max)
+# An ACK of that many ids (each id under 32 bytes) fits one frame.
+invariant(link_ack_ids_per_command_max * 32 < pulsar_frame_bytes_max)
 invariant(link_request_timeout_s_default < link_keepalive_interval_s_default * 2)
 invariant(replicator_retry_backoff_s_initial < replicator_retry_backoff_s_max)
 invariant(remote_clusters_count_max <= tenant_allowed_clusters_count_max)

@@ -6,6 +6,11 @@ caller has taken half of them from its queue it grants that many again, as Pulsa
 clients do. Permits count messages, so a batch of 100 costs 100; the queue therefore
 holds at most about ``receiver_queue`` messages plus one batch.
 
+A consumer opened with ``receiver_queue=0`` is an *acknowledger*: it grants no permits,
+so the broker dispatches nothing to it and the application's consumers on a Shared
+subscription keep every message, yet it may acknowledge exact message ids
+(:meth:`ack_individual`), as a subscription sync applying another cluster's state needs.
+
 Acknowledgements are cumulative (:meth:`ack_cumulative`): everything up to and
 including an entry, without a receipt; the broker persists them in the background, and
 :meth:`close` returns once they are durable (the broker answers CLOSE_CONSUMER after
@@ -85,7 +90,7 @@ class LinkConsumer:
         *,
         receiver_queue: int = limits.replicator_receive_messages_max,
     ) -> None:
-        invariant(0 < receiver_queue <= limits.consumer_unacked_messages_max, "receiver queue")
+        invariant(0 <= receiver_queue <= limits.consumer_unacked_messages_max, "receiver queue")
         self.connection = connection
         self.consumer_id = consumer_id
         self.topic = topic
@@ -136,11 +141,12 @@ class LinkConsumer:
         except BaseException:
             connection.unregister_consumer(consumer_id)
             raise
-        connection.send_command(
-            commands.build(
-                Type.FLOW, consumer_id=consumer_id, message_permits=consumer.receiver_queue
+        if consumer.receiver_queue:  # an acknowledger (0) never asks for messages
+            connection.send_command(
+                commands.build(
+                    Type.FLOW, consumer_id=consumer_id, message_permits=consumer.receiver_queue
+                )
             )
-        )
         return consumer
 
     # -- receiving --
@@ -194,6 +200,23 @@ class LinkConsumer:
                 message_id=[message_id_data(position)],
             )
         )
+
+    def ack_individual(self, positions: list[tuple[int, int]]) -> None:
+        """Acknowledge exactly these entries (no receipt), in ACKs of at most
+        ``limits.link_ack_ids_per_command_max`` ids: what a Shared subscription accepts
+        from any of its consumers, whether or not the entry was dispatched to it."""
+        if self.failure is not None:
+            raise self.failure
+        step = limits.link_ack_ids_per_command_max
+        for start in range(0, len(positions), step):
+            self.connection.send_command(
+                commands.build(
+                    Type.ACK,
+                    consumer_id=self.consumer_id,
+                    ack_type=pb.Ack.INDIVIDUAL,
+                    message_id=[message_id_data(p) for p in positions[start : start + step]],
+                )
+            )
 
     async def ack_cumulative_durably(self, position: tuple[int, int]) -> None:
         """Acknowledge up to ``position`` and wait until the broker persisted it."""
