@@ -70,23 +70,22 @@ class PulsarAdmin:
 
     # clusters, tenants, namespaces -------------------------------------------------
 
-    def ensure_cluster(self, name: str, service_url: str, broker_service_url: str) -> None:
-        body = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
+    def _create_or_update(self, path: str, body: dict) -> None:
+        """PUT creates; where it exists already (409), POST updates it to ``body``."""
         try:
-            self.request("PUT", f"/admin/v2/clusters/{name}", body)
+            self.request("PUT", path, body)
         except PulsarAdminError as error:
             if error.status != 409:
                 raise
-            self.request("POST", f"/admin/v2/clusters/{name}", body)
+            self.request("POST", path, body)
+
+    def ensure_cluster(self, name: str, service_url: str, broker_service_url: str) -> None:
+        body = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
+        self._create_or_update(f"/admin/v2/clusters/{name}", body)
 
     def ensure_tenant(self, tenant: str, allowed_clusters: Sequence[str]) -> None:
         body = {"adminRoles": [], "allowedClusters": list(allowed_clusters)}
-        try:
-            self.request("PUT", f"/admin/v2/tenants/{tenant}", body)
-        except PulsarAdminError as error:
-            if error.status != 409:
-                raise
-            self.request("POST", f"/admin/v2/tenants/{tenant}", body)
+        self._create_or_update(f"/admin/v2/tenants/{tenant}", body)
 
     def ensure_namespace(self, tenant: str, namespace: str) -> None:
         try:
