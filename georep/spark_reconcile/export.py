@@ -7,11 +7,30 @@ For each topic partition that matches ``--topics`` (a glob over full names, e.g.
    position (markers are never dispatched, so the index holds data messages only), one
    row per message: its position (ledger, entry, batch index), its origin identity
    (``schema.py``), key, publish and event time, payload size;
-2. then takes the topic partition's ``internalStats`` from the admin REST: one row per
-   cursor with its mark-delete position and individually deleted ranges, stamped
-   ``captured_at``. Taking it right after the read keeps acknowledgements and the
-   index close in time; a range that reaches past the last message read simply matches
-   nothing.
+2. then takes each subscription's acknowledgement state at message precision, stamped
+   ``captured_at``: one row per cursor with
+
+   - its mark-delete position and individually deleted ranges, from Pulsar's admin v2
+     ``GET /admin/v2/persistent/{tenant}/{namespace}/{topic}/internalStats`` (whole
+     entries; every cursor, the gateway's and the broker's included);
+   - the acknowledged indexes of its partly acknowledged batch entries (``batch_acks``),
+     from the cluster's own ``GET /admin/georep/v1/persistent/{tenant}/{namespace}/
+     {topic}/sync-state``, the state the subscription sync reads: per subscription,
+     each batch entry above the mark-delete position and outside every range, its size
+     and the indexes acknowledged (what the broker keeps from batch-index
+     acknowledgements), at most ``limits.sync_state_batches_count_max`` entries (more
+     are counted in the summary as ``batch_entries_truncated``).
+
+   The sync-state is taken first and internalStats right after: acknowledgements only
+   grow, so an entry the ranges now cover whole is dropped from ``batch_acks``, and the
+   two agree except for indexes acknowledged in between. Taking them right after the
+   read keeps acknowledgements and the index close in time; a range that reaches past
+   the last message read simply matches nothing.
+
+   **A real Pulsar cluster** has no ``sync-state``: its ``internalStats`` shows whole
+   entries only (the cursor's batch-deleted indexes are not in it), so its export has
+   empty ``batch_acks`` and says ``"batch_acks": "unavailable"`` in the summary; the
+   reconciliation then counts a partly acknowledged batch as not acknowledged at all.
 
 Rows go to a ``pyarrow.parquet.ParquetWriter`` in row groups of at most
 ``limits.export_row_group_rows_max`` rows, so memory stays bounded by one row group
@@ -141,6 +160,8 @@ class AdminClient:
             with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S) as answer:
                 body = answer.read(limits.export_admin_answer_bytes_max + 1)
         except urllib.error.HTTPError as error:
+            if error.code == 404:
+                raise _NotFound(f"admin REST {url}: HTTP 404 {error.reason}") from None
             raise ExportError(f"admin REST {url}: HTTP {error.code} {error.reason}") from None
         except (urllib.error.URLError, OSError) as error:
             reason = getattr(error, "reason", error)
@@ -170,15 +191,22 @@ class AdminClient:
                 )
 
     def internal_stats(self, partition_name: str) -> dict:
-        path = partition_name.removeprefix("persistent://")
-        tenant, namespace, local = path.split("/", 2)
-        stats = self.get(
-            f"/admin/v2/persistent/{_quote(tenant)}/{_quote(namespace)}/{_quote(local)}"
-            "/internalStats"
-        )
+        stats = self.get(f"/admin/v2/persistent/{_topic_path(partition_name)}/internalStats")
         if not isinstance(stats, dict):
             raise ExportError(f"internalStats of {partition_name} is not an object")
         return stats
+
+    def sync_state(self, partition_name: str) -> dict | None:
+        """georep's ``sync-state`` of one topic partition; None where the cluster has no
+        such call (a real Pulsar cluster answers 404 for the path)."""
+        path = f"/admin/georep/v1/persistent/{_topic_path(partition_name)}/sync-state"
+        try:
+            state = self.get(path)
+        except _NotFound:
+            return None
+        if not isinstance(state, dict) or not isinstance(state.get("subscriptions"), dict):
+            raise ExportError(f"sync-state of {partition_name} is not a sync-state document")
+        return state
 
     def _names(self, path: str) -> list[str]:
         names = self.get(path)
@@ -187,8 +215,18 @@ class AdminClient:
         return names
 
 
+class _NotFound(ExportError):
+    """HTTP 404 from the admin REST."""
+
+
 def _quote(part: str) -> str:
     return urllib.parse.quote(part, safe="")
+
+
+def _topic_path(partition_name: str) -> str:
+    """``persistent://t/ns/x`` -> ``t/ns/x``, each part quoted."""
+    tenant, namespace, local = partition_name.removeprefix("persistent://").split("/", 2)
+    return f"{_quote(tenant)}/{_quote(namespace)}/{_quote(local)}"
 
 
 # --- rows ---------------------------------------------------------------------------
@@ -329,7 +367,11 @@ def export(
     messages = TableFile(out, schema.MESSAGES, cluster)
     subscriptions = TableFile(out, schema.SUBSCRIPTIONS, cluster)
     progress = Progress(progress_interval_s)
-    counts = {"messages": 0, "unmapped": 0, "resolved": 0, "subscriptions": 0}
+    counts = dict.fromkeys(
+        ("messages", "unmapped", "resolved", "subscriptions", "batch_entries",
+         "batch_entries_truncated", "batch_state_missing"),
+        0,
+    )  # fmt: skip
     try:
         client = pulsar.Client(
             service_url,
@@ -370,6 +412,9 @@ def export(
         "subscriptions": written[1],
         "unmapped_copies": counts["unmapped"],
         "copies_resolved_from_entries": counts["resolved"],
+        "batch_acks": "unavailable" if counts["batch_state_missing"] else "sync-state",
+        "batch_entries_partly_acknowledged": counts["batch_entries"],
+        "batch_entries_truncated": counts["batch_entries_truncated"],
         "out": str(out),
         "schema_version": schema.SCHEMA_VERSION,
     }
@@ -435,8 +480,12 @@ def _capture_subscriptions(
     admin: AdminClient, name: str, cluster: str, rows: RowBuffer, counts: dict[str, int]
 ) -> None:
     topic, partition = schema.split_partition(name)
+    sync_state = admin.sync_state(name)  # first: see the module docstring
     stats = admin.internal_stats(name)
     captured_at = int(time.time() * 1000)
+    if sync_state is None:
+        counts["batch_state_missing"] += 1
+    batches = sync_state["subscriptions"] if sync_state is not None else {}
     cursors = stats.get("cursors") or {}
     if not isinstance(cursors, dict):
         raise ExportError(f"internalStats of {name}: cursors is not an object")
@@ -444,10 +493,13 @@ def _capture_subscriptions(
         try:
             mark_delete = schema.parse_position(cursor["markDeletePosition"])
             ranges = schema.parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
+            batch_acks, truncated = batch_acks_of(batches.get(subscription), mark_delete, ranges)
         except (KeyError, TypeError, ValueError) as error:
             raise ExportError(
-                f"internalStats of {name}, cursor {subscription!r}: {error}"
+                f"internalStats / sync-state of {name}, cursor {subscription!r}: {error}"
             ) from None
+        counts["batch_entries"] += len(batch_acks)
+        counts["batch_entries_truncated"] += truncated
         rows.append(
             {
                 "schema_version": schema.SCHEMA_VERSION,
@@ -466,10 +518,43 @@ def _capture_subscriptions(
                     }
                     for lower, upper in ranges
                 ],
+                "batch_acks": batch_acks,
                 "captured_at": captured_at,
             }
         )
         counts["subscriptions"] += 1
+
+
+def batch_acks_of(
+    state: dict | None,
+    mark_delete: tuple[int, int],
+    ranges: list[tuple[tuple[int, int], tuple[int, int]]],
+) -> tuple[list[dict], int]:
+    """The ``batch_acks`` column of one subscription from its sync-state document (None:
+    none), leaving out entries the mark-delete position or a range ``(lower, upper]``
+    holds whole; and how many more entries the cluster did not list (0 or 1: "more").
+
+    >>> state = {"batches": [{"ledgerId": 3, "entryId": 4, "batchSize": 5, "ackedIndexes": [0, 2]},
+    ...                      {"ledgerId": 3, "entryId": 7, "batchSize": 2, "ackedIndexes": [1]}]}
+    >>> batch_acks_of(state, (3, 1), [((3, 6), (3, 7))])
+    ([{'ledger_id': 3, 'entry_id': 4, 'batch_size': 5, 'acked_indexes': [0, 2]}], 0)
+    """
+    if state is None:
+        return [], 0
+    acks = []
+    for batch in state.get("batches") or []:
+        position = (int(batch["ledgerId"]), int(batch["entryId"]))
+        size = int(batch["batchSize"])
+        indexes = sorted({int(i) for i in batch["ackedIndexes"]})
+        if indexes and not 0 <= indexes[0] <= indexes[-1] < size:
+            raise ValueError(f"batch {position}: indexes {indexes} outside a batch of {size}")
+        if position <= mark_delete or any(low < position <= high for low, high in ranges):
+            continue  # acknowledged whole since the sync-state was taken
+        acks.append(
+            {"ledger_id": position[0], "entry_id": position[1], "batch_size": size,
+             "acked_indexes": indexes}
+        )  # fmt: skip
+    return acks, int(bool(state.get("batchesTruncated")))
 
 
 def _resolve_set_aside(

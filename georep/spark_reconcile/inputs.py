@@ -3,7 +3,7 @@
 ``check_exports`` reads only Parquet footers (no rows) of every file under each export
 directory and refuses, with one message naming the file, what the job cannot use: a
 missing directory or table, an unreadable file, a missing column or one of another type,
-a schema version other than :data:`schema.SCHEMA_VERSION` (or several of them), a file of
+a schema version this georep does not read (:data:`schema.READABLE_VERSIONS`), a file of
 one table under the other's directory, no messages at all. It runs before Spark starts,
 so bad input fails in a second. ``load`` then reads the checked files as DataFrames.
 
@@ -92,6 +92,11 @@ def _check_file(path: Path, table: str) -> tuple[int, int]:
         raise InputError(f"{path} holds the {declared.decode(errors='replace')} table, not {table}")
     expected = schema.SCHEMAS[table]
     missing = [name for name in expected.names if name not in file_schema.names]
+    if missing and set(missing) <= set(schema.ADDED_IN_VERSION_2.get(table, ())):
+        version = _version_of(path, metadata, file_schema)
+        if version == 1:  # written before those columns existed: read without them
+            expected = pa.schema([f for f in expected if f.name not in missing])
+            missing = []
     if missing:
         raise InputError(
             f"{path}: missing column(s) {', '.join(missing)} "
@@ -118,10 +123,12 @@ def _compatible(found: pa.DataType, wanted: pa.DataType) -> bool:
         if not (pa.types.is_list(found) or pa.types.is_large_list(found)):
             return False
         item, wanted_item = found.value_type, wanted.value_type
-        return pa.types.is_struct(item) and all(
-            item.get_field_index(f.name) >= 0 and _compatible(item.field(f.name).type, f.type)
-            for f in wanted_item
-        )
+        if pa.types.is_struct(wanted_item):
+            return pa.types.is_struct(item) and all(
+                item.get_field_index(f.name) >= 0 and _compatible(item.field(f.name).type, f.type)
+                for f in wanted_item
+            )
+        return _compatible(item, wanted_item)
     return found == wanted
 
 
@@ -151,17 +158,18 @@ def _version_of(path: Path, metadata: pq.FileMetaData, file_schema: pa.Schema) -
 
 
 def _check_versions(versions: dict[int, list[str]]) -> None:
-    foreign = {v: paths for v, paths in versions.items() if v != schema.SCHEMA_VERSION}
+    foreign = {v: paths for v, paths in versions.items() if v not in schema.READABLE_VERSIONS}
     if not foreign:
         return
     described = "; ".join(
         f"schema version {version} in {_some(paths)}" for version, paths in sorted(foreign.items())
     )
+    readable = " and ".join(str(v) for v in schema.READABLE_VERSIONS)
     mixed = ""
     if len(versions) > 1:
         listed = ", ".join(str(v) for v in sorted(versions))
         mixed = f" (the inputs mix versions {listed}: export every cluster with the same georep)"
-    raise InputError(f"{described}; this georep reads version {schema.SCHEMA_VERSION}{mixed}")
+    raise InputError(f"{described}; this georep reads versions {readable}{mixed}")
 
 
 def _some(paths: list[str], shown: int = 3) -> str:
@@ -211,8 +219,14 @@ def load(spark, checked: CheckedExports, deliveries_path: str | None) -> Inputs:
         .drop("schema_version")
         for table in schema.TABLES
     }
+    from pyspark.sql import functions as F
+
+    subscriptions = frames[schema.SUBSCRIPTIONS]
+    for name in schema.ADDED_IN_VERSION_2[schema.SUBSCRIPTIONS]:  # null in version 1 files
+        empty = F.array().cast(subscriptions.schema[name].dataType)
+        subscriptions = subscriptions.withColumn(name, F.coalesce(name, empty))
     deliveries = load_deliveries(spark, deliveries_path) if deliveries_path else None
-    return Inputs(frames[schema.MESSAGES], frames[schema.SUBSCRIPTIONS], deliveries)
+    return Inputs(frames[schema.MESSAGES], subscriptions, deliveries)
 
 
 def _delivery_format(path: Path) -> str:
@@ -323,9 +337,9 @@ def _check_deliveries(path: Path, typed) -> None:
         "rows": F.count(F.lit(1)),
         "not JSON objects": count(~clean),
         "wrong phase (not before/after)": count(clean & ~F.col("phase").isin(*schema.PHASES)),
-        "schema version other than 1": count(
+        f"schema version other than {schema.DELIVERY_SCHEMA_VERSION}": count(
             clean & F.col("schema_version").isNotNull()
-            & (F.col("schema_version") != schema.SCHEMA_VERSION)
+            & (F.col("schema_version") != schema.DELIVERY_SCHEMA_VERSION)
         ),
     }  # fmt: skip
     for name in ("cluster", "topic", "subscription", "origin_cluster"):

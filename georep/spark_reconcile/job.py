@@ -25,6 +25,8 @@ subscription_summary        per subscription and link: MDPs (origin, translated,
                             acknowledged on origin, redelivery risk, skip risk
 redelivery_risk             each copy acknowledged on the origin and not on the replica
 skip_risk                   each copy acknowledged on the replica and not on the origin
+batch_differences           per subscription, link and batch entry acknowledged in part on
+                            either side: the indexes acknowledged on one side only
 duplicate_copies            identities stored more than once on one replica
 observed_duplicates         (with --deliveries) messages delivered again after an
                             acknowledged delivery: consumed twice
@@ -283,7 +285,7 @@ def reconcile(
     from georep.spark_reconcile.inputs import load
 
     keep = StorageLevel.MEMORY_AND_DISK
-    step = _Steps(15 if deliveries_path else 12, quiet)
+    step = _Steps(16 if deliveries_path else 13, quiet)
     out.mkdir(parents=True, exist_ok=True)
     inputs = load(spark, checked, deliveries_path)
     step("inputs checked")
@@ -321,6 +323,8 @@ def reconcile(
     write(R.translated_positions(translation, ranges), "translated_positions")
     write(risk, "redelivery_risk")
     write(skips, "skip_risk")
+    differences = R.batch_differences(risk, skips, subscriptions).persist(keep)
+    write(differences, "batch_differences", small=True)
     write(gap, "replication_gap")
     gaps = R.gap_summary(gap).persist(keep)
     duplicates = R.duplicate_copies(copies).persist(keep)
@@ -347,13 +351,14 @@ def reconcile(
         write(observed.redeliveries, "observed_redeliveries")
         write(observed.losses, "observed_losses")
 
-    totals = _totals(F, checked, messages, links_table, subscriptions_table, observed)
+    totals = _totals(F, checked, messages, links_table, subscriptions_table, observed,
+                     differences, subscriptions)  # fmt: skip
     timelines = _timelines(
         spark, F, R, published, gap, risk, skips, observed, links_table, subscriptions_table
     )
     step("timelines collected")
     tables = _report_tables(F, links_table, gaps, subscriptions_table, spark, out, observed,
-                            duplicates)  # fmt: skip
+                            duplicates, differences)  # fmt: skip
     page = report.render(title=title, totals=totals, tables=tables, timelines=timelines)
     (out / "report.html").write_text(page, encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(totals, indent=2, sort_keys=True) + "\n")
@@ -362,7 +367,8 @@ def reconcile(
     return totals
 
 
-def _totals(F, checked, messages, links_table, subscriptions_table, observed) -> dict:
+def _totals(F, checked, messages, links_table, subscriptions_table, observed, differences,
+            subscriptions) -> dict:  # fmt: skip
     """Every total in one Spark job: single-row aggregates joined side by side."""
     parts = [
         messages.agg(
@@ -381,6 +387,8 @@ def _totals(F, checked, messages, links_table, subscriptions_table, observed) ->
             F.sum("redelivery_risk").alias("redelivery_risk"),
             F.sum("skip_risk").alias("skip_risk"),
         ),
+        subscriptions.agg(F.sum(F.size("batch_acks")).alias("batch_entries_partly_acked")),
+        differences.agg(F.count(F.lit(1)).alias("batch_entries_differing")),
     ]
     if observed is not None:
         parts.append(observed.duplicates.agg(F.count(F.lit(1)).alias("observed_duplicates")))
@@ -449,7 +457,8 @@ def _timelines(spark, F, R, local, gap, risk, skips, observed, links_table, subs
     return {topic: timelines[topic] for topic in chosen if topic in timelines}
 
 
-def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, duplicates):
+def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, duplicates,
+                   differences):  # fmt: skip
     rows_max = limits.reconcile_report_rows_max
 
     def rows(frame, order):
@@ -503,6 +512,23 @@ def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, dupli
                    "not on the replica: duplicates after failover) and skip risk (the reverse: "
                    "losses after failover).",
                    sub_rows, total))  # fmt: skip
+    difference_rows, total = rows(
+        differences.select(
+            "topic", "partition", "subscription", "origin_cluster", "replica_cluster",
+            F.concat_ws(":", "origin_ledger_id", "origin_entry_id").alias("origin_position"),
+            F.concat_ws(":", "replica_ledger_id", "replica_entry_id").alias("replica_position"),
+            "partly_on_origin", "partly_on_replica",
+            F.array_join("origin_only_indexes", " ").alias("acked_on_origin_only"),
+            F.array_join("replica_only_indexes", " ").alias("acked_on_replica_only")),
+        [F.desc(F.size("origin_only_indexes") + F.size("replica_only_indexes")), "topic",
+         "partition", "subscription", "origin_ledger_id", "origin_entry_id"],
+    )  # fmt: skip
+    tables.append(("Batches acknowledged differently",
+                   "Per subscription and link: batch entries acknowledged only in part on at "
+                   "least one side (batch-index acknowledgements), and the indexes within the "
+                   "batch acknowledged on one side and not on the other: on the origin only "
+                   "(delivered again after a failover) or on the replica only (skipped).",
+                   difference_rows, total))  # fmt: skip
     duplicate_rows, total = rows(
         duplicates.select("replica_cluster", "topic", "partition", "origin_cluster",
                           "origin_ledger_id", "origin_entry_id", "batch_index", "copies"),

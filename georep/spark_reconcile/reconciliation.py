@@ -37,9 +37,17 @@ acknowledged on A by ``s`` through its range 0, copied to B at 5:4, unacknowledg
     origin_acks=[(s, 0)]  replica B  replica_position=5:4  replica_acks=[]
     -> one redelivery-risk row (s, A→B, 1:4 → 5:4); no gap; no skip.
 
-Ranges of one cursor are disjoint and above its MDP, so a message meets at most one piece
-per subscription. Acknowledgements are per entry, as in ``internalStats``: a batch entry
-partly acknowledged (batch-index acks) counts as not acknowledged.
+**Batch indexes.** Acknowledgements are per message: a batch entry acknowledged only in
+part (``batch_acks``: entry 3:8, acknowledged indexes [0, 2]) becomes one more range,
+``(3:7..3:8]``, that holds only those indexes (``batch_indexes``); the MDP and the
+individually deleted ranges hold every index of their entries (``batch_indexes`` null). A
+message of 3:8 then meets that piece and is acknowledged when its own ``batch_index`` is
+listed: (A, 3, 8, 0) and (A, 3, 8, 2) are, (A, 3, 8, 1) is not. Range ids: -1 the MDP,
+0..n-1 the n individually deleted ranges, n.. the partly acknowledged batches
+(``range_kind`` says which).
+
+Ranges of one cursor are disjoint and above its MDP (the export drops a batch entry a
+range holds whole), so a message meets at most one piece per subscription.
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ IDENTITY = ["origin_cluster", "origin_ledger_id", "origin_entry_id", "batch_inde
 PLACE = ["topic", "partition"]
 SUBSCRIPTION_KEY = ["cluster", "topic", "partition", "subscription"]
 MDP_RANGE_ID = -1
+RANGE_KINDS = ("mark_delete", "range", "batch")
 
 _BUCKET_BITS = limits.reconcile_range_bucket_entries.bit_length() - 1
 
@@ -108,27 +117,47 @@ def ledgers(messages: DataFrame) -> DataFrame:
 
 
 def acknowledged_ranges(subscriptions: DataFrame) -> DataFrame:
-    """Every subscription's MDP (range -1) and individually deleted ranges, each as
-    ``(lower, upper]`` with a ``range_id``."""
+    """Every subscription's MDP (range -1), individually deleted ranges and partly
+    acknowledged batch entries, each as ``(lower, upper]`` with a ``range_id``, a
+    ``range_kind`` and the ``batch_indexes`` it holds (null: all)."""
+    every_index = F.lit(None).cast("array<int>")
     mark_delete = subscriptions.select(
         *SUBSCRIPTION_KEY,
         F.lit(MDP_RANGE_ID).alias("range_id"),
+        F.lit("mark_delete").alias("range_kind"),
         F.lit(-1).cast("long").alias("lower_ledger_id"),
         F.lit(-1).cast("long").alias("lower_entry_id"),
         F.col("mark_delete_ledger_id").alias("upper_ledger_id"),
         F.col("mark_delete_entry_id").alias("upper_entry_id"),
+        every_index.alias("batch_indexes"),
     )
     individual = subscriptions.select(
         *SUBSCRIPTION_KEY, F.posexplode("individually_deleted").alias("range_id", "range")
     ).select(
         *SUBSCRIPTION_KEY,
         "range_id",
+        F.lit("range").alias("range_kind"),
         F.col("range.lower_ledger_id").alias("lower_ledger_id"),
         F.col("range.lower_entry_id").alias("lower_entry_id"),
         F.col("range.upper_ledger_id").alias("upper_ledger_id"),
         F.col("range.upper_entry_id").alias("upper_entry_id"),
+        every_index.alias("batch_indexes"),
     )
-    return mark_delete.unionByName(individual)
+    batches = subscriptions.select(
+        *SUBSCRIPTION_KEY,
+        F.size("individually_deleted").alias("ranges"),
+        F.posexplode("batch_acks").alias("i", "batch"),
+    ).select(
+        *SUBSCRIPTION_KEY,
+        (F.col("ranges") + F.col("i")).alias("range_id"),
+        F.lit("batch").alias("range_kind"),
+        F.col("batch.ledger_id").alias("lower_ledger_id"),
+        (F.col("batch.entry_id") - 1).alias("lower_entry_id"),
+        F.col("batch.ledger_id").alias("upper_ledger_id"),
+        F.col("batch.entry_id").alias("upper_entry_id"),
+        F.col("batch.acked_indexes").alias("batch_indexes"),
+    )
+    return mark_delete.unionByName(individual).unionByName(batches)
 
 
 def range_pieces(ranges: DataFrame, ledger_entries: DataFrame) -> DataFrame:
@@ -146,7 +175,7 @@ def range_pieces(ranges: DataFrame, ledger_entries: DataFrame) -> DataFrame:
     ).otherwise(F.col("ledger_last_entry"))
     pieces = (
         joined.select(*SUBSCRIPTION_KEY, "range_id", "ledger_id",
-                      first.alias("first_entry"), last.alias("last_entry"))
+                      first.alias("first_entry"), last.alias("last_entry"), "batch_indexes")
         .where(F.col("first_entry") <= F.col("last_entry"))
     )  # fmt: skip
     return pieces.select(
@@ -168,14 +197,17 @@ def acknowledgements(messages: DataFrame, pieces: DataFrame, *, broadcast: bool)
         .agg(
             F.collect_list(
                 F.struct("first_entry", "last_entry", F.col("subscription").alias("s"),
-                         F.col("range_id").alias("r"))
+                         F.col("range_id").alias("r"), F.col("batch_indexes").alias("b"))
             ).alias("candidates")
         )
     )  # fmt: skip
     right = F.broadcast(candidates) if broadcast else candidates
     holding = F.filter(
         F.coalesce("candidates", F.array().cast(candidates.schema["candidates"].dataType)),
-        lambda c: F.col("entry_id").between(c["first_entry"], c["last_entry"]),
+        lambda c: (
+            F.col("entry_id").between(c["first_entry"], c["last_entry"])
+            & (c["b"].isNull() | F.array_contains(c["b"], F.col("batch_index")))
+        ),
     )
     return (
         messages.where(F.col("origin_ledger_id").isNotNull())
@@ -295,6 +327,7 @@ def translated_positions(translation: DataFrame, ranges: DataFrame) -> DataFrame
         grouped = _flatten(grouped, column, column)
     bounds = ranges.select(
         F.col("cluster").alias("origin_cluster"), *PLACE, "subscription", "range_id",
+        "range_kind", F.col("batch_indexes").alias("origin_batch_indexes"),
         F.col("lower_ledger_id").alias("origin_lower_ledger_id"),
         F.col("lower_entry_id").alias("origin_lower_entry_id"),
         F.col("upper_ledger_id").alias("origin_upper_ledger_id"),
@@ -325,6 +358,57 @@ def skip_risk(linked_rows: DataFrame, subscriptions: DataFrame) -> DataFrame:
             on=["origin_cluster", *PLACE, "subscription"],
         )
         .drop("origin_subscription_present")
+    )  # fmt: skip
+
+
+def batch_differences(risk: DataFrame, skips: DataFrame, subscriptions: DataFrame) -> DataFrame:
+    """Per subscription, link and batch entry acknowledged only in part on at least one
+    side (its origin entry in the origin's ``batch_acks``, or its copy's entry in the
+    replica's): the indexes acknowledged on the origin and not on the replica
+    (``origin_only_indexes``, the redelivery risk) and the reverse (``replica_only_indexes``,
+    the skip risk). Example: A acknowledged indexes [0, 2] of a batch of 4 at 1:4, B [2, 3]
+    of its copy at 5:4 -> origin_only [0], replica_only [3]."""
+    key = [
+        *PLACE, "subscription", "origin_cluster", "replica_cluster",
+        "origin_ledger_id", "origin_entry_id", "replica_ledger_id", "replica_entry_id",
+    ]  # fmt: skip
+    index, none = F.col("batch_index"), F.lit(None).cast("int")
+    differing = (
+        risk.where(index >= 0)
+        .select(*key, index.alias("origin_only"), none.alias("replica_only"))
+        .unionByName(
+            skips.where(index >= 0).select(*key, none.alias("origin_only"),
+                                           index.alias("replica_only"))
+        )
+    )  # fmt: skip
+    partial = subscriptions.select(
+        "cluster", *PLACE, "subscription", F.explode("batch_acks").alias("batch")
+    ).select("cluster", *PLACE, "subscription", F.col("batch.ledger_id").alias("ledger_id"),
+             F.col("batch.entry_id").alias("entry_id"), F.lit(True).alias("partly"))  # fmt: skip
+
+    def partly_on(side: str) -> DataFrame:
+        return partial.select(
+            F.col("cluster").alias(f"{side}_cluster"), *PLACE, "subscription",
+            F.col("ledger_id").alias(f"{side}_ledger_id"),
+            F.col("entry_id").alias(f"{side}_entry_id"), F.col("partly").alias(f"{side}_partly"),
+        )  # fmt: skip
+
+    grouped = differing.groupBy(*key).agg(
+        F.array_sort(F.collect_list("origin_only")).alias("origin_only_indexes"),
+        F.array_sort(F.collect_list("replica_only")).alias("replica_only_indexes"),
+    )
+    side_key = [*PLACE, "subscription"]
+    return (
+        grouped.join(F.broadcast(partly_on("origin")),
+                     on=["origin_cluster", *side_key, "origin_ledger_id", "origin_entry_id"],
+                     how="left")
+        .join(F.broadcast(partly_on("replica")),
+              on=["replica_cluster", *side_key, "replica_ledger_id", "replica_entry_id"],
+              how="left")
+        .where(F.col("origin_partly").isNotNull() | F.col("replica_partly").isNotNull())
+        .select(*key, F.coalesce("origin_partly", F.lit(False)).alias("partly_on_origin"),
+                F.coalesce("replica_partly", F.lit(False)).alias("partly_on_replica"),
+                "origin_only_indexes", "replica_only_indexes")
     )  # fmt: skip
 
 

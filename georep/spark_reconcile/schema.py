@@ -1,4 +1,4 @@
-"""The tables ``georep export`` writes and ``georep reconcile`` reads, version 1.
+"""The tables ``georep export`` writes and ``georep reconcile`` reads, version 2.
 
 Two tables per cluster, each a Parquet file under the export directory::
 
@@ -21,13 +21,25 @@ MessageId; ``partition`` is -1 for a non-partitioned topic.
 
 **Acknowledged ranges** keep Pulsar's ``individuallyDeletedMessages`` meaning: each range is
 open below and closed above, ``(lower, upper]``. Example: ``(3:5..3:7]`` holds 3:6 and 3:7.
+
+**Acknowledged batch indexes** (``batch_acks``, version 2) are the messages acknowledged
+inside batch entries that are acknowledged only in part: entry ``3:8``, a batch of 4,
+``acked_indexes [0, 2]`` means its first and third messages are acknowledged and the other
+two are not. An entry listed there is never at or below the mark-delete position nor in
+a range (those hold whole entries). A message is acknowledged when its entry is, or when
+its batch index is. Version 1 had no such column: its files still read, with no batch
+index acknowledged (entry precision).
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions this georep reads: 1 is version 2 without ``batch_acks``.
+READABLE_VERSIONS = (1, 2)
+#: Columns a table gained after version 1, which a version 1 file may lack.
+ADDED_IN_VERSION_2 = {"subscriptions": ("batch_acks",)}
 VERSION_KEY = b"georep.schema_version"
 TABLE_KEY = b"georep.table"
 
@@ -43,6 +55,17 @@ RANGE_TYPE = pa.struct(
         pa.field("lower_entry_id", pa.int64(), nullable=False),
         pa.field("upper_ledger_id", pa.int64(), nullable=False),
         pa.field("upper_entry_id", pa.int64(), nullable=False),
+    ]
+)
+
+
+BATCH_ACK_TYPE = pa.struct(
+    [
+        pa.field("ledger_id", pa.int64(), nullable=False),
+        pa.field("entry_id", pa.int64(), nullable=False),
+        # messages in the batch (its metadata's num_messages_in_batch)
+        pa.field("batch_size", pa.int32(), nullable=False),
+        pa.field("acked_indexes", pa.list_(pa.int32()), nullable=False),
     ]
 )
 
@@ -82,6 +105,7 @@ SUBSCRIPTIONS_SCHEMA = pa.schema(
         pa.field("mark_delete_ledger_id", pa.int64(), nullable=False),
         pa.field("mark_delete_entry_id", pa.int64(), nullable=False),
         pa.field("individually_deleted", pa.list_(RANGE_TYPE), nullable=False),
+        pa.field("batch_acks", pa.list_(BATCH_ACK_TYPE), nullable=False),
         pa.field("captured_at", _TIME, nullable=False),
     ],
     metadata=_metadata(SUBSCRIPTIONS),
@@ -92,8 +116,8 @@ SCHEMAS = {MESSAGES: MESSAGES_SCHEMA, SUBSCRIPTIONS: SUBSCRIPTIONS_SCHEMA}
 #: The delivery log a failover drill writes (JSON lines or Parquet): one row per message
 #: delivered to a consumer. ``delivered_at`` is epoch milliseconds or ISO-8601 in JSON;
 #: ``phase`` is ``before`` or ``after`` the failover. Optional: ``partition`` (else taken
-#: from a ``-partition-N`` topic name, else -1), ``schema_version`` (must be 1) and
-#: ``acked`` (:data:`DELIVERY_ACKED`).
+#: from a ``-partition-N`` topic name, else -1), ``schema_version`` (must be
+#: :data:`DELIVERY_SCHEMA_VERSION`) and ``acked`` (:data:`DELIVERY_ACKED`).
 DELIVERY_COLUMNS = (
     "cluster",
     "topic",
@@ -106,6 +130,8 @@ DELIVERY_COLUMNS = (
     "phase",
 )
 PHASES = ("before", "after")
+#: The delivery log has its own version; it has not changed since version 1.
+DELIVERY_SCHEMA_VERSION = 1
 #: Optional boolean column of the delivery log: an acknowledgement covering this delivery
 #: was sent. Absent or null, the delivery counts as acknowledged (a consumer processes
 #: what it receives), which makes every repeated delivery a duplicate.

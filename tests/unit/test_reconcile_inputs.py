@@ -21,8 +21,8 @@ NOW = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 def message_row(**changes) -> dict:
     row = {
-        "schema_version": 1, "cluster": "A", "topic": "persistent://t/n/x", "partition": -1,
-        "ledger_id": 1, "entry_id": 0, "batch_index": -1, "origin_cluster": "A",
+        "schema_version": schema.SCHEMA_VERSION, "cluster": "A", "topic": "persistent://t/n/x",
+        "partition": -1, "ledger_id": 1, "entry_id": 0, "batch_index": -1, "origin_cluster": "A",
         "origin_ledger_id": 1, "origin_entry_id": 0, "key": None, "publish_time": NOW,
         "event_time": None, "size": 1,
     }  # fmt: skip
@@ -30,7 +30,8 @@ def message_row(**changes) -> dict:
     return row
 
 
-def write(root: Path, cluster: str, *, messages=None, message_schema=None, subscriptions=()):
+def write(root: Path, cluster: str, *, messages=None, message_schema=None, subscriptions=(),
+          subscription_schema=None):  # fmt: skip
     """An export directory of one cluster (by default one message, no subscription)."""
     table_schema = message_schema or schema.MESSAGES_SCHEMA
     rows = [message_row(cluster=cluster)] if messages is None else messages
@@ -41,16 +42,18 @@ def write(root: Path, cluster: str, *, messages=None, message_schema=None, subsc
         root / cluster / "messages" / f"{cluster}.parquet",
     )
     pq.write_table(
-        pa.Table.from_pylist(list(subscriptions), schema=schema.SUBSCRIPTIONS_SCHEMA),
+        pa.Table.from_pylist(
+            list(subscriptions), schema=subscription_schema or schema.SUBSCRIPTIONS_SCHEMA
+        ),
         root / cluster / "subscriptions" / f"{cluster}.parquet",
     )
     return str(root / cluster)
 
 
-def with_version(version: int) -> pa.Schema:
-    metadata = dict(schema.MESSAGES_SCHEMA.metadata)
+def with_version(version: int, table_schema: pa.Schema = schema.MESSAGES_SCHEMA) -> pa.Schema:
+    metadata = dict(table_schema.metadata)
     metadata[schema.VERSION_KEY] = str(version).encode()
-    return schema.MESSAGES_SCHEMA.with_metadata(metadata)
+    return table_schema.with_metadata(metadata)
 
 
 def test_good_exports_pass(tmp_path) -> None:
@@ -77,15 +80,33 @@ def test_column_of_another_type_is_refused(tmp_path) -> None:
 
 
 def test_wrong_version_is_refused(tmp_path) -> None:
-    directory = write(tmp_path, "A", message_schema=with_version(2))
-    with pytest.raises(InputError, match=r"schema version 2 in .*reads version 1"):
+    directory = write(tmp_path, "A", message_schema=with_version(3))
+    with pytest.raises(InputError, match=r"schema version 3 in .*reads versions 1 and 2"):
         check_exports([directory])
 
 
 def test_mixed_versions_are_refused(tmp_path) -> None:
-    directories = [write(tmp_path, "A"), write(tmp_path, "B", message_schema=with_version(2))]
-    with pytest.raises(InputError, match=r"schema version 2 in .*B.*the inputs mix versions 1, 2"):
+    directories = [write(tmp_path, "A"), write(tmp_path, "B", message_schema=with_version(3))]
+    with pytest.raises(InputError, match=r"schema version 3 in .*B.*the inputs mix versions 2, 3"):
         check_exports(directories)
+
+
+def test_version_1_exports_read_without_batch_indexes(tmp_path) -> None:
+    """A version 1 subscriptions file has no batch_acks: it passes the checks (and is read
+    at entry precision); a version 2 file without the column is refused."""
+    index = schema.SUBSCRIPTIONS_SCHEMA.get_field_index("batch_acks")
+    version_1 = with_version(1, schema.SUBSCRIPTIONS_SCHEMA.remove(index))
+    row = {"schema_version": 1, "cluster": "A", "topic": "persistent://t/n/x", "partition": -1,
+           "subscription": "s", "mark_delete_ledger_id": 1, "mark_delete_entry_id": 0,
+           "individually_deleted": [], "captured_at": NOW}  # fmt: skip
+    directory = write(tmp_path / "v1", "A", messages=[message_row(schema_version=1)],
+                      message_schema=with_version(1), subscriptions=[row],
+                      subscription_schema=version_1)  # fmt: skip
+    assert check_exports([directory]).rows == {"messages": 1, "subscriptions": 1}
+    unversioned = write(tmp_path / "v2", "A", subscriptions=[{**row, "schema_version": 2}],
+                        subscription_schema=with_version(2, version_1))  # fmt: skip
+    with pytest.raises(InputError, match=r"missing column\(s\) batch_acks"):
+        check_exports([unversioned])
 
 
 def test_version_from_the_column_when_the_footer_has_none(tmp_path) -> None:
@@ -163,7 +184,7 @@ def test_table_file_writes_bounded_row_groups_and_renames_when_complete(tmp_path
     assert table_file.commit() == 10
     written = pq.ParquetFile(table_file.final)
     assert [written.metadata.row_group(i).num_rows for i in range(3)] == [4, 4, 2]
-    assert written.schema_arrow.metadata[schema.VERSION_KEY] == b"1"
+    assert written.schema_arrow.metadata[schema.VERSION_KEY] == str(schema.SCHEMA_VERSION).encode()
     assert pq.read_table(table_file.final).column("entry_id").to_pylist() == list(range(10))
     assert not table_file.partial.exists()
 

@@ -16,6 +16,23 @@ Case T (one topic, A→B, entry ids are the worked example below):
 Case P (partitioned topic, batches): A stores a batch of 3 at 2:0 and a single message at
 2:1 in partition 0, a batch of 2 at 3:0 in partition 1; B holds the batches at 7:0 and 8:0
 (same batch indexes) and lacks 2:1. Subscription p acknowledged A 2:0 (MDP) on A only.
+
+Case Q (batch-index acknowledgements, message precision), A→B, q on both sides:
+
+    A ledger 40: 40:0 batch of 4, 40:1 batch of 3, 40:2 one message, 40:3 batch of 2
+    B ledger 50: 50:0..50:3 copies of 40:0..40:3 (a batch is replicated whole)
+    q on A: MDP 40:-1, range (40:1..40:2], batch_acks 40:0 [0, 2], 40:1 [1]
+            -> acked (40:0, 0) (40:0, 2) (40:1, 1) (40:2)           4 messages
+    q on B: MDP 50:-1, batch_acks 50:0 [2, 3], 50:3 [0]
+            -> acked copies of (40:0, 2) (40:0, 3) (40:3, 0)
+
+    redelivery risk: (40:0, 0) (40:1, 1) (40:2)                     3
+    skip risk:       (40:0, 3) (40:3, 0)                            2
+    batches acknowledged differently (batch entries, partly acknowledged on a side):
+        40:0 -> 50:0  partly on both     origin only [0]  replica only [3]
+        40:1 -> 50:1  partly on origin   origin only [1]  replica only []
+        40:3 -> 50:3  partly on replica  origin only []   replica only [0]
+    At entry precision (the export before batch indexes) the risks were 1 and 0.
 """
 
 from __future__ import annotations
@@ -67,7 +84,7 @@ def message(cluster, ledger, entry, *, topic=T, partition=-1, batch=-1, origin=N
     origin_cluster, origin_ledger, origin_entry = origin or (cluster, ledger, entry)
     publish_ms = BASE_MS + entry * 1000 if publish_ms is None else publish_ms
     return {
-        "schema_version": 1, "cluster": cluster, "topic": topic, "partition": partition,
+        "schema_version": 2, "cluster": cluster, "topic": topic, "partition": partition,
         "ledger_id": ledger, "entry_id": entry, "batch_index": batch,
         "origin_cluster": origin_cluster, "origin_ledger_id": origin_ledger,
         "origin_entry_id": origin_entry, "key": key,
@@ -76,14 +93,20 @@ def message(cluster, ledger, entry, *, topic=T, partition=-1, batch=-1, origin=N
     }  # fmt: skip
 
 
-def subscription(cluster, name, mdp, ranges=(), *, topic=T, partition=-1) -> dict:
+def subscription(cluster, name, mdp, ranges=(), *, topic=T, partition=-1, batches=()) -> dict:
+    """``batches``: ((ledger, entry), size, acked indexes) of partly acknowledged entries."""
     return {
-        "schema_version": 1, "cluster": cluster, "topic": topic, "partition": partition,
+        "schema_version": 2, "cluster": cluster, "topic": topic, "partition": partition,
         "subscription": name, "mark_delete_ledger_id": mdp[0], "mark_delete_entry_id": mdp[1],
         "individually_deleted": [
             {"lower_ledger_id": lo[0], "lower_entry_id": lo[1],
              "upper_ledger_id": hi[0], "upper_entry_id": hi[1]}
             for lo, hi in ranges
+        ],
+        "batch_acks": [
+            {"ledger_id": position[0], "entry_id": position[1], "batch_size": size,
+             "acked_indexes": list(indexes)}
+            for position, size, indexes in batches
         ],
         "captured_at": dt.datetime.fromtimestamp(BASE_MS / 1000 + 60, tz=dt.UTC),
     }  # fmt: skip
@@ -129,6 +152,25 @@ def case_p() -> tuple[list[dict], list[dict], list[dict], list[dict]]:
               subscription("A", "p", (3, -1), topic=P, partition=1)]  # fmt: skip
     b_subs = [subscription("B", "p", (7, -1), topic=P, partition=0),
               subscription("B", "p", (8, -1), topic=P, partition=1)]  # fmt: skip
+    return a_messages, a_subs, b_messages, b_subs
+
+
+Q = "persistent://geo/ns/batched"
+Q_SIZES = {0: 4, 1: 3, 2: -1, 3: 2}  # entry -> batch size (-1: not a batch)
+
+
+def case_q() -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    def indexes(size):
+        return range(size) if size > 0 else [-1]
+
+    a_messages = [message("A", 40, e, topic=Q, batch=b)
+                  for e, size in Q_SIZES.items() for b in indexes(size)]  # fmt: skip
+    b_messages = [message("B", 50, e, topic=Q, batch=b, origin=("A", 40, e))
+                  for e, size in Q_SIZES.items() for b in indexes(size)]  # fmt: skip
+    a_subs = [subscription("A", "q", (40, -1), [((40, 1), (40, 2))], topic=Q,
+                           batches=[((40, 0), 4, [0, 2]), ((40, 1), 3, [1])])]  # fmt: skip
+    b_subs = [subscription("B", "q", (50, -1), topic=Q,
+                           batches=[((50, 0), 4, [2, 3]), ((50, 3), 2, [0])])]  # fmt: skip
     return a_messages, a_subs, b_messages, b_subs
 
 
@@ -210,7 +252,7 @@ def result(spark, tmp_path_factory) -> Result:
     """Every case in one reconciliation (each case on its own topic), with T's delivery
     log: Spark's cost is per job, not per row, so one run keeps the module fast."""
     root = tmp_path_factory.mktemp("reconcile")
-    inputs = write_cases(root / "in", case_t, case_p, case_duplicates, case_big)
+    inputs = write_cases(root / "in", case_t, case_p, case_q, case_duplicates, case_big)
     deliveries = deliveries_for_t(root / "deliveries.jsonl")
     totals = reconcile(spark, inputs, root / "out", deliveries)
     return Result(totals, root / "out", spark)
@@ -242,11 +284,12 @@ def test_totals_add_up_over_the_cases(result) -> None:
         1 for m in case_big()[0] if BIG_RANGE[0] < (m["ledger_id"], m["entry_id"]) <= BIG_RANGE[1]
     )
     assert totals["replication_gap"] == 3 + 1
-    assert totals["redelivery_risk"] == 3 + 3 + big + 4
-    assert totals["skip_risk"] == 1
+    assert totals["redelivery_risk"] == 3 + 3 + 3 + big + 4
+    assert totals["skip_risk"] == 1 + 2
     assert totals["duplicate_copies"] == 1
+    assert totals["batch_entries_partly_acked"] == 4 and totals["batch_entries_differing"] == 3
     assert totals["observed_duplicates"] == 4 and totals["observed_losses"] == 3
-    assert totals["clusters"] == 2 and totals["topics"] == 4
+    assert totals["clusters"] == 2 and totals["topics"] == 5
     summary = json.loads((result.out / "summary.json").read_text())
     assert summary == totals
 
@@ -300,6 +343,41 @@ def test_batches_and_partitions(result) -> None:
     assert subs[1]["redelivery_risk"] == 0
 
 
+def test_batch_index_acknowledgements_count_per_message(result) -> None:
+    """Case Q, cell by cell (the module docstring has the worked numbers)."""
+    risk = result.table("redelivery_risk", Q)
+    found = sorted((r["origin_entry_id"], r["batch_index"], r["replica_entry_id"]) for r in risk)
+    assert found == [(0, 0, 0), (1, 1, 1), (2, -1, 2)]
+    assert all(r["replica_ledger_id"] == 50 and r["subscription"] == "q" for r in risk)
+    skips = result.table("skip_risk", Q)
+    assert sorted((r["origin_entry_id"], r["batch_index"]) for r in skips) == [(0, 3), (3, 0)]
+
+    (summary,) = result.table("subscription_summary", Q)
+    assert summary["acked_on_origin"] == 4
+    assert summary["copies_of_acked_on_origin"] == 4 and summary["copies_acked_on_replica"] == 1
+    assert (summary["redelivery_risk"], summary["skip_risk"]) == (3, 2)
+
+    ranges = {r["range_id"]: r for r in result.table("translated_positions", Q)}
+    assert {i: r["range_kind"] for i, r in ranges.items()} == {0: "range", 1: "batch", 2: "batch"}
+    first_batch = ranges[1]
+    assert first_batch["origin_batch_indexes"] == [0, 2]
+    assert (first_batch["origin_upper_ledger_id"], first_batch["origin_upper_entry_id"]) == (40, 0)
+    assert (first_batch["origin_messages"], first_batch["copies"]) == (2, 2)
+    assert first_batch["copies_acked_on_replica"] == 1
+    assert ranges[0]["origin_batch_indexes"] is None and ranges[0]["origin_messages"] == 1
+
+    differences = {r["origin_entry_id"]: r for r in result.table("batch_differences", Q)}
+    assert {e: (r["partly_on_origin"], r["partly_on_replica"], r["origin_only_indexes"],
+                r["replica_only_indexes"]) for e, r in differences.items()} == {
+        0: (True, True, [0], [3]),
+        1: (True, False, [1], []),
+        3: (False, True, [], [0]),
+    }  # fmt: skip
+    assert {r["replica_entry_id"] for r in differences.values()} == {0, 1, 3}
+    page = (result.out / "report.html").read_text()
+    assert "Batches acknowledged differently" in page
+
+
 def test_duplicate_copies_on_a_replica(result) -> None:
     (duplicate,) = result.table("duplicate_copies", D)
     assert duplicate["origin_entry_id"] == 1 and duplicate["copies"] == 2
@@ -338,7 +416,7 @@ def test_delivery_log_duplicates_and_losses(result) -> None:
 
 def test_report_is_one_self_contained_page(result) -> None:
     page = (result.out / "report.html").read_text()
-    assert page.count("<svg") == 4, "one timeline per topic"
+    assert page.count("<svg") == 5, "one timeline per topic"
     assert "Observed losses" in page and T in page
     assert "<script" not in page and "src=" not in page and "<link" not in page
 
