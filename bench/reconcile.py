@@ -11,7 +11,9 @@ Synthetic failover, origin A replicating to B, on 4 topics x 2 partitions:
 - B holds a copy of each, except the last 1 % of every partition's entries (the gap at
   failover), and 1 entry in 1,000 is stored twice on B (duplicate copies);
 - subscription ``orders`` acknowledged 80 % of every partition on A plus 1,000 ranges
-  out of order above it; on B its MDP was synced to 70 % only and no range was.
+  out of order above it and, above those, indexes 0 and 2 of 1,000 batches (batch-index
+  acknowledgements); on B its MDP was synced to 70 % only, no range was, and indexes 1
+  and 3 of 1,000 batches between 70 % and 80 % are acknowledged.
 
     python bench/reconcile.py [--rows 10000000] [--dir bench/out/reconcile]
 """
@@ -37,6 +39,7 @@ TOPICS, PARTITIONS, BATCH = 4, 2, 4
 LEDGER_ENTRIES = 50_000
 GAP_FRACTION, ORIGIN_ACKED, REPLICA_ACKED = 0.01, 0.80, 0.70
 RANGES = 1_000
+PARTLY_ACKED_BATCHES = 1_000
 BASE_MS = 1_700_000_000_000
 #: B stores A's ledger L as L + REPLICA_LEDGERS, and its second copies in L + TWICE_LEDGERS.
 REPLICA_LEDGERS, TWICE_LEDGERS = 1_000_000, 2_000_000
@@ -75,7 +78,7 @@ def generate(spark, root: Path, origin_rows: int) -> dict:
 
     def as_export(frame, cluster: str, origin_ledger, origin_entry):
         return frame.select(
-            F.lit(1).alias("schema_version"),
+            F.lit(2).alias("schema_version"),
             F.lit(cluster).alias("cluster"),
             "topic", "partition", "ledger_id", "entry_id", "batch_index",
             F.lit("A").alias("origin_cluster"),
@@ -118,7 +121,10 @@ def generate(spark, root: Path, origin_rows: int) -> dict:
 
     def subscriptions(cluster: str, acked_fraction: float, ranges: bool, ledger_offset: int):
         """One row per partition: MDP at ``acked_fraction`` of its entries and, on A,
-        RANGES ranges of one entry each, every other entry above the MDP."""
+        RANGES ranges of one entry each, every other entry above the MDP, then
+        PARTLY_ACKED_BATCHES batches with indexes 0 and 2 acknowledged, every other entry
+        above the ranges; on B as many batches with indexes 1 and 3 acknowledged, every
+        tenth entry above its MDP."""
         mdp_index = int(entries * acked_fraction)
         lanes_frame = spark.range(lanes).select(
             F.col("id").alias("lane"),
@@ -135,6 +141,19 @@ def generate(spark, root: Path, origin_rows: int) -> dict:
             "upper_ledger_id:bigint,upper_entry_id:bigint>>"
         )
         if ranges:
+            first_batch, step, acked = mdp_index + 2 * RANGES + 2, 2, [0, 2]
+        else:
+            first_batch, step, acked = mdp_index + 1, 10, [1, 3]
+        batch_acks = F.transform(
+            F.sequence(F.lit(0), F.lit(PARTLY_ACKED_BATCHES - 1)),
+            lambda j: F.struct(
+                _ledger_of(ledger, first_batch + step * j).cast("long").alias("ledger_id"),
+                _entry_of(first_batch + step * j).alias("entry_id"),
+                F.lit(BATCH).alias("batch_size"),
+                F.array(*[F.lit(i) for i in acked]).alias("acked_indexes"),
+            ),
+        )
+        if ranges:
             individual = F.transform(
                 F.sequence(F.lit(1), F.lit(RANGES)),
                 lambda i: F.struct(
@@ -145,13 +164,14 @@ def generate(spark, root: Path, origin_rows: int) -> dict:
                 ),
             )  # fmt: skip
         return lanes_frame.select(
-            F.lit(1).alias("schema_version"),
+            F.lit(2).alias("schema_version"),
             F.lit(cluster).alias("cluster"),
             "topic", "partition",
             F.lit("orders").alias("subscription"),
             mdp_ledger.cast("long").alias("mark_delete_ledger_id"),
             mdp_entry.cast("long").alias("mark_delete_entry_id"),
             individual.alias("individually_deleted"),
+            batch_acks.alias("batch_acks"),
             F.timestamp_millis(F.lit(BASE_MS + 10**9)).alias("captured_at"),
         )  # fmt: skip
 

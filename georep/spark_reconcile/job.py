@@ -251,11 +251,18 @@ def start_spark(
 
 
 class _Steps:
-    """``reconcile: [n/total] what`` on stderr, one line per step."""
+    """``reconcile: [n/total] what`` on stderr, one line per step; and each step's Spark
+    jobs described as ``[n/total] what`` (the Spark UI, ``--ui``, and its event log show
+    where the time goes)."""
 
-    def __init__(self, total: int, quiet: bool) -> None:
+    def __init__(self, total: int, quiet: bool, context=None) -> None:
         self.total, self.done, self.quiet = total, 0, quiet
+        self.context = context
         self.started = time.monotonic()
+
+    def begin(self, what: str) -> None:
+        if self.context is not None:
+            self.context.setJobDescription(f"[{self.done + 1}/{self.total}] {what}")
 
     def __call__(self, what: str) -> None:
         self.done += 1
@@ -285,7 +292,7 @@ def reconcile(
     from georep.spark_reconcile.inputs import load
 
     keep = StorageLevel.MEMORY_AND_DISK
-    step = _Steps(16 if deliveries_path else 13, quiet)
+    step = _Steps(16 if deliveries_path else 13, quiet, spark.sparkContext)
     out.mkdir(parents=True, exist_ok=True)
     inputs = load(spark, checked, deliveries_path)
     step("inputs checked")
@@ -300,6 +307,7 @@ def reconcile(
     link_rows = R.links(messages, declared).persist(keep)
     ranges = R.acknowledged_ranges(subscriptions).persist(keep)
     pieces = R.range_pieces(ranges, R.ledgers(messages)).persist(keep)
+    step.begin("cut acknowledged ranges into pieces")
     piece_count = pieces.count()
     step(f"acknowledged ranges cut into {piece_count} pieces")
 
@@ -317,6 +325,7 @@ def reconcile(
     def write(frame, name: str, *, small: bool = False) -> None:
         if small:
             frame = frame.coalesce(1)
+        step.begin(f"write {name}")
         frame.write.mode("overwrite").parquet(str(out / name))
         step(f"wrote {name}")
 
@@ -351,18 +360,21 @@ def reconcile(
         write(observed.redeliveries, "observed_redeliveries")
         write(observed.losses, "observed_losses")
 
+    step.begin("collect totals and timelines")
     totals = _totals(F, checked, messages, links_table, subscriptions_table, observed,
                      differences, subscriptions)  # fmt: skip
     timelines = _timelines(
         spark, F, R, published, gap, risk, skips, observed, links_table, subscriptions_table
     )
     step("timelines collected")
+    step.begin("collect the report's tables")
     tables = _report_tables(F, links_table, gaps, subscriptions_table, spark, out, observed,
                             duplicates, differences)  # fmt: skip
     page = report.render(title=title, totals=totals, tables=tables, timelines=timelines)
     (out / "report.html").write_text(page, encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(totals, indent=2, sort_keys=True) + "\n")
     step("report.html written")
+    spark.sparkContext.setJobDescription(None)
     spark.catalog.clearCache()
     return totals
 
