@@ -299,72 +299,79 @@ def reconcile(
 
     messages = inputs.messages
     subscriptions = inputs.subscriptions.persist(keep)
+    ids = R.subscription_ids(subscriptions).persist(keep)
     declared = (
         spark.createDataFrame(links, "origin_cluster string, replica_cluster string")
         if links
         else None
     )
-    link_rows = R.links(messages, declared).persist(keep)
+    index = R.message_index(messages).persist(keep)
+    link_rows = R.links(index, declared).persist(keep)
     ranges = R.acknowledged_ranges(subscriptions).persist(keep)
-    pieces = R.range_pieces(ranges, R.ledgers(messages)).persist(keep)
+    pieces = R.range_pieces(ranges, R.ledgers(index)).persist(keep)
     step.begin("cut acknowledged ranges into pieces")
     piece_count = pieces.count()
     step(f"acknowledged ranges cut into {piece_count} pieces")
 
-    acked = R.acknowledgements(
-        messages, pieces, broadcast=piece_count <= limits.reconcile_broadcast_pieces_max
-    )
-    published = R.published(acked)
-    copies = R.replica_copies(acked)
-    linked = R.linked(published, copies, link_rows).persist(keep)
-    translation = R.acked_translation(linked, subscriptions)
-    gap = R.replication_gap(linked)
-    skips = R.skip_risk(linked, subscriptions)
-    risk = R.redelivery_risk(translation)
-
-    def write(frame, name: str, *, small: bool = False) -> None:
+    def write(frame, name: str, *, small: bool = False):
+        """Write ``frame`` as table ``name`` and return the table read back: what comes
+        after reads the few written rows instead of computing them again."""
         if small:
             frame = frame.coalesce(1)
         step.begin(f"write {name}")
         frame.write.mode("overwrite").parquet(str(out / name))
         step(f"wrote {name}")
+        return spark.read.parquet(str(out / name))
 
-    write(R.translated_positions(translation, ranges), "translated_positions")
-    write(risk, "redelivery_risk")
-    write(skips, "skip_risk")
-    differences = R.batch_differences(risk, skips, subscriptions).persist(keep)
-    write(differences, "batch_differences", small=True)
-    write(gap, "replication_gap")
-    gaps = R.gap_summary(gap).persist(keep)
-    duplicates = R.duplicate_copies(copies).persist(keep)
-    write(gaps, "replication_gaps", small=True)
-    write(duplicates, "duplicate_copies", small=True)
-    links_table = R.link_summary(
-        published, copies, link_rows, gaps, duplicates, R.unmapped_copies(messages)
-    ).persist(keep)
-    write(links_table, "link_summary", small=True)
-    subscriptions_table = R.subscription_summary(
-        published, translation, skips, subscriptions, link_rows
-    ).persist(keep)
-    write(subscriptions_table, "subscription_summary", small=True)
+    duplicates = write(R.duplicate_copies(messages), "duplicate_copies", small=True)
+    acked = R.acknowledgements(
+        messages, pieces, ids, broadcast=piece_count <= limits.reconcile_broadcast_pieces_max
+    )
+    copy_count = (
+        index.where(F.col("cluster") != F.col("origin_cluster"))
+        .agg(F.sum("messages"))
+        .collect()[0][0]
+        or 0
+    )
+    linked = R.linked(
+        R.published(acked), R.replica_copies(acked), link_rows, duplicates,
+        broadcast_copies=copy_count <= limits.reconcile_broadcast_copies_max,
+    ).persist(keep)  # fmt: skip
+    translation = R.acked_translation(linked, subscriptions, ids)
+    positions = write(R.translated_positions(translation, ranges), "translated_positions")
+    risk = write(R.redelivery_risk(translation), "redelivery_risk")
+    skips = write(R.skip_risk(linked, subscriptions, ids), "skip_risk")
+    gap = write(R.replication_gap(linked), "replication_gap")
+    linked.unpersist()
+    differences = write(R.batch_differences(risk, skips, subscriptions), "batch_differences",
+                        small=True)  # fmt: skip
+    gaps = write(R.gap_summary(gap), "replication_gaps", small=True)
+    links_table = write(
+        R.link_summary(index, link_rows, gaps, duplicates, R.unmapped_copies(index)),
+        "link_summary",
+        small=True,
+    )
+    subscriptions_table = write(
+        R.subscription_summary(positions, skips, subscriptions, link_rows),
+        "subscription_summary",
+        small=True,
+    )
+    local = R.local_messages(messages)
 
     observed = None
     if inputs.deliveries is not None:
-        observed = R.observed(inputs.deliveries, published, gap)
+        observed = R.observed(inputs.deliveries, local, gap)
         observed = R.Observed(
-            duplicates=observed.duplicates.persist(keep),
-            redeliveries=observed.redeliveries.persist(keep),
-            losses=observed.losses.persist(keep),
+            duplicates=write(observed.duplicates, "observed_duplicates"),
+            redeliveries=write(observed.redeliveries, "observed_redeliveries"),
+            losses=write(observed.losses, "observed_losses"),
         )
-        write(observed.duplicates, "observed_duplicates")
-        write(observed.redeliveries, "observed_redeliveries")
-        write(observed.losses, "observed_losses")
 
     step.begin("collect totals and timelines")
-    totals = _totals(F, checked, messages, links_table, subscriptions_table, observed,
+    totals = _totals(F, checked, index, links_table, subscriptions_table, observed,
                      differences, subscriptions)  # fmt: skip
     timelines = _timelines(
-        spark, F, R, published, gap, risk, skips, observed, links_table, subscriptions_table
+        spark, F, R, index, local, gap, risk, skips, observed, links_table, subscriptions_table
     )
     step("timelines collected")
     step.begin("collect the report's tables")
@@ -379,11 +386,11 @@ def reconcile(
     return totals
 
 
-def _totals(F, checked, messages, links_table, subscriptions_table, observed, differences,
+def _totals(F, checked, index, links_table, subscriptions_table, observed, differences,
             subscriptions) -> dict:  # fmt: skip
     """Every total in one Spark job: single-row aggregates joined side by side."""
     parts = [
-        messages.agg(
+        index.agg(
             F.countDistinct("cluster").alias("clusters"),
             F.countDistinct("topic").alias("topics"),
         ),
@@ -413,7 +420,7 @@ def _totals(F, checked, messages, links_table, subscriptions_table, observed, di
     return {k: int(v or 0) for k, v in totals.items()}
 
 
-def _timelines(spark, F, R, local, gap, risk, skips, observed, links_table, subs_table):
+def _timelines(spark, F, R, index, local, gap, risk, skips, observed, links_table, subs_table):
     """Per chosen topic (most problems first, at most ``reconcile_report_topics_max``):
     counts per bucket of each series."""
     per_topic = (
@@ -424,7 +431,11 @@ def _timelines(spark, F, R, local, gap, risk, skips, observed, links_table, subs
                 F.sum(F.col("redelivery_risk") + F.col("skip_risk")).alias("problems")
             )
         )
-        .unionByName(local.select("topic", F.lit(0).cast("long").alias("problems")).distinct())
+        .unionByName(
+            index.where(F.col("cluster") == F.col("origin_cluster"))
+            .select("topic", F.lit(0).cast("long").alias("problems"))
+            .distinct()
+        )
         .groupBy("topic")
         .agg(F.sum("problems").alias("problems"))
         .orderBy(F.desc("problems"), "topic")
@@ -433,7 +444,7 @@ def _timelines(spark, F, R, local, gap, risk, skips, observed, links_table, subs
     chosen = [row.topic for row in per_topic.collect()]
     if not chosen:
         return {}
-    bounds = R.timeline_bounds(local.where(F.col("topic").isin(chosen))).persist()
+    bounds = R.timeline_bounds(index.where(F.col("topic").isin(chosen))).persist()
     series = [
         R.timeline_counts(local, bounds, "published"),
         R.timeline_counts(gap, bounds, "replication_gap"),

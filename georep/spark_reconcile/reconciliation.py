@@ -76,26 +76,41 @@ def is_system_subscription(column: Column) -> Column:
     return condition
 
 
-def unmapped_copies(messages: DataFrame) -> DataFrame:
-    """Copies whose origin position the export could not see, counted per topic."""
-    return (
-        messages.where(F.col("origin_ledger_id").isNull())
-        .groupBy(F.col("cluster").alias("replica_cluster"), "topic", "origin_cluster")
-        .agg(F.count(F.lit(1)).alias("unmapped_copies"))
+def message_index(messages: DataFrame) -> DataFrame:
+    """One narrow pass over the messages, grouped per (cluster, origin_cluster, topic,
+    partition, ledger): the first and last entry id, messages, copies whose origin
+    position is unknown (``unmapped``), first and last publish time (ms). Small (a row per
+    ledger and origin), it answers every count the report needs without another pass."""
+    return messages.groupBy("cluster", "origin_cluster", *PLACE, "ledger_id").agg(
+        F.min("entry_id").alias("ledger_first_entry"),
+        F.max("entry_id").alias("ledger_last_entry"),
+        F.count(F.lit(1)).alias("messages"),
+        F.sum(F.col("origin_ledger_id").isNull().cast("long")).alias("unmapped"),
+        F.min(F.unix_millis("publish_time")).alias("first_ms"),
+        F.max(F.unix_millis("publish_time")).alias("last_ms"),
     )
 
 
-def links(messages: DataFrame, declared: DataFrame | None = None) -> DataFrame:
+def unmapped_copies(index: DataFrame) -> DataFrame:
+    """Copies whose origin position the export could not see, counted per topic."""
+    return (
+        index.where(F.col("unmapped") > 0)
+        .groupBy(F.col("cluster").alias("replica_cluster"), "topic", "origin_cluster")
+        .agg(F.sum("unmapped").alias("unmapped_copies"))
+    )
+
+
+def links(index: DataFrame, declared: DataFrame | None = None) -> DataFrame:
     """(topic, origin_cluster, replica_cluster) for every pair with at least one copy, and
     for every topic published on the origin of a ``declared`` (origin_cluster,
     replica_cluster) pair: a link that was cut before anything crossed it shows as a gap
-    only when declared."""
-    found = messages.where(F.col("cluster") != F.col("origin_cluster")).select(
+    only when declared. ``index``: :func:`message_index`."""
+    found = index.where(F.col("cluster") != F.col("origin_cluster")).select(
         "topic", "origin_cluster", F.col("cluster").alias("replica_cluster")
     )
     if declared is not None:
         published_topics = (
-            messages.where(F.col("cluster") == F.col("origin_cluster"))
+            index.where(F.col("cluster") == F.col("origin_cluster"))
             .select("topic", "origin_cluster")
             .distinct()
         )
@@ -107,13 +122,39 @@ def links(messages: DataFrame, declared: DataFrame | None = None) -> DataFrame:
     return found.distinct()
 
 
-def ledgers(messages: DataFrame) -> DataFrame:
+def ledgers(index: DataFrame) -> DataFrame:
     """The entries each ledger holds in the index: (cluster, topic, partition, ledger_id,
     first_entry, last_entry)."""
-    return messages.groupBy("cluster", *PLACE, "ledger_id").agg(
-        F.min("entry_id").alias("ledger_first_entry"),
-        F.max("entry_id").alias("ledger_last_entry"),
+    return index.groupBy("cluster", *PLACE, "ledger_id").agg(
+        F.min("ledger_first_entry").alias("ledger_first_entry"),
+        F.max("ledger_last_entry").alias("ledger_last_entry"),
     )
+
+
+def subscription_ids(subscriptions: DataFrame) -> DataFrame:
+    """(subscription, sub_id): a number per subscription name, the same on every
+    cluster, so that an acknowledgement is one long (:func:`ack_code`)."""
+    from pyspark.sql import Window
+
+    names = subscriptions.select("subscription").distinct()
+    return names.select(
+        "subscription",
+        (F.dense_rank().over(Window.orderBy("subscription")) - 1).cast("int").alias("sub_id"),
+    )
+
+
+def ack_code(sub_id: Column, range_id: Column) -> Column:
+    """One acknowledgement as a long: subscription number above, range id + 1 below.
+    Arrays of longs cost far less to cache and scan than arrays of (name, range) pairs."""
+    return F.shiftleft(sub_id.cast("long"), 32) + (range_id + 1).cast("long")
+
+
+def ack_subscription(code: Column) -> Column:
+    return F.shiftright(code, 32).cast("int")
+
+
+def ack_range(code: Column) -> Column:
+    return (code.bitwiseAND(F.lit(0xFFFFFFFF)) - 1).cast("int")
 
 
 def acknowledged_ranges(subscriptions: DataFrame) -> DataFrame:
@@ -188,16 +229,20 @@ def range_pieces(ranges: DataFrame, ledger_entries: DataFrame) -> DataFrame:
     )
 
 
-def acknowledgements(messages: DataFrame, pieces: DataFrame, *, broadcast: bool) -> DataFrame:
+def acknowledgements(
+    messages: DataFrame, pieces: DataFrame, ids: DataFrame, *, broadcast: bool
+) -> DataFrame:
     """Every message whose identity is known, with ``acks``: the (non-system)
-    subscriptions of its own cluster that acknowledged it, and through which range."""
+    subscriptions of its own cluster that acknowledged it, and through which range, as
+    :func:`ack_code` longs."""
     candidates = (
         pieces.where(~is_system_subscription(F.col("subscription")))
+        .join(F.broadcast(ids), on="subscription")
         .groupBy("cluster", *PLACE, "ledger_id", "bucket")
         .agg(
             F.collect_list(
-                F.struct("first_entry", "last_entry", F.col("subscription").alias("s"),
-                         F.col("range_id").alias("r"), F.col("batch_indexes").alias("b"))
+                F.struct("first_entry", "last_entry", F.col("batch_indexes").alias("b"),
+                         ack_code(F.col("sub_id"), F.col("range_id")).alias("a"))
             ).alias("candidates")
         )
     )  # fmt: skip
@@ -213,8 +258,7 @@ def acknowledgements(messages: DataFrame, pieces: DataFrame, *, broadcast: bool)
         messages.where(F.col("origin_ledger_id").isNotNull())
         .withColumn("bucket", F.shiftright("entry_id", _BUCKET_BITS))
         .join(right, on=["cluster", *PLACE, "ledger_id", "bucket"], how="left")
-        .withColumn("acks", F.transform(holding, lambda c: F.struct(c["s"].alias("s"),
-                                                                      c["r"].alias("r"))))
+        .withColumn("acks", F.transform(holding, lambda c: c["a"]))
         .drop("candidates", "bucket")
     )  # fmt: skip
 
@@ -238,11 +282,36 @@ def replica_copies(acked: DataFrame) -> DataFrame:
     )
 
 
-def linked(origin_rows: DataFrame, copy_rows: DataFrame, link_rows: DataFrame) -> DataFrame:
+def linked(
+    origin_rows: DataFrame,
+    copy_rows: DataFrame,
+    link_rows: DataFrame,
+    duplicates: DataFrame,
+    *,
+    broadcast_copies: bool,
+) -> DataFrame:
     """Each published message once per replica of its topic, with its copy there (null
-    replica position: none; two rows: stored twice)."""
-    return origin_rows.join(F.broadcast(link_rows), on=["topic", "origin_cluster"]).join(
-        copy_rows, on=["replica_cluster", *PLACE, *IDENTITY], how="left"
+    replica position: none; two rows: stored twice). ``counted`` is false on the second
+    and later copies of an identity stored twice (``duplicates``), so that summing it
+    counts messages, not copies. With ``broadcast_copies`` the copies become one
+    in-memory hash table (no shuffle); without, both sides are shuffled and merged (the
+    one shuffle of the messages), which scales past memory."""
+    key = ["replica_cluster", *PLACE, *IDENTITY]
+    first_copies = duplicates.select(
+        *key, F.col("positions")[0]["l"].alias("first_l"),
+        F.col("positions")[0]["e"].alias("first_e"),
+    )  # fmt: skip
+    counted = F.col("first_l").isNull() | (
+        (F.col("replica_ledger_id") == F.col("first_l"))
+        & (F.col("replica_entry_id") == F.col("first_e"))
+    )
+    copies = F.broadcast(copy_rows) if broadcast_copies else copy_rows.hint("merge")
+    return (
+        origin_rows.join(F.broadcast(link_rows), on=["topic", "origin_cluster"])
+        .join(copies, on=key, how="left")
+        .join(F.broadcast(first_copies), on=key, how="left")
+        .withColumn("counted", counted)
+        .drop("first_l", "first_e")
     )
 
 
@@ -257,21 +326,24 @@ def subscription_presence(subscriptions: DataFrame, side: str) -> DataFrame:
     )
 
 
-def acked_translation(linked_rows: DataFrame, subscriptions: DataFrame) -> DataFrame:
+def acked_translation(linked_rows: DataFrame, subscriptions: DataFrame, ids: DataFrame):
     """For every published message acknowledged on its origin by a subscription, and every
     replica of its topic: the copy's replica position (null: no copy), whether the same
     subscription acknowledged the copy there, and whether it exists there at all."""
     exploded = linked_rows.select("*", F.explode("origin_acks").alias("ack"))
+    sub_id = ack_subscription(F.col("ack"))
     acked_here = F.coalesce(
-        F.exists("replica_acks", lambda a: a["s"] == F.col("ack.s")), F.lit(False)
+        F.exists("replica_acks", lambda a: ack_subscription(a) == sub_id), F.lit(False)
     )
     return (
         exploded.select(
-            *PLACE, F.col("ack.s").alias("subscription"), "origin_cluster", "replica_cluster",
-            F.col("ack.r").alias("range_id"), "origin_ledger_id", "origin_entry_id",
-            "batch_index", "publish_time", "replica_ledger_id", "replica_entry_id",
+            *PLACE, sub_id.alias("sub_id"), "origin_cluster", "replica_cluster",
+            ack_range(F.col("ack")).alias("range_id"), "origin_ledger_id", "origin_entry_id",
+            "batch_index", "publish_time", "replica_ledger_id", "replica_entry_id", "counted",
             acked_here.alias("acked_on_replica"),
         )
+        .join(F.broadcast(ids), on="sub_id")
+        .drop("sub_id")
         .join(
             F.broadcast(subscription_presence(subscriptions, "replica")),
             on=["replica_cluster", *PLACE, "subscription"],
@@ -291,7 +363,7 @@ def redelivery_risk(translation: DataFrame) -> DataFrame:
         F.col("replica_ledger_id").isNotNull()
         & ~F.col("acked_on_replica")
         & F.col("replica_subscription_present")
-    ).drop("acked_on_replica", "replica_subscription_present")
+    ).drop("acked_on_replica", "replica_subscription_present", "counted")
 
 
 def _position(ledger: str, entry: str) -> Column:
@@ -314,7 +386,7 @@ def translated_positions(translation: DataFrame, ranges: DataFrame) -> DataFrame
     grouped = translation.groupBy(
         *PLACE, "subscription", "origin_cluster", "replica_cluster", "range_id"
     ).agg(
-        F.count(F.lit(1)).alias("origin_messages"),
+        F.sum(F.col("counted").cast("long")).alias("origin_messages"),
         F.count("replica_ledger_id").alias("copies"),
         F.sum(F.col("acked_on_replica").cast("long")).alias("copies_acked_on_replica"),
         F.min(_position("origin_ledger_id", "origin_entry_id")).alias("origin_first"),
@@ -338,21 +410,24 @@ def translated_positions(translation: DataFrame, ranges: DataFrame) -> DataFrame
     ).withColumn("copies_not_acked_on_replica", F.col("copies") - F.col("copies_acked_on_replica"))
 
 
-def skip_risk(linked_rows: DataFrame, subscriptions: DataFrame) -> DataFrame:
+def skip_risk(linked_rows: DataFrame, subscriptions: DataFrame, ids: DataFrame) -> DataFrame:
     """Copies the replica's subscription acknowledged whose original the origin still
     holds unacknowledged by the same subscription (which exists there): a consumer
     failing over would skip them (would-be losses)."""
     exploded = linked_rows.where(F.col("replica_ledger_id").isNotNull()).select(
         "*", F.explode("replica_acks").alias("ack")
     )
-    acked_on_origin = F.exists("origin_acks", lambda a: a["s"] == F.col("ack.s"))
+    sub_id = ack_subscription(F.col("ack"))
+    acked_on_origin = F.exists("origin_acks", lambda a: ack_subscription(a) == sub_id)
     return (
         exploded.where(~acked_on_origin)
         .select(
-            *PLACE, F.col("ack.s").alias("subscription"), "origin_cluster", "replica_cluster",
+            *PLACE, sub_id.alias("sub_id"), "origin_cluster", "replica_cluster",
             "origin_ledger_id", "origin_entry_id", "batch_index", "publish_time",
             "replica_ledger_id", "replica_entry_id",
         )
+        .join(F.broadcast(ids), on="sub_id")
+        .drop("sub_id")
         .join(
             F.broadcast(subscription_presence(subscriptions, "origin")),
             on=["origin_cluster", *PLACE, "subscription"],
@@ -432,11 +507,26 @@ def gap_summary(gap: DataFrame) -> DataFrame:
     return _flatten(_flatten(grouped, "first", "gap_first"), "last", "gap_last")
 
 
-def duplicate_copies(copy_rows: DataFrame) -> DataFrame:
-    """Identities stored more than once on one replica (replication deduplication failed)."""
+def duplicate_copies(messages: DataFrame) -> DataFrame:
+    """Identities stored more than once on one replica (replication deduplication failed).
+
+    Found in two steps: the copies' identities hashed to one long and counted (a narrow
+    aggregation, no strings shuffled), then only the copies whose hash was seen twice
+    grouped exactly — a hash collision costs a few rows there, never a wrong answer."""
     key = ["replica_cluster", *PLACE, *IDENTITY]
+    copies = messages.where(
+        (F.col("cluster") != F.col("origin_cluster")) & F.col("origin_ledger_id").isNotNull()
+    ).select(
+        F.col("cluster").alias("replica_cluster"), *PLACE, *IDENTITY,
+        F.col("ledger_id").alias("replica_ledger_id"), F.col("entry_id").alias("replica_entry_id"),
+        F.xxhash64(F.col("cluster"), *PLACE, *IDENTITY).alias("identity_hash"),
+    )  # fmt: skip
+    seen_twice = (
+        copies.groupBy("identity_hash").agg(F.count(F.lit(1)).alias("n")).where(F.col("n") > 1)
+    )
     return (
-        copy_rows.groupBy(*key)
+        copies.join(F.broadcast(seen_twice.select("identity_hash")), on="identity_hash")
+        .groupBy(*key)
         .agg(
             F.count(F.lit(1)).alias("copies"),
             F.array_sort(F.collect_list(_position("replica_ledger_id", "replica_entry_id"))).alias(
@@ -448,20 +538,25 @@ def duplicate_copies(copy_rows: DataFrame) -> DataFrame:
 
 
 def link_summary(
-    origin_rows: DataFrame,
-    copy_rows: DataFrame,
+    index: DataFrame,
     link_rows: DataFrame,
     gaps: DataFrame,
     duplicates: DataFrame,
     unmapped: DataFrame,
 ) -> DataFrame:
     """Per (topic, origin, replica): published, copied, missing (and when), duplicated,
-    unmapped."""
+    unmapped. ``index``: :func:`message_index`."""
     link_key = ["topic", "origin_cluster", "replica_cluster"]
-    published_counts = origin_rows.groupBy("topic", "origin_cluster").agg(
-        F.count(F.lit(1)).alias("origin_messages")
+    local = F.col("cluster") == F.col("origin_cluster")
+    published_counts = (
+        index.where(local).groupBy("topic", "origin_cluster")
+        .agg(F.sum("messages").alias("origin_messages"))
+    )  # fmt: skip
+    copied = (
+        index.where(~local)
+        .groupBy("topic", "origin_cluster", F.col("cluster").alias("replica_cluster"))
+        .agg(F.sum(F.col("messages") - F.col("unmapped")).alias("copies"))
     )
-    copied = copy_rows.groupBy(*link_key).agg(F.count(F.lit(1)).alias("copies"))
     missing = gaps.groupBy(*link_key).agg(
         F.sum("gap_messages").alias("gap_messages"),
         F.min("gap_first_publish_time").alias("gap_first_publish_time"),
@@ -482,8 +577,7 @@ def link_summary(
 
 
 def subscription_summary(
-    origin_rows: DataFrame,
-    translation: DataFrame,
+    positions: DataFrame,
     skips: DataFrame,
     subscriptions: DataFrame,
     link_rows: DataFrame,
@@ -492,27 +586,22 @@ def subscription_summary(
     origin, copies of them and how many the replica acknowledged, redelivery and skip
     risk (counted per copy: a message stored twice on the replica is delivered twice),
     and the MDPs: the origin's, its translation onto the replica (the last copy of a
-    message below it) and the replica's own."""
+    message below it) and the replica's own. Summed from ``positions``
+    (:func:`translated_positions`, a row per acknowledged range), not from the messages."""
     key = [*PLACE, "subscription", "origin_cluster", "replica_cluster"]
-    acked_messages = (
-        origin_rows.select(*PLACE, "origin_cluster", F.explode("origin_acks").alias("ack"))
-        .groupBy(*PLACE, "origin_cluster", F.col("ack.s").alias("subscription"))
-        .agg(F.count(F.lit(1)).alias("acked_on_origin"))
-    )
-    risky = (
-        F.col("replica_ledger_id").isNotNull()
-        & ~F.col("acked_on_replica")
-        & F.col("replica_subscription_present")
-    )
-    acked = translation.groupBy(*key).agg(
-        F.count("replica_ledger_id").alias("copies_of_acked_on_origin"),
-        F.sum(F.col("acked_on_replica").cast("long")).alias("copies_acked_on_replica"),
-        F.sum(risky.cast("long")).alias("redelivery_risk"),
-        F.max("replica_subscription_present").alias("replica_subscription_present"),
+    present = F.col("replica_subscription_present")
+    acked = positions.groupBy(*key).agg(
+        F.sum("origin_messages").alias("acked_on_origin"),
+        F.sum("copies").alias("copies_of_acked_on_origin"),
+        F.sum("copies_acked_on_replica").alias("copies_acked_on_replica"),
+        F.sum(F.when(present, F.col("copies_not_acked_on_replica")).otherwise(0)).alias(
+            "redelivery_risk"
+        ),
+        F.max(present).alias("replica_subscription_present"),
         F.max(
             F.when(
                 F.col("range_id") == MDP_RANGE_ID,
-                _position("replica_ledger_id", "replica_entry_id"),
+                _position("replica_last_ledger_id", "replica_last_entry_id"),
             )
         ).alias("translated_mdp"),
     )
@@ -535,7 +624,6 @@ def subscription_summary(
     )
     summary = (
         pairs.select(*key)
-        .join(acked_messages, on=[*PLACE, "origin_cluster", "subscription"], how="left")
         .join(acked, on=key, how="left")
         .join(skipped, on=key, how="left")
         .join(F.broadcast(origin_mdp), on=["origin_cluster", *PLACE, "subscription"], how="left")
@@ -684,9 +772,18 @@ def timeline_counts(events: DataFrame, bounds: DataFrame, series: str) -> DataFr
     )
 
 
-def timeline_bounds(local: DataFrame) -> DataFrame:
-    """Per topic, first and last publish time (ms) of the messages published on it."""
-    return local.groupBy("topic").agg(
-        F.min(F.unix_millis("publish_time")).alias("first_ms"),
-        F.max(F.unix_millis("publish_time")).alias("last_ms"),
+def timeline_bounds(index: DataFrame) -> DataFrame:
+    """Per topic, first and last publish time (ms) of the messages published on it.
+    ``index``: :func:`message_index`."""
+    return (
+        index.where(F.col("cluster") == F.col("origin_cluster"))
+        .groupBy("topic")
+        .agg(F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms"))
+    )
+
+
+def local_messages(messages: DataFrame) -> DataFrame:
+    """The messages each cluster published itself (no acknowledgements looked up)."""
+    return messages.where(F.col("cluster") == F.col("origin_cluster")).select(
+        *PLACE, *IDENTITY, "publish_time", "key"
     )
