@@ -333,16 +333,18 @@ def reconcile(
         .collect()[0][0]
         or 0
     )
-    linked = R.linked(
-        R.published(acked), R.replica_copies(acked), link_rows, duplicates,
+    lanes = R.link_lanes(index, link_rows).persist(keep)
+    by_lane = R.linked(
+        R.published(acked), R.replica_copies(acked), lanes, duplicates,
         broadcast_copies=copy_count <= limits.reconcile_broadcast_copies_max,
     ).persist(keep)  # fmt: skip
+    linked = R.named(by_lane, lanes)
     translation = R.acked_translation(linked, subscriptions, ids)
     positions = write(R.translated_positions(translation, ranges), "translated_positions")
     risk = write(R.redelivery_risk(translation), "redelivery_risk")
     skips = write(R.skip_risk(linked, subscriptions, ids), "skip_risk")
     gap = write(R.replication_gap(linked), "replication_gap")
-    linked.unpersist()
+    by_lane.unpersist()
     differences = write(R.batch_differences(risk, skips, subscriptions), "batch_differences",
                         small=True)  # fmt: skip
     gaps = write(R.gap_summary(gap), "replication_gaps", small=True)

@@ -26,16 +26,25 @@ topic, partition, ledger, bucket) into one array of candidates and broadcast whe
 ``limits.reconcile_broadcast_pieces_max``, so each message meets its candidates by an
 equi-join without being shuffled, and keeps those whose bounds hold its entry: its
 ``acks``, the (subscription ``s``, range ``r``) pairs of its own cluster that acknowledged
-it.
+it, each one long (:func:`ack_code`).
 
 **One shuffle.** The origin's messages, once per replica of their topic, are then joined
-with the replicas' copies on (replica, topic, partition, identity): the only shuffle of
-the messages (:func:`linked`). Every result is read off the joined rows by narrow
+with the replicas' copies on (replica, topic, partition, identity) — as numbers: the
+names become a lane number first (:func:`link_lanes`) — the only shuffle of the messages
+(:func:`linked`). Every result is read off the joined rows (cached) by narrow
 transformations and broadcast joins with small tables. Example, identity (A, 1, 4, -1)
 acknowledged on A by ``s`` through its range 0, copied to B at 5:4, unacknowledged there::
 
     origin_acks=[(s, 0)]  replica B  replica_position=5:4  replica_acks=[]
     -> one redelivery-risk row (s, A→B, 1:4 → 5:4); no gap; no skip.
+
+**Every count from small tables.** One narrow aggregation (:func:`message_index`, a row
+per ledger and origin) gives the messages published and copied per link, the ledgers'
+entry bounds the pieces need and the timelines' time bounds; duplicates come from a
+hash-count of the copies (:func:`duplicate_copies`); the subscription summary is summed
+from ``translated_positions``. The Parquet messages are scanned a fixed number of times
+(the index, the duplicates' two steps, each side of the join, the published series of
+the timelines), never once per question, and acknowledgements are looked up once.
 
 **Batch indexes.** Acknowledgements are per message: a batch entry acknowledged only in
 part (``batch_acks``: entry 3:8, acknowledged indexes [0, 2]) becomes one more range,
@@ -282,10 +291,29 @@ def replica_copies(acked: DataFrame) -> DataFrame:
     )
 
 
+def link_lanes(index: DataFrame, link_rows: DataFrame) -> DataFrame:
+    """(origin_cluster, topic, partition, replica_cluster, lane): a number for each topic
+    partition published on an origin and each replica of its topic. Small; the join of
+    :func:`linked` keys on it instead of on the four names."""
+    from pyspark.sql import Window
+
+    published = (
+        index.where(F.col("cluster") == F.col("origin_cluster"))
+        .select("origin_cluster", *PLACE)
+        .distinct()
+    )
+    columns = ["origin_cluster", *PLACE, "replica_cluster"]
+    return (
+        published.join(link_rows, on=["topic", "origin_cluster"])
+        .select(*columns)
+        .withColumn("lane", (F.dense_rank().over(Window.orderBy(*columns)) - 1).cast("int"))
+    )
+
+
 def linked(
     origin_rows: DataFrame,
     copy_rows: DataFrame,
-    link_rows: DataFrame,
+    lanes: DataFrame,
     duplicates: DataFrame,
     *,
     broadcast_copies: bool,
@@ -293,11 +321,19 @@ def linked(
     """Each published message once per replica of its topic, with its copy there (null
     replica position: none; two rows: stored twice). ``counted`` is false on the second
     and later copies of an identity stored twice (``duplicates``), so that summing it
-    counts messages, not copies. With ``broadcast_copies`` the copies become one
-    in-memory hash table (no shuffle); without, both sides are shuffled and merged (the
-    one shuffle of the messages), which scales past memory."""
-    key = ["replica_cluster", *PLACE, *IDENTITY]
-    first_copies = duplicates.select(
+    counts messages, not copies.
+
+    Origins and copies are matched on (lane, origin ledger, entry, batch index), numbers
+    only: the names (origin, topic, partition, replica) are replaced by their
+    :func:`link_lanes` number before the match and put back by :func:`named` after it,
+    so the one shuffle of the messages moves, sorts and compares no strings. With
+    ``broadcast_copies`` the copies become one in-memory hash table instead (no shuffle);
+    without, both sides are shuffled and merged, which scales past memory."""
+    names = ["origin_cluster", *PLACE, "replica_cluster"]
+    key = ["lane", "origin_ledger_id", "origin_entry_id", "batch_index"]
+    origins = origin_rows.join(F.broadcast(lanes), on=["origin_cluster", *PLACE]).drop(*names)
+    copies = copy_rows.join(F.broadcast(lanes), on=names).drop(*names)
+    first_copies = duplicates.join(F.broadcast(lanes), on=names).select(
         *key, F.col("positions")[0]["l"].alias("first_l"),
         F.col("positions")[0]["e"].alias("first_e"),
     )  # fmt: skip
@@ -305,14 +341,18 @@ def linked(
         (F.col("replica_ledger_id") == F.col("first_l"))
         & (F.col("replica_entry_id") == F.col("first_e"))
     )
-    copies = F.broadcast(copy_rows) if broadcast_copies else copy_rows.hint("merge")
+    right = F.broadcast(copies) if broadcast_copies else copies.hint("merge")
     return (
-        origin_rows.join(F.broadcast(link_rows), on=["topic", "origin_cluster"])
-        .join(copies, on=key, how="left")
+        origins.join(right, on=key, how="left")
         .join(F.broadcast(first_copies), on=key, how="left")
         .withColumn("counted", counted)
         .drop("first_l", "first_e")
     )
+
+
+def named(rows: DataFrame, lanes: DataFrame) -> DataFrame:
+    """``rows`` with their lane numbers replaced by the names (see :func:`linked`)."""
+    return rows.join(F.broadcast(lanes), on="lane").drop("lane")
 
 
 def subscription_presence(subscriptions: DataFrame, side: str) -> DataFrame:
