@@ -152,11 +152,13 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
     assert summary["cluster"] == "B" and summary["topic_partitions"] == 3
     assert summary["messages"] == 14 + 6 and summary["unmapped_copies"] == 0
     assert summary["copies_resolved_from_entries"] == 3
+    assert summary["batch_acks"] == "sync-state"
 
     messages_file = pq.ParquetFile(out / "messages" / "B.parquet")
-    assert messages_file.schema_arrow.metadata[schema.VERSION_KEY] == b"1"
+    version = schema.SCHEMA_VERSION
+    assert messages_file.schema_arrow.metadata[schema.VERSION_KEY] == str(version).encode()
     rows = messages_file.read().to_pylist()
-    assert {r["schema_version"] for r in rows} == {1}
+    assert {r["schema_version"] for r in rows} == {version}
     on_topic = {(r["ledger_id"], r["entry_id"], r["batch_index"]): r for r in rows
                 if r["topic"] == topic}  # fmt: skip
     assert set(on_topic) == set(received)
@@ -200,6 +202,7 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
     assert [(r["lower_ledger_id"], r["lower_entry_id"] + 1) for r in s["individually_deleted"]] == (
         acked
     )
+    assert s["batch_acks"] == [], "the consumer acknowledged no batch in part"
 
     report = tmp_path / "report"
     done = georep("reconcile", "--input", str(out), "--out", str(report),
