@@ -1,4 +1,5 @@
-"""The ``georep`` command: one subcommand per process or job of DESIGN §2.
+"""The ``georep`` command: one subcommand per process or job of
+docs/ARCHITECTURE.md's map (cluster, bookie, gateway, up, drill, export, reconcile, ...).
 
 Each subcommand lives beside the subsystem it runs, in a module exposing
 ``configure(parser)`` and ``run(args) -> int``; this file only lists them, so adding a

@@ -1,4 +1,4 @@
-"""The failover drill (``georep drill``, DESIGN §7; semantics in docs/DRILL.md).
+"""The failover drill (``georep drill``; semantics in docs/DRILL.md).
 
 Modules, in the order a drill uses them:
 

@@ -1,4 +1,5 @@
-"""The gateway: replication of topics between clusters by policy (DESIGN §5).
+"""The gateway: replication of topics between clusters by policy (docs/ARCHITECTURE.md,
+"Gateway").
 
 Process and data path, top to bottom (imports point down it)::
 

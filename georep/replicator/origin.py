@@ -31,19 +31,20 @@ entry's metadata; a client that splits a batch shows each message the properties
 own batch header instead, so per-message mapping of batched messages reads the entry
 metadata (as the gateway and ``georep export`` do).
 
-**No loops; chains.** Only messages that originated on the local cluster are
-replicated: an entry with ``replicated_from`` set, or carrying an origin cluster other
-than the local one, is skipped (and acknowledged on the replication cursor). So with
-A↔B a message from B that was replicated into A is never sent back to B, and with
-A→B→C a message produced on A reaches C only if A replicates to C itself: replication
-policies are per cluster pair, and each gateway forwards what its own cluster produced.
-A producer may narrow where a message goes with ``replicate_to`` (Pulsar's
-``replication_clusters``): a non-empty list that does not name the remote skips it there.
-**Markers** (``marker_type``, DESIGN §6; ``snapshots/markers.py``) written on the local
-cluster travel like data, by kind: SnapshotRequest, SubscriptionUpdate and
-SubscriptionAckRanges to every remote; a SnapshotResponse only to the cluster that
-asked (its ``replicate_to``); a Snapshot nowhere (it records a completed snapshot
-locally). A marker that came from another cluster is never sent on, like any copy.
+**No loops; chains.** Only messages that originated on the local cluster are replicated: an
+entry with ``replicated_from`` set, or carrying an origin cluster other than the local one,
+is skipped (and acknowledged on the replication cursor). So with A↔B a message from B that
+was replicated into A is never sent back to B, and with A→B→C a message produced on A
+reaches C only if A replicates to C itself: replication policies are per cluster pair, and
+each gateway forwards what its own cluster produced. A producer may narrow where a message
+goes with ``replicate_to`` (Pulsar's ``replication_clusters``): a non-empty list that does
+not name the remote skips it there.
+
+**Markers** (``marker_type``, docs/ARCHITECTURE.md "Snapshots"; ``snapshots/markers.py``)
+written on the local cluster travel like data, by kind: SnapshotRequest, SubscriptionUpdate
+and SubscriptionAckRanges to every remote; a SnapshotResponse only to the cluster that
+asked (its ``replicate_to``); a Snapshot nowhere (it records a completed snapshot locally).
+A marker that came from another cluster is never sent on, like any copy.
 """
 
 from __future__ import annotations

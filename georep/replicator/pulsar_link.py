@@ -1,11 +1,11 @@
 """The gateway's Pulsar client: asyncio-native, on georep's own wire codec.
 
 Why not the official ``pulsar-client``: it runs its own threads and hides entries behind
-messages. The gateway needs everything on one event loop and entries as stored — a
-batch read from the local topic is forwarded as one entry, byte for byte, and marker
-entries must reach the replicator later (DESIGN §6). So the gateway talks to clusters
-only over their public interfaces (this binary protocol and the admin REST) with this
-small client.
+messages. The gateway needs everything on one event loop and entries as stored — a batch
+read from the local topic is forwarded as one entry, byte for byte, and marker entries must
+reach the replicator later (docs/ARCHITECTURE.md, "Snapshots"). So the gateway talks to
+clusters only over their public interfaces (this binary protocol and the admin REST) with
+this small client.
 
 Layers: ``broker/protocol`` (codec, no I/O) → ``link_connection`` (socket, handshake,
 requests, keep-alive) → ``link_producer`` / ``link_consumer`` → this module, which

@@ -1,6 +1,7 @@
 """Taking snapshots of a replicated topic: the protocol's state, without I/O.
 
-Cluster A takes a snapshot of topic partition T with remotes R (DESIGN §6):
+Cluster A takes a snapshot of topic partition T with remotes R (docs/ARCHITECTURE.md,
+"Snapshots"):
 
 1. A writes a SnapshotRequest marker into T; replication carries it to every remote.
 2. Each remote x answers with a SnapshotResponse marker carrying its last position

@@ -1,4 +1,4 @@
-"""Spark reconciliation (DESIGN §8): what a failover would cost, measured from outside.
+"""Spark reconciliation (docs/AUDIT.md): what a failover would cost, measured from outside.
 
 - ``export.py``        ``georep export``: one cluster's message index and subscription
                        states, read with the official client and the admin REST, as

@@ -39,13 +39,13 @@ complete: an interrupted export leaves no file a reconciliation would take for w
 
 **Origin.** A message carrying ``georep.origin.cluster`` and ``georep.origin.position``
 (``"ledger:entry"``) is a copy: its origin is those, with its own batch index. Any other
-message was published here: its origin is this cluster and its own position. One case
-the official client cannot show: a *batch* replicated by the gateway carries the origin
+message was published here: its origin is this cluster and its own position. One case the
+official client cannot show: a *batch* replicated by the gateway carries the origin
 properties on the entry's metadata, and the client hands each message of a batch the
-properties of its own batch header instead. Such a copy is recognised by its producer
-name (``georep.repl.<origin cluster>``, DESIGN §5). Its rows are set aside in a hidden
-side file while the Reader goes on; when the partition is read, a second pass streams
-the partition's entries as stored (the gateway's own protocol client,
+properties of its own batch header instead. Such a copy is recognised by its producer name
+(``georep.repl.<origin cluster>``, docs/ARCHITECTURE.md "Replicator"). Its rows are set
+aside in a hidden side file while the Reader goes on; when the partition is read, a second
+pass streams the partition's entries as stored (the gateway's own protocol client,
 ``replicator/pulsar_link.py``, on a non-durable subscription) in step with the side file,
 both in position order, and takes each set-aside entry's origin from its metadata. Memory
 stays bounded by a row group and the client's queue. A copy still unresolved after that

@@ -1,4 +1,4 @@
-"""``georep reconcile``: the Spark job of DESIGN §8.
+"""``georep reconcile``: the audit's Spark job (docs/AUDIT.md).
 
 Run as ``georep reconcile --input A/ B/ [--deliveries LOG] --out OUT`` (Spark in local
 mode, ``local[*]``, unless ``--master`` names another), or as

@@ -13,11 +13,11 @@ says what it is.
 **Message identity.** A message is known everywhere by its *origin identity*: (origin
 cluster, origin ledger id, origin entry id, batch index). A message published on cluster A
 has origin A and its own position there; its copy on B carries A and A's position in the
-properties ``georep.origin.cluster`` / ``georep.origin.position`` (DESIGN §5), and the same
-batch index because a batch is replicated whole. Example: the third message of a batch
-stored at A 7:5 is (A, 7, 5, 2) on A, and (A, 7, 5, 2) again on B although B stored it at
-3:12. ``batch_index`` is -1 for a message that is not part of a batch, as in Pulsar's
-MessageId; ``partition`` is -1 for a non-partitioned topic.
+properties ``georep.origin.cluster`` / ``georep.origin.position`` (docs/ARCHITECTURE.md,
+"Replicator"), and the same batch index because a batch is replicated whole. Example: the
+third message of a batch stored at A 7:5 is (A, 7, 5, 2) on A, and (A, 7, 5, 2) again on B
+although B stored it at 3:12. ``batch_index`` is -1 for a message that is not part of a
+batch, as in Pulsar's MessageId; ``partition`` is -1 for a non-partitioned topic.
 
 **Acknowledged ranges** keep Pulsar's ``individuallyDeletedMessages`` meaning: each range is
 open below and closed above, ``(lower, upper]``. Example: ``(3:5..3:7]`` holds 3:6 and 3:7.

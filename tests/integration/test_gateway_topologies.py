@@ -1,6 +1,7 @@
-"""Three clusters and their gateways as processes, in DESIGN §5's topology: A↔B both
-ways, A→C one way, B and C unrelated. Checked with producers on every side, by origin
-position (entries as stored) and by payload (pulsar-client readers):
+"""Three clusters and their gateways as processes, in the topology of
+docs/ARCHITECTURE.md ("Policies"): A↔B both ways, A→C one way, B and C unrelated. Checked
+with producers on every side, by origin position (entries as stored) and by payload
+(pulsar-client readers):
 
 - every message exactly once on each side it should reach, and none looping back;
 - chains are not followed: B's messages reach A, and A does not pass them on to C;

@@ -1,4 +1,5 @@
-"""Fencing and recovery against real bookie processes (DESIGN §3)."""
+"""Fencing and recovery against real bookie processes (docs/ARCHITECTURE.md, "Fencing
+and recovery")."""
 
 import asyncio
 import sys

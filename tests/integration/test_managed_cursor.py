@@ -1,6 +1,6 @@
 """Cursors on real bookie processes: reading and acknowledging, what survives a close and
 a kill -9 of the owning process (exactly the acknowledgements that returned), the bound
-on persisted ranges, and the cursor's own ledger rolling over (DESIGN §3 "Cursor")."""
+on persisted ranges, and the cursor's own ledger rolling over (docs/ARCHITECTURE.md, "Cursor")."""
 
 from __future__ import annotations
 

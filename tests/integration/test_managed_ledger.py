@@ -1,6 +1,6 @@
 """Managed ledgers on real bookie processes: appends and reads across rollovers, a second
 owner fencing the first without interleaving, trimming by cursors and retention, and the
-factory (DESIGN §3 "Managed ledger")."""
+factory (docs/ARCHITECTURE.md, "Managed ledger")."""
 
 from __future__ import annotations
 

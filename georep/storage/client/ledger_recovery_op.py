@@ -1,6 +1,7 @@
 """Ledger recovery: fence the last segment, find the true end, close the ledger.
 
-The steps (DESIGN §3), for a ledger whose writer may be dead or alive:
+The steps (docs/ARCHITECTURE.md, "Fencing and recovery"), for a ledger whose writer may be
+dead or alive:
 
 1. CAS the metadata OPEN -> IN_RECOVERY (a ledger already IN_RECOVERY is recovered
    again: parallel recoveries are allowed and end in one agreed CLOSED record).
