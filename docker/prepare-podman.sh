@@ -64,10 +64,23 @@ if ! podman image exists "$base_image"; then
     log "base image built in $(($(date +%s) - started)) s"
 fi
 
+# A service started from a directory that has since been deleted (an earlier clone's
+# .ci/run) still answers the ping but cannot start a container: conmon fails with
+# "Failed to get working directory" and the API says "write child: broken pipe".
+for pid in $(pgrep -f "podman system service .*unix://$socket" || true); do
+    if [[ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" == *" (deleted)" ]]; then
+        log "restarting podman's API (its working directory was deleted)"
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+done
+
 if ! curl -sf --unix-socket "$socket" http://d/_ping >/dev/null 2>&1; then
     log "starting podman's API on unix://$socket"
     rm -f "$socket"
-    nohup podman system service --time=0 "unix://$socket" >/tmp/georep-podman-service.log 2>&1 &
+    # from /, so that the service never depends on the caller's directory
+    (cd / && exec nohup podman system service --time=0 "unix://$socket" \
+        </dev/null >/tmp/georep-podman-service.log 2>&1) &
     for _ in $(seq 1 50); do
         curl -sf --unix-socket "$socket" http://d/_ping >/dev/null 2>&1 && break
         sleep 0.2

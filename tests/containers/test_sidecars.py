@@ -214,3 +214,6 @@ def test_compose_topology_end_to_end(georep_image, postgres_image):
     finally:
         subprocess.run([*compose, "down", "-v"], env=env, capture_output=True, timeout=300,
                        check=False)  # fmt: skip
+        # podman-compose 1.0 leaves the project's network behind; each one holds a subnet
+        subprocess.run(["podman", "network", "rm", "-f", f"{project}_default"],
+                       capture_output=True, timeout=60, check=False)  # fmt: skip
