@@ -73,7 +73,6 @@ IDENTITY = ["origin_cluster", "origin_ledger_id", "origin_entry_id", "batch_inde
 PLACE = ["topic", "partition"]
 SUBSCRIPTION_KEY = ["cluster", "topic", "partition", "subscription"]
 MDP_RANGE_ID = -1
-RANGE_KINDS = ("mark_delete", "range", "batch")
 
 _BUCKET_BITS = limits.reconcile_range_bucket_entries.bit_length() - 1
 
