@@ -12,6 +12,7 @@ those, and nothing below A's mark-delete position (pulsar-compatible mode).
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -78,6 +79,27 @@ class SyncWorld(World):
         )
         assert status == 200, (status, document)
         return document
+
+    def diagnosis(self, topic: str) -> str:
+        """Every cluster's sync state of ``topic``, every gateway's sync stats of it, and
+        the end of each gateway's log."""
+        lines = []
+        for name in sorted(self.clusters):
+            try:
+                state = self.sync_state(name, topic)["subscriptions"].get("s")
+            except Exception as error:  # a diagnosis never hides the failure it explains
+                state = repr(error)
+            lines.append(f"sync-state of s on {name}: {json.dumps(state)}")
+        for name, gateway in sorted(self.gateways.items()):
+            try:
+                stats = self.topic_sync_stats(name, topic)
+            except Exception as error:
+                stats = repr(error)
+            lines.append(f"gateway {name} sync stats: {json.dumps(stats)}")
+            log_lines = gateway.log_path.read_text(errors="replace").splitlines()
+            lines.append(f"gateway {name} log, last lines:")
+            lines += [f"  {line}" for line in log_lines[-30:]]
+        return "\n".join(lines)
 
     def topic_sync_stats(self, gateway: str, topic: str) -> dict | None:
         stats = self.gateways[gateway].get("/admin/georep/v1/stats")
@@ -193,12 +215,23 @@ def data_entries(world, cluster: str, topic: str, messages: int):
 
 
 def settle_on(world, cluster: str, topic: str, messages: int, expected_unacked: int) -> None:
-    """Wait until the subscription on ``cluster`` holds exactly what A left unacked."""
+    """Wait until the subscription on ``cluster`` holds exactly what A left unacked.
+    If it never does, the failure shows where each side stood (a convergence bug must
+    be diagnosable from one CI log)."""
     entries = data_entries(world, cluster, topic, messages)
-    wait_for(
-        lambda: unacked_messages(world, cluster, topic, entries) == expected_unacked,
-        timeout_s=60,
-    )
+    seen: list[int | None] = []
+
+    def settled() -> bool:
+        seen.append(unacked_messages(world, cluster, topic, entries))
+        return seen[-1] == expected_unacked
+
+    try:
+        wait_for(settled, timeout_s=120)
+    except TimeoutError:
+        raise AssertionError(
+            f"{cluster} never settled at {expected_unacked} unacknowledged messages of"
+            f" {topic}; last counts {seen[-5:]}\n{world.diagnosis(topic)}"
+        ) from None
 
 
 def test_full_mode_out_of_order_acks_fail_over_to_b_and_to_one_way_c(world) -> None:
