@@ -80,7 +80,7 @@ def quiet_logger():
 def http(method: str, url: str, body=None):
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
+    if data is not None or method != "GET":
         request.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(request, timeout=30) as response:
         text = response.read().decode()

@@ -110,7 +110,9 @@ class ClusterAdminClient:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}{path}"
         try:
-            async with self._session.request(method, url, json=body) as response:
+            # A mutation says JSON even without a body (rest/access.py).
+            headers = {"Content-Type": "application/json"} if method != "GET" else None
+            async with self._session.request(method, url, json=body, headers=headers) as response:
                 text = await response.text()
                 status = response.status
         except (aiohttp.ClientError, TimeoutError, OSError) as error:

@@ -6,6 +6,7 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     listen = "127.0.0.1:8090"              # the gateway's REST admin
     metadata = "sqlite:///var/lib/georep/gateway-a.db"   # its own metadata store
     token_file = "/etc/georep/gateway-tokens"   # admin tokens (or GEOREP_GATEWAY_TOKENS)
+    allowed_hosts = ["gateway-a.internal"]   # Host names beside loopback (rest/access.py)
     discovery_interval_s = 3.0
     retry_backoff_s_max = 30.0             # longest wait between reconnection attempts
 
@@ -13,7 +14,7 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     name = "A"
     service_url = "pulsar://127.0.0.1:6650"
     admin_url = "http://127.0.0.1:8080"
-    token_env = "CLUSTER_A_TOKEN"           # or token_file = "...", or none
+    token_env = "CLUSTER_A_TOKEN"           # or token_file; none: GEOREP_ADMIN_TOKENS
 
     [remotes.B]
     service_url = "pulsar://10.0.0.2:6650"
@@ -32,11 +33,14 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     [subscription_sync]                     # see georep/subsync/settings.py
     mode = "full"                           # full | pulsar-compatible | off
 
-Secrets: tokens come from a file (``token_file``) or an environment variable
-(``token_env``); a literal ``token`` is accepted for local experiments and warned about.
-The gateway's own REST tokens come from ``GEOREP_GATEWAY_TOKENS`` /
-``GEOREP_GATEWAY_READ_ONLY_TOKENS`` or ``token_file`` / ``read_only_token_file``. Tokens are
-:class:`~georep.broker.admin.settings.Token` objects: they print as ``***``.
+Secrets (``rest/tokens.py`` names the variables): a cluster's token comes from a file
+(``token_file``) or an environment variable (``token_env``); a literal ``token`` is
+accepted for local experiments and warned about; with none of them, the first token of
+``GEOREP_ADMIN_TOKENS`` is sent, so one shell variable serves every cluster of a
+deployment. The gateway's own REST tokens come from ``GEOREP_GATEWAY_TOKENS`` /
+``GEOREP_GATEWAY_READ_ONLY_TOKENS`` or ``token_file`` / ``read_only_token_file``. Tokens
+are ``Token`` objects: they print as ``***``. Allowed ``Host`` names of the REST:
+``allowed_hosts`` and ``GEOREP_ALLOWED_HOSTS``.
 
 Unknown keys are refused (a typo in ``rate_limit`` would otherwise silently mean
 "unlimited"), and every error names the key at fault.
@@ -53,17 +57,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yarl
+
 from georep import limits
-from georep.broker.admin.settings import AdminSettingsError, Token
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
 from georep.replicator.errors import ConfigError, check_keys
+from georep.rest import tokens as token_sources
+from georep.rest.access import ALLOWED_HOSTS_ENV, Access, allowed_hosts
+from georep.rest.tokens import (
+    ADMIN_TOKENS_ENV,
+    GATEWAY_READ_ONLY_TOKENS_ENV,
+    GATEWAY_TOKENS_ENV,
+    Token,
+    TokenError,
+)
 from georep.subsync.settings import SyncSettings, parse_sync
 
 log = logging.getLogger(__name__)
 
-GATEWAY_TOKENS_ENV = "GEOREP_GATEWAY_TOKENS"
-GATEWAY_READ_ONLY_TOKENS_ENV = "GEOREP_GATEWAY_READ_ONLY_TOKENS"
 DEFAULT_LISTEN = "127.0.0.1:8090"
 
 _CLUSTER = re.compile(r"[-=:.\w]+", re.ASCII)
@@ -73,6 +85,7 @@ _GATEWAY_KEYS = {
     "metadata",
     "token_file",
     "read_only_token_file",
+    "allowed_hosts",
     "discovery_interval_s",
     "retry_backoff_s_max",
 }
@@ -113,11 +126,22 @@ class GatewayConfig:
     seed_topic_policies: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: What subscriptions' state is synced, and how (``georep/subsync/settings.py``).
     sync: SyncSettings = field(default_factory=SyncSettings)
+    #: ``Host`` names the REST answers to beside the defaults (``rest/access.py``).
+    allowed_hosts: tuple[str, ...] = ()
 
     @property
     def open(self) -> bool:
         """No admin token: anyone reaching the port may change policies."""
         return not self.admin_tokens
+
+    @property
+    def access(self) -> Access:
+        """What the REST checks of every request (``rest/access.py``)."""
+        return Access(
+            self.admin_tokens,
+            self.read_only_tokens,
+            allowed_hosts(self.listen_host, self.allowed_hosts, tokens_required=not self.open),
+        )
 
 
 def load(path: str | os.PathLike[str], environ: Mapping[str, str] = os.environ) -> GatewayConfig:
@@ -157,6 +181,13 @@ def parse(
         remotes[name] = _endpoint(f"remotes.{name}", {**table, "name": name}, environ, base_dir)
     if local.name in remotes:
         raise ConfigError(f"[remotes.{local.name}] is the local cluster")
+    for name, remote in remotes.items():
+        for key in ("service_url", "admin_url"):
+            if _same_place(getattr(remote, key), getattr(local, key)):
+                raise ConfigError(
+                    f"[remotes.{name}] {key} {getattr(remote, key)!r} is the local"
+                    " cluster's: a gateway would replicate a cluster into itself"
+                )
     host, port = _listen(gateway.get("listen", DEFAULT_LISTEN))
     metadata = gateway.get("metadata")
     if metadata is None:
@@ -170,6 +201,10 @@ def parse(
     read_only = _tokens(
         environ.get(GATEWAY_READ_ONLY_TOKENS_ENV), gateway.get("read_only_token_file"), base_dir
     )
+    hosts = gateway.get("allowed_hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts):
+        raise ConfigError("[gateway] allowed_hosts must be a list of host names")
+    hosts = [*hosts, *token_sources.split(environ.get(ALLOWED_HOSTS_ENV))]
     if read_only and not admin_tokens:
         raise ConfigError("read-only tokens are set but no admin token: mutations would be open")
     if admin_tokens & read_only:
@@ -192,6 +227,7 @@ def parse(
         seed_namespace_policies=_seeds(policies, "namespaces", remotes, local.name),
         seed_topic_policies=_seeds(policies, "topics", remotes, local.name),
         sync=parse_sync(_table(document, "subscription_sync")),
+        allowed_hosts=tuple(hosts),
     )
 
 
@@ -228,12 +264,8 @@ def _endpoint(
 ) -> ClusterEndpoint:
     check_keys(table, _CLUSTER_KEYS, f"[{where}]")
     name = cluster_name(f"[{where}] name", table.get("name"))
-    service_url = _string(f"[{where}] service_url", table.get("service_url"), 1024)
-    if not re.fullmatch(r"pulsar://[^\s/:]+:\d+/?", service_url):
-        raise ConfigError(f"[{where}] service_url {service_url!r}: use pulsar://host:port")
-    admin_url = _string(f"[{where}] admin_url", table.get("admin_url"), 1024)
-    if not re.fullmatch(r"https?://[^\s/]+/?", admin_url):
-        raise ConfigError(f"[{where}] admin_url {admin_url!r}: use http(s)://host:port")
+    service_url = _url(f"[{where}] service_url", table.get("service_url"), ("pulsar",))
+    admin_url = _url(f"[{where}] admin_url", table.get("admin_url"), ("http", "https"))
     sources = [key for key in ("token", "token_file", "token_env") if key in table]
     if len(sources) > 1:
         raise ConfigError(f"[{where}]: give one of token, token_file, token_env")
@@ -249,9 +281,35 @@ def _endpoint(
             if not isinstance(variable, str) or variable not in environ:
                 raise ConfigError(f"[{where}] token_env: environment variable {variable!r} unset")
             token = Token(environ[variable].strip())
-    except (AdminSettingsError, IndexError) as error:
+        else:
+            shared = token_sources.client_token(environ, ADMIN_TOKENS_ENV)
+            token = Token(shared) if shared is not None else None
+    except (TokenError, IndexError) as error:
         raise ConfigError(f"[{where}] token: {error or 'empty file'}") from None
     return ClusterEndpoint(name, service_url, admin_url, token)
+
+
+def _url(what: str, value: Any, schemes: tuple[str, ...]) -> str:
+    """A cluster URL: ``scheme://host:port``, the port 1..65535."""
+    text = _string(what, value, limits.cluster_url_chars_max)
+    example = f"{schemes[0]}://host:port"
+    try:
+        url = yarl.URL(text)
+        port = url.explicit_port
+    except ValueError as error:
+        raise ConfigError(f"{what} {text!r}: {error}; use {example}") from None
+    if url.scheme not in schemes or not url.host or url.path not in ("", "/"):
+        raise ConfigError(f"{what} {text!r}: use {example}")
+    if url.query_string or url.fragment or url.user is not None:
+        raise ConfigError(f"{what} {text!r}: use {example}, nothing more")
+    if port is None or not 1 <= port <= 65_535:
+        raise ConfigError(f"{what} {text!r}: the port must be 1..65535")
+    return text
+
+
+def _same_place(one: str, other: str) -> bool:
+    a, b = yarl.URL(one), yarl.URL(other)
+    return (a.host, a.port) == (b.host, b.port)
 
 
 def _read_lines(base_dir: Path, value: Any, where: str) -> list[str]:
@@ -271,11 +329,9 @@ def _tokens(environment_value: str | None, path: Any, base_dir: Path) -> frozens
         found += [part for part in re.split(r"[\s,]+", environment_value) if part]
     if path is not None:
         found += _read_lines(base_dir, path, "gateway")
-    if len(found) > limits.admin_tokens_count_max:
-        raise ConfigError(f"at most {limits.admin_tokens_count_max} gateway tokens of a role")
     try:
-        return frozenset(Token(value) for value in found)
-    except AdminSettingsError as error:
+        return token_sources.tokens(found)
+    except TokenError as error:
         raise ConfigError(f"gateway token: {error}") from None
 
 
@@ -304,9 +360,13 @@ def _backoff(value: Any) -> float:
 
 
 def _rate(key: str, value: Any) -> float | None:
-    if value is None or value == 0:
+    if value is None or (value == 0 and not isinstance(value, bool)):
         return None
-    return _positive(f"[rate_limits] {key}", value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ConfigError(
+            f"[rate_limits] {key} must be a number >= 0 (0: unlimited), got {value!r}"
+        )
+    return float(value)
 
 
 def _seeds(

@@ -13,6 +13,7 @@ is an operating error that a caller handles:
 from __future__ import annotations
 
 from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.rest.errors import RestError
 
 #: Server errors after which the same request may succeed later.
 _RETRIABLE_SERVER_ERRORS = frozenset(
@@ -92,7 +93,7 @@ class ReplicationStalled(GatewayError):
     larger than the remote accepts): the replicator stops there and reports it."""
 
 
-class PolicyError(GatewayError):
+class PolicyError(GatewayError, RestError):
     """A replication policy request is invalid (HTTP 400)."""
 
     status = 400

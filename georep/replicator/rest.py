@@ -25,35 +25,33 @@ every cluster carry over. A topic's policy overrides its namespace's, even an em
 (``[]``: this topic is not replicated). The answer is the stored policy, with its new
 version. A change takes effect at once: the manager runs a discovery pass.
 
-Auth (``broker/admin/auth.py``'s rules): mutations need an admin token; reads need a
-read-only or admin token once read-only tokens are configured; /health, /metrics and the
-OpenAPI document are public. Errors are JSON ``{"reason": "..."}`` (Pulsar's shape) with
-400 for bad input, 401/403 for auth, 404, 409 for a version conflict, 413 for a body over
+Every request goes through the shared REST toolkit (``rest/``), as on the cluster's admin:
+mutations need an admin token, reads a read-only or admin token once tokens are
+configured; /health, /metrics and the OpenAPI document are public; a foreign ``Host`` or
+``Origin`` is refused (403), a POST or a body that is not ``application/json`` too (415).
+Errors are JSON ``{"reason": "..."}`` (Pulsar's shape) with 400 for bad input, 401/403
+for auth, 404, 409 for a version conflict, 413 for a body over
 ``limits.gateway_request_body_bytes_max``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from georep import limits
-from georep.broker.admin.auth import Role, authorize
-from georep.broker.admin.cluster_admin import AdminError
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
 from georep.replicator.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
+from georep.rest.auth import Role
+from georep.rest.json_io import json_response, read_json
+from georep.rest.middleware import answering, application, register
+from georep.rest.routes import QueryParameter, Route
 from georep.storage.errors import BadVersion, InvalidArgument
 
 log = logging.getLogger(__name__)
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 V1 = "/admin/georep/v1"
 OPENAPI_PATH = f"{V1}/openapi.json"
@@ -64,29 +62,7 @@ GATEWAY = web.AppKey("gateway", object)
 REGISTRY = web.AppKey("registry", object)
 
 
-@dataclass(frozen=True)
-class Route:
-    method: str
-    path: str
-    handler: Handler
-    role: Role
-    summary: str
-    #: Component schema of the JSON body; None for none.
-    request: str | None = None
-    #: Component schema of the 200 answer; None: 204 No Content.
-    response: str | None = None
-    response_media_type: str = "application/json"
-
-    @property
-    def operation_id(self) -> str:
-        return self.handler.__name__
-
-
 # --- helpers ------------------------------------------------------------------------------
-def _json(document: Any, status: int = 200) -> web.Response:
-    return web.json_response(document, status=status, dumps=lambda d: json.dumps(d, sort_keys=True))
-
-
 def _policy_json(record) -> dict:
     return {"clusters": list(record.clusters), "version": record.version}
 
@@ -111,10 +87,7 @@ def _topic_of(request: web.Request) -> str:
 
 async def _body(request: web.Request) -> tuple[list[str], int | None]:
     """The clusters and optional version of a PUT body, checked."""
-    try:
-        document = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise PolicyError('the body must be JSON: {"clusters": [...]}') from None
+    document = await read_json(request, required=True)
     if not isinstance(document, dict):
         raise PolicyError('the body must be an object: {"clusters": [...]}')
     unknown = sorted(set(document) - {"clusters", "version"})
@@ -153,7 +126,7 @@ def _version_query(request: web.Request) -> int | None:
 # --- handlers -----------------------------------------------------------------------------
 async def health(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
-    return _json({"status": "ok", "cluster": gateway.config.local.name})
+    return json_response({"status": "ok", "cluster": gateway.config.local.name})
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -164,7 +137,7 @@ async def metrics(request: web.Request) -> web.Response:
 async def openapi(request: web.Request) -> web.Response:
     from georep.replicator.rest_openapi import document
 
-    return _json(document())
+    return json_response(document())
 
 
 async def get_clusters(request: web.Request) -> web.Response:
@@ -180,7 +153,7 @@ async def get_clusters(request: web.Request) -> web.Response:
         }
         for name, endpoint in sorted(gateway.config.remotes.items())
     ]
-    return _json(
+    return json_response(
         {
             "local": {"name": local.name, "serviceUrl": local.service_url,
                       "adminUrl": local.admin_url},
@@ -192,7 +165,7 @@ async def get_clusters(request: web.Request) -> web.Response:
 async def list_policies(request: web.Request) -> web.Response:
     store = request.app[GATEWAY].store
     policies = await store.list_replication_policies()
-    return _json(
+    return json_response(
         {
             "namespaces": {p.name: _policy_json(p) for p in policies if p.scope == "namespace"},
             "topics": {p.name: _policy_json(p) for p in policies if p.scope == "topic"},
@@ -204,7 +177,7 @@ async def _get(request: web.Request, scope: str, name: str) -> web.Response:
     record = await request.app[GATEWAY].store.get_replication_policy(scope, name)
     if record is None:
         raise PolicyNotFound(f"no replication policy for {scope} {name}")
-    return _json(_policy_json(record))
+    return json_response(_policy_json(record))
 
 
 async def _put(request: web.Request, scope: str, name: str) -> web.Response:
@@ -218,7 +191,7 @@ async def _put(request: web.Request, scope: str, name: str) -> web.Response:
         raise PolicyConflict(str(error)) from None
     log.info("policy of %s %s set to %s (version %d)", scope, name, clusters, record.version)
     gateway.manager.poke()
-    return _json(_policy_json(record))
+    return json_response(_policy_json(record))
 
 
 async def _delete(request: web.Request, scope: str, name: str) -> web.Response:
@@ -268,7 +241,7 @@ async def get_stats(request: web.Request) -> web.Response:
     if topic:
         replicators = [r for r in replicators if r["topic"].startswith(topic)]
         sync["topics"] = [t for t in sync["topics"] if t["topic"].startswith(topic)]
-    return _json(
+    return json_response(
         {
             "localCluster": manager.local.name,
             "replicators": replicators,
@@ -279,72 +252,56 @@ async def get_stats(request: web.Request) -> web.Response:
 
 
 # --- the table ------------------------------------------------------------------------------
+_VERSION = QueryParameter(
+    "version", "delete only at this version", {"type": "integer", "minimum": 1}
+)
 ROUTES: tuple[Route, ...] = (
-    Route("GET", "/health", health, Role.PUBLIC, "Liveness", response="Health"),
-    Route("GET", "/metrics", metrics, Role.PUBLIC, "Prometheus metrics",
+    Route("GET", "/health", health, Role.PUBLIC, "Liveness", "service", response="Health"),
+    Route("GET", "/metrics", metrics, Role.PUBLIC, "Prometheus metrics", "service",
           response="PrometheusText", response_media_type="text/plain"),
-    Route("GET", OPENAPI_PATH, openapi, Role.PUBLIC, "This OpenAPI document",
+    Route("GET", OPENAPI_PATH, openapi, Role.PUBLIC, "This OpenAPI document", "service",
           response="OpenAPIDocument"),
     Route("GET", f"{V1}/clusters", get_clusters, Role.READ,
-          "The local cluster and the remotes this gateway replicates to", response="Clusters"),
-    Route("GET", f"{V1}/policies", list_policies, Role.READ, "Every replication policy",
+          "The local cluster and the remotes this gateway replicates to", "clusters",
+          response="Clusters"),
+    Route("GET", f"{V1}/policies", list_policies, Role.READ, "Every replication policy", "policies",
           response="Policies"),
     Route("GET", _NAMESPACE_POLICY, get_namespace_policy, Role.READ,
           "A namespace's replication clusters (Pulsar: GET namespaces/{t}/{ns}/replication)",
-          response="Policy"),
+          "policies", response="Policy"),
     Route("PUT", _NAMESPACE_POLICY, put_namespace_policy, Role.ADMIN,
           "Set a namespace's replication clusters (Pulsar: POST .../replication)",
-          request="PolicyChange", response="Policy"),
+          "policies", request="PolicyChange", response="Policy"),
     Route("DELETE", _NAMESPACE_POLICY, delete_namespace_policy, Role.ADMIN,
-          "Remove a namespace's policy: its topics stop replicating"),
+          "Remove a namespace's policy: its topics stop replicating", "policies",
+          query=(_VERSION,)),
     Route("GET", _TOPIC_POLICY, get_topic_policy, Role.READ,
-          "A topic's replication clusters, overriding its namespace's", response="Policy"),
+          "A topic's replication clusters, overriding its namespace's", "policies",
+          response="Policy"),
     Route("PUT", _TOPIC_POLICY, put_topic_policy, Role.ADMIN,
           "Set a topic's replication clusters (Pulsar: POST persistent/.../replication)",
-          request="PolicyChange", response="Policy"),
+          "policies", request="PolicyChange", response="Policy"),
     Route("DELETE", _TOPIC_POLICY, delete_topic_policy, Role.ADMIN,
-          "Remove a topic's policy: its namespace's applies again"),
+          "Remove a topic's policy: its namespace's applies again", "policies",
+          query=(_VERSION,)),
     Route("GET", f"{V1}/stats", get_stats, Role.READ,
           "Replicator stats (Pulsar's replication stats names), discovery, subscription sync",
-          response="Stats"),
+          "stats", response="Stats"),
 )  # fmt: skip
 
 
 # --- the app ------------------------------------------------------------------------------
-def _error(status: int, reason: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.json_response({"reason": reason}, status=status, headers=headers)
+_STATUSES: tuple[tuple[type[Exception], int], ...] = ((InvalidArgument, 400),)
 
-
-def _guarded(route: Route) -> Handler:
-    async def handle(request: web.Request) -> web.StreamResponse:
-        gateway = request.app[GATEWAY]
-        try:
-            authorize(gateway.config, request.headers.get("Authorization"), route.role)
-            return await route.handler(request)
-        except AdminError as error:  # Unauthorized 401, Forbidden 403
-            headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
-            return _error(error.status, str(error), headers)
-        except PolicyError as error:
-            return _error(error.status, str(error))
-        except InvalidArgument as error:
-            return _error(400, str(error))
-        except web.HTTPException:
-            raise
-        except Exception:
-            log.exception("%s %s failed", route.method, route.path)
-            return _error(500, "internal error; see the gateway's log")
-
-    handle.__name__ = route.operation_id
-    return handle
+_answer = answering(log, _STATUSES, server_error="internal error; see the gateway's log")
 
 
 def create_app(gateway) -> web.Application:
     """The app for ``gateway`` (its ``config``, ``store`` and ``manager``); pure."""
     from georep.replicator.metrics import registry_for
 
-    app = web.Application(client_max_size=limits.gateway_request_body_bytes_max)
+    app = application(_answer, limits.gateway_request_body_bytes_max)
     app[GATEWAY] = gateway
     app[REGISTRY] = registry_for(gateway.manager)
-    for route in ROUTES:
-        app.router.add_route(route.method, route.path, _guarded(route))
+    register(app, ROUTES, gateway.config.access)
     return app

@@ -1,23 +1,18 @@
-"""The OpenAPI 3.1 document of the gateway's REST admin, built from ``rest.ROUTES``.
-
-Like the cluster admin's (``broker/admin/openapi.py``), by hand from the one route table:
-each route's method, path, role and schemas are all a document needs. Statuses follow
-from the route: 401 for non-public routes, 403 and 409 for mutations, 400 where a body or
-a name is read, 404 where a policy is looked up, 413 for bodies.
+"""The OpenAPI 3.1 document of the gateway's REST admin, built by ``rest/openapi.py`` from
+``rest.ROUTES`` with the gateway's schemas. Statuses it adds to the toolkit's: 409 for
+mutations, 400 where the path holds a name, 404 where a policy is looked up.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from georep import __version__ as georep_version
 from georep import limits
-from georep.broker.admin.auth import Role
-from georep.replicator.rest import ROUTES, Route
+from georep.replicator.rest import ROUTES
+from georep.rest import openapi
+from georep.rest.auth import Role
+from georep.rest.routes import Route
 
-OPENAPI_VERSION = "3.1.0"
-_PARAMETER = re.compile(r"\{(\w+)\}")
 _ENTITY = r"^[-=:.\w]+$"
 
 _PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -114,96 +109,35 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
 }  # fmt: skip
 
-_REASONS = {
+_STATUS_TEXT = {
     400: "Bad input: a name, the body, or an unknown cluster",
-    401: "No valid bearer token",
-    403: "A read-only token asked for a change",
     404: "No such policy",
     409: "The policy is not at the version given",
     413: f"Body larger than {limits.gateway_request_body_bytes_max} bytes",
 }
 
 
-def _error(status: int) -> dict[str, Any]:
-    return {
-        "description": _REASONS[status],
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-    }
-
-
-def _operation(route: Route) -> dict[str, Any]:
-    operation: dict[str, Any] = {
-        "operationId": route.operation_id,
-        "summary": route.summary,
-        "parameters": [
-            {
-                "name": name,
-                "in": "path",
-                "required": True,
-                "description": _PATH_PARAMETERS[name][0],
-                "schema": _PATH_PARAMETERS[name][1],
-            }
-            for name in _PARAMETER.findall(route.path)
-        ],
-    }
-    if route.method == "DELETE":
-        operation["parameters"].append(
-            {"name": "version", "in": "query", "required": False,
-             "description": "delete only at this version",
-             "schema": {"type": "integer", "minimum": 1}}
-        )  # fmt: skip
-    if route.request is not None:
-        operation["requestBody"] = {
-            "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": f"#/components/schemas/{route.request}"}}
-            },
-        }
-    responses: dict[str, Any] = {}
-    if route.response is None:
-        responses["204"] = {"description": "Done"}
-    else:
-        responses["200"] = {
-            "description": "OK",
-            "content": {
-                route.response_media_type: {
-                    "schema": {"$ref": f"#/components/schemas/{route.response}"}
-                }
-            },
-        }
-    statuses: set[int] = set()
-    if route.role is not Role.PUBLIC:
-        statuses.add(401)
+def _statuses(route: Route) -> set[int]:
+    statuses = set()
     if "{" in route.path:
         statuses.add(400)
     if route.role is Role.ADMIN:
-        statuses |= {403, 409}
-    if route.request is not None:
-        statuses |= {400, 413}
+        statuses.add(409)
     if "replication" in route.path:
         statuses.add(404)
-    for status in sorted(statuses):
-        responses[str(status)] = _error(status)
-    operation["responses"] = responses
-    if route.role is not Role.PUBLIC:
-        operation["security"] = [{"bearer": []}]
-    return operation
+    return statuses
 
 
 def document() -> dict[str, Any]:
-    paths: dict[str, dict[str, Any]] = {}
-    for route in ROUTES:
-        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
-    return {
-        "openapi": OPENAPI_VERSION,
-        "info": {
-            "title": "georep gateway admin",
-            "version": georep_version,
-            "description": "Replication policies, clusters and replicator stats of one gateway",
-        },
-        "paths": paths,
-        "components": {
-            "schemas": SCHEMAS,
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-        },
-    }
+    return openapi.build(
+        ROUTES,
+        title="georep gateway admin",
+        description=(
+            "Replication policies, clusters and replicator stats of one gateway. Every"
+            " POST must say Content-Type: application/json."
+        ),
+        schemas=SCHEMAS,
+        parameters=_PATH_PARAMETERS,
+        status_text=_STATUS_TEXT,
+        more_statuses=_statuses,
+    )

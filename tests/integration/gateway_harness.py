@@ -53,7 +53,7 @@ def http(method: str, url: str, body: Any = None, token: str | None = None) -> t
     """(status, parsed JSON or text) of one HTTP request; never raises on a status."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method)
-    if data is not None:
+    if data is not None or method != "GET":
         request.add_header("Content-Type", "application/json")
     if token:
         request.add_header("Authorization", f"Bearer {token}")

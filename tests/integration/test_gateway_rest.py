@@ -5,6 +5,8 @@ REST does not need them)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from openapi_spec_validator import validate
 
@@ -82,17 +84,24 @@ def test_bad_input_is_400_with_a_reason(gateway, path, body, words) -> None:
 def test_malformed_json_and_large_bodies(gateway) -> None:
     import urllib.request
 
-    def raw(data: bytes) -> int:
+    def raw(data: bytes, content_type: str = "application/json") -> tuple[int, dict]:
         request = urllib.request.Request(f"{gateway.url}{NS}", data=data, method="PUT")
         request.add_header("Authorization", f"Bearer {TOKEN}")
+        request.add_header("Content-Type", content_type)
         try:
             with urllib.request.urlopen(request, timeout=10) as response:
-                return response.status
+                return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
-            return error.code
+            return error.code, json.loads(error.read())
 
-    assert raw(b"{not json") == 400
-    assert raw(b'{"clusters": [' + b'"B",' * 30_000 + b'"B"]}') == 413
+    assert raw(b"{not json")[0] == 400
+    status, answer = raw(b'{"clusters": ["B"], "clusters": []}')
+    assert status == 400 and "more than once" in answer["reason"]
+    status, answer = raw(b'{"clusters": ["B"]}', "text/plain")
+    assert status == 415 and "application/json" in answer["reason"]
+    status, answer = raw(b'{"clusters": [' + b'"B",' * 30_000 + b'"B"]}')
+    assert status == 413 and "reason" in answer  # JSON, like every other answer
+    assert call(gateway, "GET", NS)[0] == 404, "a refused body changed nothing"
 
 
 def test_tokens(gateway) -> None:

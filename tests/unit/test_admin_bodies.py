@@ -16,6 +16,8 @@ from georep.broker.admin.cluster_admin import (
     format_position,
     format_ranges,
 )
+from georep.rest import json_io
+from georep.rest.errors import RestError
 
 _I64_MAX = 2**63 - 1
 
@@ -78,11 +80,17 @@ def test_tenant_info_keeps_order_and_drops_duplicates() -> None:
         (b"[Infinity]", "application/json"),
         (b"[" * 100_000 + b"]" * 100_000, "application/json"),
         (b"{}", "application/x-www-form-urlencoded"),
+        (b"{}", None),
+        (b'{"a": 1, "a": 2}', "application/json"),
+        (b'[{"x": {"b": 1, "c": 2, "b": 3}}]', "application/json"),
     ],
 )
-def test_decode_json_refuses(raw: bytes, content_type: str) -> None:
-    with pytest.raises(InvalidArgument):
-        bodies.decode_json(raw, content_type)
+def test_decode_json_refuses(raw: bytes, content_type: str | None) -> None:
+    with pytest.raises(RestError) as refused:
+        json_io.decode_json(raw, content_type)
+    assert refused.value.status in (400, 415)
+    if b'"b": 3' in raw:
+        assert "['b']" in str(refused.value)
 
 
 @pytest.mark.parametrize(

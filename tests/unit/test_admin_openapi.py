@@ -109,7 +109,7 @@ async def test_admin_server_serves_on_a_free_port(sqlite_url: str) -> None:
     try:
         assert server.port > 0
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         status_line = await reader.readline()
         writer.close()
         await writer.wait_closed()

@@ -327,6 +327,9 @@ class Admin:
             kwargs["json"] = json
         elif data is not None:
             kwargs["data"] = data
+        elif method != "GET":
+            # Like every client of ours: a mutation says JSON even without a body.
+            sent.setdefault("Content-Type", "application/json")
         async with self.client.request(method, path, **kwargs) as response:
             raw = await response.read()
             body: Any = raw.decode()

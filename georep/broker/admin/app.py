@@ -23,11 +23,12 @@ from aiohttp import web
 from georep.broker.admin import openapi
 from georep.broker.admin.cluster_admin import ClusterAdmin
 from georep.broker.admin.metrics import AdminMetrics
-from georep.broker.admin.middleware import answer, guarded
+from georep.broker.admin.middleware import answer
 from georep.broker.admin.routes import ROUTES
 from georep.broker.admin.settings import AdminSettings
 from georep.broker.admin.state import CLUSTER, METRICS, OPENAPI, SETTINGS, STORE
 from georep.broker.admin.tenants import ensure_defaults
+from georep.rest.middleware import application, register
 from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger("georep.broker.admin")
@@ -42,13 +43,12 @@ def create_app(
         raise TypeError(f"settings must be AdminSettings, got {type(settings).__name__}")
     if not isinstance(cluster, ClusterAdmin):
         raise TypeError(f"{type(cluster).__name__} does not implement ClusterAdmin")
-    app = web.Application(client_max_size=settings.request_body_bytes_max, middlewares=[answer])
+    app = application(answer, settings.request_body_bytes_max)
     app[SETTINGS] = settings
     app[CLUSTER] = cluster
     app[METRICS] = AdminMetrics()
     app[OPENAPI] = openapi.build(ROUTES)
-    for route in ROUTES:
-        app.router.add_route(route.method, route.path, guarded(route.handler, route.role))
+    register(app, ROUTES, settings.access)
     app.cleanup_ctx.append(_metadata_store(store))
     return app
 

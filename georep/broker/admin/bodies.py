@@ -22,13 +22,13 @@ georep subscription sync        ``markDelete: {ledgerId, entryId}``, ``ranges: [
                                 ackedIndexes}, ...]``, ``replicated: bool``; all optional
 ==============================  ==========================================================
 
-Unknown fields are refused, so that a misspelt field is an error rather than a no-op.
-JSON's ``NaN`` and ``Infinity`` are refused too; booleans are not integers.
+Unknown fields are refused, so that a misspelt field is an error rather than a no-op;
+booleans are not integers. Decoding the JSON itself (media type, duplicate keys, ``NaN``)
+is ``rest/json_io.py``'s.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,33 +38,6 @@ from georep.broker.admin import names
 from georep.broker.admin.cluster_admin import InvalidArgument, Position
 
 _I64_MAX = 2**63 - 1
-
-
-class UnsupportedMediaType(InvalidArgument):
-    status = 415
-
-
-def decode_json(raw: bytes, content_type: str) -> Any:
-    """The JSON document in ``raw``. The media type must be ``application/json`` (which a
-    browser cannot send cross-site without asking first)."""
-    if content_type != "application/json":
-        raise UnsupportedMediaType(
-            f"a request body must be application/json, got {content_type or 'no Content-Type'}"
-        )
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidArgument("the request body is not UTF-8") from None
-    try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as error:
-        raise InvalidArgument(f"the request body is not valid JSON: {error}") from None
-    except RecursionError:
-        raise InvalidArgument("the request body nests too deeply") from None
-
-
-def _refuse_constant(name: str) -> Any:
-    raise InvalidArgument(f"{name} is not a valid JSON number here")
 
 
 # --- tenants and namespaces -----------------------------------------------------------

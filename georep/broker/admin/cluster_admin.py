@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from georep.broker.topic_name import TopicName
+from georep.rest.errors import RestError
 
 #: ``(ledger_id, entry_id)``.
 Position = tuple[int, int]
@@ -47,9 +48,9 @@ LATEST: Position = (_I64_MAX, _I64_MAX)
 
 
 # --- errors ---------------------------------------------------------------------------
-class AdminError(Exception):
-    """Base of the errors a ``ClusterAdmin`` (and the app itself) refuses a request with;
-    ``status`` is the HTTP status the app answers."""
+class AdminError(RestError):
+    """Base of the errors a ``ClusterAdmin`` refuses a request with; ``status`` is the
+    HTTP status the app answers."""
 
     status: ClassVar[int] = 500
 

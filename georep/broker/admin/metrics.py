@@ -24,7 +24,6 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-UNMATCHED_ROUTE = "unmatched"
 
 
 class AdminMetrics:

@@ -1,9 +1,9 @@
 """Every route of the admin REST, in one table.
 
-A :class:`Route` says what the app needs to serve it (method, path, handler, the role it
-needs) and what the OpenAPI document says of it (summary, body and answer schemas, the
-statuses it may answer). ``create_app`` registers exactly these; ``openapi.py`` documents
-exactly these; a test checks the two agree.
+A ``Route`` (``rest/routes.py``) says what the app needs to serve it (method, path,
+handler, the role it needs) and what the OpenAPI document says of it (summary, body and
+answer schemas). ``create_app`` registers exactly these; ``openapi.py`` documents exactly
+these; a test checks the two agree.
 
 Paths follow Pulsar's admin v2 wherever Pulsar has the operation, so that ``pulsar-admin``
 habits (and scripts using ``curl``) carry over. Acknowledging given positions and the
@@ -14,15 +14,9 @@ one's) have no Pulsar equivalent, so they live under georep's own prefix,
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-
-from aiohttp import web
-
 from georep.broker.admin import service, tenants, topics
-from georep.broker.admin.auth import Role
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from georep.rest.auth import Role
+from georep.rest.routes import Handler, Route
 
 V2 = "/admin/v2"
 GEOREP_V1 = "/admin/georep/v1"
@@ -33,27 +27,6 @@ _TOPICS = f"{V2}/persistent/{{tenant}}/{{namespace}}"
 _TOPIC = f"{_TOPICS}/{{topic}}"
 _SUBSCRIPTION = f"{_TOPIC}/subscription/{{subscription}}"
 _GEOREP_TOPIC = f"{GEOREP_V1}/persistent/{{tenant}}/{{namespace}}/{{topic}}"
-
-
-@dataclass(frozen=True)
-class Route:
-    method: str
-    path: str
-    handler: Handler
-    role: Role
-    summary: str
-    tag: str
-    #: Component schema name of the JSON body; None for no body.
-    request: str | None = None
-    request_required: bool = True
-    #: Component schema name of the 200 answer; None means 204 No Content.
-    response: str | None = None
-    #: The answer's media type when it is not JSON.
-    response_media_type: str = "application/json"
-
-    @property
-    def operation_id(self) -> str:
-        return self.handler.__name__
 
 
 def _get(path: str, handler: Handler, summary: str, tag: str, response: str) -> Route:

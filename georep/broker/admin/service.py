@@ -6,7 +6,7 @@ from aiohttp import web
 
 from georep.broker.admin import metrics as admin_metrics
 from georep.broker.admin.state import METRICS, OPENAPI, SETTINGS, STORE
-from georep.broker.admin.web_io import json_response
+from georep.rest.json_io import json_response
 
 _HEALTH_TENANT = "public"
 

@@ -1,16 +1,11 @@
 """Settings of the cluster's admin REST, from flags and environment, in one typed object.
 
-Tokens are the only secrets. They come from the environment or from files, never from a
-flag's value (a flag shows in ``ps`` and shell history):
-
-- ``GEOREP_ADMIN_TOKENS``, ``GEOREP_ADMIN_READ_ONLY_TOKENS``: tokens separated by commas
-  or white space;
-- ``--admin-token-file F``, ``--admin-read-only-token-file F``: one token per line; blank
-  lines and lines starting with ``#`` are skipped.
-
-A token is kept as a :class:`Token`, whose ``repr`` and ``str`` are ``***``, so that
-logging the settings (or an exception holding them) shows no secret. With no admin token
-at all the REST is open (``AdminSettings.open`` is True) and the app says so at start.
+Tokens (``rest/tokens.py``) come from ``GEOREP_ADMIN_TOKENS`` and
+``GEOREP_ADMIN_READ_ONLY_TOKENS``, or from ``--admin-token-file F`` and
+``--admin-read-only-token-file F``; both sources are merged. With no admin token at all
+the REST is open (``AdminSettings.open`` is True) and the process says so at start; it
+then refuses to listen beyond loopback unless ``--insecure`` (``rest/access.py``).
+Allowed ``Host`` names come from ``GEOREP_ALLOWED_HOSTS``.
 
 Example::
 
@@ -25,67 +20,31 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from georep import limits
+from georep.rest import tokens as token_sources
+from georep.rest.access import ALLOWED_HOSTS_ENV, Access, allowed_hosts
+from georep.rest.tokens import (
+    ADMIN_READ_ONLY_TOKENS_ENV,
+    ADMIN_TOKENS_ENV,
+    Token,
+    TokenError,
+    tokens_from,
+)
 
-ADMIN_TOKENS_ENV = "GEOREP_ADMIN_TOKENS"
-READ_ONLY_TOKENS_ENV = "GEOREP_ADMIN_READ_ONLY_TOKENS"
 #: Pulsar's default web service port.
 DEFAULT_PORT = 8080
 DEFAULT_HOST = "127.0.0.1"
 
-# RFC 6750 b64token: what a Bearer credential may contain.
-_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 _CLUSTER = re.compile(r"[-=:.\w]+", re.ASCII)
 
 
 class AdminSettingsError(ValueError):
     """A setting is missing or invalid; the message says which and why (never a token)."""
-
-
-class Token:
-    """A bearer token. Compared by its SHA-256 digest; never printed."""
-
-    __slots__ = ("_value", "digest")
-
-    def __init__(self, value: str) -> None:
-        if not isinstance(value, str):
-            raise AdminSettingsError("a token must be a string")
-        if not limits.admin_token_chars_min <= len(value) <= limits.admin_token_chars_max:
-            raise AdminSettingsError(
-                f"a token has {len(value)} characters; it needs"
-                f" {limits.admin_token_chars_min}..{limits.admin_token_chars_max}"
-            )
-        if not _TOKEN.fullmatch(value):
-            raise AdminSettingsError(
-                "a token may use only letters, digits and -._~+/ (and trailing =)"
-            )
-        self._value = value
-        self.digest = hashlib.sha256(value.encode()).digest()
-
-    def reveal(self) -> str:
-        """The token itself, for a client that must send it."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Token(***)"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Token) and other.digest == self.digest
-
-    def __hash__(self) -> int:
-        return hash(self.digest)
-
-
-def tokens(values: Iterable[str | Token]) -> frozenset[Token]:
-    return frozenset(value if isinstance(value, Token) else Token(value) for value in values)
 
 
 @dataclass(frozen=True)
@@ -104,6 +63,8 @@ class AdminSettings:
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
     request_body_bytes_max: int = limits.admin_request_body_bytes_max
+    #: ``Host`` names allowed beside the defaults (``rest/access.py``); ``*``: any.
+    allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.cluster_name, str) or not _CLUSTER.fullmatch(self.cluster_name):
@@ -121,13 +82,13 @@ class AdminSettings:
             raise AdminSettingsError(f"admin port must be an integer, got {self.port!r}")
         if not 0 <= self.port <= 65_535:
             raise AdminSettingsError(f"admin port {self.port} is not 0..65535")
-        object.__setattr__(self, "admin_tokens", tokens(self.admin_tokens))
-        object.__setattr__(self, "read_only_tokens", tokens(self.read_only_tokens))
-        for role, found in (("admin", self.admin_tokens), ("read-only", self.read_only_tokens)):
-            if len(found) > limits.admin_tokens_count_max:
-                raise AdminSettingsError(
-                    f"{len(found)} {role} tokens; at most {limits.admin_tokens_count_max}"
-                )
+        try:
+            object.__setattr__(self, "admin_tokens", token_sources.tokens(self.admin_tokens))
+            object.__setattr__(
+                self, "read_only_tokens", token_sources.tokens(self.read_only_tokens)
+            )
+        except TokenError as error:
+            raise AdminSettingsError(str(error)) from None
         if self.read_only_tokens and not self.admin_tokens:
             raise AdminSettingsError(
                 "read-only tokens are set but no admin token: the REST would stay open to"
@@ -149,6 +110,15 @@ class AdminSettings:
         anything."""
         return not self.admin_tokens
 
+    @property
+    def access(self) -> Access:
+        """What the REST checks of every request (``rest/access.py``)."""
+        return Access(
+            self.admin_tokens,
+            self.read_only_tokens,
+            allowed_hosts(self.host, self.allowed_hosts, tokens_required=not self.open),
+        )
+
     def replace(self, **changes: object) -> AdminSettings:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
@@ -166,7 +136,7 @@ class AdminSettings:
         )
         group.add_argument(
             "--admin-read-only-token-file",
-            help=f"file of read-only tokens, one a line (or set {READ_ONLY_TOKENS_ENV})",
+            help=f"file of read-only tokens, one a line (or set {ADMIN_READ_ONLY_TOKENS_ENV})",
         )
         group.add_argument("--admin-tls-cert", help="PEM certificate chain: serve HTTPS")
         group.add_argument("--admin-tls-key", help="PEM private key of --admin-tls-cert")
@@ -182,8 +152,13 @@ class AdminSettings:
     ) -> AdminSettings:
         """Settings from parsed :meth:`add_arguments` flags and the environment: tokens
         from both sources are merged."""
-        admin = _tokens_from(environ.get(ADMIN_TOKENS_ENV), args.admin_token_file)
-        read_only = _tokens_from(environ.get(READ_ONLY_TOKENS_ENV), args.admin_read_only_token_file)
+        try:
+            admin = tokens_from(environ.get(ADMIN_TOKENS_ENV), args.admin_token_file)
+            read_only = tokens_from(
+                environ.get(ADMIN_READ_ONLY_TOKENS_ENV), args.admin_read_only_token_file
+            )
+        except TokenError as error:
+            raise AdminSettingsError(str(error)) from None
         return cls(
             cluster_name=cluster_name,
             metadata_url=metadata_url,
@@ -193,20 +168,5 @@ class AdminSettings:
             read_only_tokens=read_only,
             tls_cert_file=args.admin_tls_cert,
             tls_key_file=args.admin_tls_key,
+            allowed_hosts=tuple(token_sources.split(environ.get(ALLOWED_HOSTS_ENV))),
         )
-
-
-def _tokens_from(environment_value: str | None, path: str | None) -> frozenset[Token]:
-    found: list[str] = []
-    if environment_value:
-        found.extend(part for part in re.split(r"[\s,]+", environment_value) if part)
-    if path:
-        try:
-            with open(path, encoding="utf-8") as file:
-                lines = file.read().splitlines()
-        except OSError as error:
-            raise AdminSettingsError(f"cannot read token file {path}: {error.strerror}") from None
-        found.extend(
-            line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")
-        )
-    return tokens(found)

@@ -17,9 +17,16 @@ import typing
 from collections.abc import Mapping
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
+from georep.rest.errors import RestError
 
-class ShapeError(Exception):
-    """A document from the cluster does not match its promised shape (a bug)."""
+
+class ShapeError(RestError):
+    """A document from the cluster does not match its promised shape (a bug): 500."""
+
+    status = 500
+
+    def __str__(self) -> str:
+        return f"the cluster returned a malformed document: {super().__str__()}"
 
 
 def check(shape: Any, value: object, where: str | None = None) -> None:

@@ -19,7 +19,7 @@ from georep import limits
 from georep.broker.admin import bodies, names
 from georep.broker.admin.cluster_admin import Conflict, NotFound
 from georep.broker.admin.state import CLUSTER, SETTINGS, STORE
-from georep.broker.admin.web_io import NO_BODY, json_response, no_content, read_json
+from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
 from georep.storage.errors import BadVersion
 from georep.storage.meta.store import CatalogOutcome, MetadataStore, NamespaceRecord
 

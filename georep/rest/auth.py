@@ -1,4 +1,4 @@
-"""Who may do what on the admin REST: bearer tokens with two roles.
+"""Who may do what on a REST: bearer tokens with two roles.
 
 Each route needs a role: ``PUBLIC`` (health, metrics, the OpenAPI document), ``READ``
 (every other GET) or ``ADMIN`` (every mutation). With no admin token configured the REST
@@ -24,9 +24,10 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+from typing import Protocol
 
-from georep.broker.admin.cluster_admin import AdminError
-from georep.broker.admin.settings import AdminSettings
+from georep.rest.errors import Forbidden, Unauthorized
+from georep.rest.tokens import Token
 
 
 class Role(enum.Enum):
@@ -35,22 +36,20 @@ class Role(enum.Enum):
     ADMIN = "admin"
 
 
-class Unauthorized(AdminError):
-    """No valid token: 401."""
+class TokenRoles(Protocol):
+    """What a server's settings say about tokens."""
 
-    status = 401
+    @property
+    def admin_tokens(self) -> frozenset[Token]: ...
 
-
-class Forbidden(AdminError):
-    """A valid token whose role may not do this: 403."""
-
-    status = 403
+    @property
+    def read_only_tokens(self) -> frozenset[Token]: ...
 
 
-def authorize(settings: AdminSettings, authorization: str | None, needed: Role) -> Role | None:
+def authorize(settings: TokenRoles, authorization: str | None, needed: Role) -> Role | None:
     """The caller's role, or raise Unauthorized / Forbidden. None when the REST is open
     or the route is public and no token was checked."""
-    if needed is Role.PUBLIC or settings.open:
+    if needed is Role.PUBLIC or not settings.admin_tokens:
         return None
     presented = _bearer(authorization)
     if presented is None:
@@ -77,7 +76,7 @@ def _bearer(authorization: str | None) -> str | None:
     return credentials
 
 
-def _matches(digest: bytes, tokens: frozenset) -> bool:
+def _matches(digest: bytes, tokens: frozenset[Token]) -> bool:
     found = False
     for token in tokens:
         found |= hmac.compare_digest(digest, token.digest)
