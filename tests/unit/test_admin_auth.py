@@ -9,12 +9,12 @@ import logging
 import pytest
 
 from georep.broker.admin import AdminSettings, AdminSettingsError
+from georep.broker.admin.routes import ROUTES
+from georep.broker.admin.state import SETTINGS
 from georep.rest.auth import Role, authorize
 from georep.rest.errors import Forbidden, Unauthorized
-from georep.broker.admin.routes import ROUTES
 from georep.rest.tokens import ADMIN_READ_ONLY_TOKENS_ENV as READ_ONLY_TOKENS_ENV
 from georep.rest.tokens import ADMIN_TOKENS_ENV, Token
-from georep.broker.admin.state import SETTINGS
 from tests.unit.test_admin_support import ADMIN_TOKEN, READ_TOKEN, WRONG_TOKEN, running_admin
 
 NONE = None
