@@ -81,6 +81,11 @@ class ManagedProcess:
         return self.process.pid if self.process else -1
 
     @property
+    def returncode(self) -> int | None:
+        """The exit code once the process has exited; None while it runs."""
+        return None if self.process is None else self.process.returncode
+
+    @property
     def running(self) -> bool:
         return self.process is not None and self.process.returncode is None
 

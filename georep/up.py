@@ -32,6 +32,22 @@ SIGINT (Ctrl-C) or SIGTERM stops everything cleanly: gateways first (their repli
 persist what they acknowledged), then clusters, each with SIGTERM and, after a grace
 period, SIGKILL. Logs go to ``<data_dir>/logs/<process>.log``.
 
+Tokens (``rest/tokens.py``): ``GEOREP_ADMIN_TOKENS`` and ``GEOREP_GATEWAY_TOKENS`` in
+up's environment reach every process, or name token files in the file::
+
+    [tokens]
+    admin_file = "secrets/admin-tokens"      # the clusters' admin REST (one token a line)
+    gateway_file = "secrets/gateway-tokens"  # the gateways' REST
+
+Clusters require the admin tokens, gateways require the gateway tokens and send the
+first admin token to every cluster. With none, up says on its console that the REST is
+open; with ``host`` beyond loopback it refuses to start unless ``--insecure``.
+
+Before starting anything up checks the file and the machine: ports must be distinct and
+free and the host an address here; a mistake is one line and exit code 2 (``console.py``).
+A process that exits with code 2 (its configuration is unusable) is not restarted: up
+prints its last log line, stops the others and exits with 2.
+
 ``--demo`` runs a short scripted exchange with the official pulsar-client once all is up
 (messages produced on each cluster, then read back from each), prints which messages
 crossed where, and stops everything; exit code 0 when the topology behaved.
@@ -55,10 +71,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from georep import limits
+from georep import console, limits
 from georep.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.replicator.config import cluster_name
 from georep.replicator.errors import ConfigError, check_keys
+from georep.rest import tokens as token_sources
+from georep.rest.access import ExposureError, check_exposure
+from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +111,9 @@ class UpConfig:
     clusters: dict[str, ClusterSpec]
     gateways: dict[str, GatewaySpec]
     host: str = "127.0.0.1"
+    #: Token files ([tokens] admin_file, gateway_file), absolute; None: the environment.
+    admin_token_file: Path | None = None
+    gateway_token_file: Path | None = None
 
 
 def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
@@ -101,7 +123,7 @@ def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
         raise ConfigError(f"cannot read {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    unknown = sorted(set(document) - {"data_dir", "host", "clusters", "gateways"})
+    unknown = sorted(set(document) - {"data_dir", "host", "clusters", "gateways", "tokens"})
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}")
     clusters = {}
@@ -135,12 +157,75 @@ def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
         )
     if 2 * len(clusters) > limits.up_processes_count_max:
         raise ConfigError(f"at most {limits.up_processes_count_max // 2} clusters")
+    token_table = document.get("tokens", {})
+    _only(token_table, {"admin_file", "gateway_file"}, "[tokens]")
+    files = {}
+    for key in ("admin_file", "gateway_file"):
+        value = token_table.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ConfigError(f"[tokens] {key} must be a path")
+        files[key] = (path.parent / value).resolve() if value else None
+    host = document.get("host", "127.0.0.1")
+    if not isinstance(host, str) or not host:
+        raise ConfigError(f"host must be an address, got {host!r}")
     return UpConfig(
         data_dir=(data_dir or Path(document.get("data_dir", "georep-up-data"))).resolve(),
         clusters=clusters,
         gateways=gateways,
-        host=str(document.get("host", "127.0.0.1")),
+        host=host,
+        admin_token_file=files["admin_file"],
+        gateway_token_file=files["gateway_file"],
     )
+
+
+def check(config: UpConfig, environ: dict[str, str], *, insecure: bool) -> list[str]:
+    """What can be known wrong before anything starts, as ConfigError; the warnings to
+    print on the console."""
+    ports = {}
+    for name, spec in sorted(config.clusters.items()):
+        ports[f"[clusters.{name}] broker_port"] = spec.broker_port
+        ports[f"[clusters.{name}] admin_port"] = spec.admin_port
+    for name, spec in sorted(config.gateways.items()):
+        ports[f"[gateways.{name}] port"] = spec.port
+    try:
+        console.check_distinct(ports)
+        console.check_bind("host", config.host, 0)
+        for what, port in ports.items():
+            if port:
+                console.check_bind(what, config.host, port)
+        admin = token_sources.tokens_from(
+            environ.get(ADMIN_TOKENS_ENV),
+            str(config.admin_token_file) if config.admin_token_file else None,
+        )
+        gateway = token_sources.tokens_from(
+            environ.get(GATEWAY_TOKENS_ENV),
+            str(config.gateway_token_file) if config.gateway_token_file else None,
+        )
+    except (console.BindError, TokenError) as error:
+        raise ConfigError(str(error)) from None
+    if config.gateways and admin and not _first_admin_token(config, environ):
+        raise ConfigError("the gateways need an admin token to send to the clusters")
+    warnings = []
+    for what, found in (("the clusters' admin REST", admin), ("the gateways' REST", gateway)):
+        if what.startswith("the gateways") and not config.gateways:
+            continue
+        try:
+            warning = check_exposure(
+                what, config.host, tokens_required=bool(found), insecure=insecure
+            )
+        except ExposureError as error:
+            raise ConfigError(str(error)) from None
+        if warning:
+            variable = ADMIN_TOKENS_ENV if "clusters" in what else GATEWAY_TOKENS_ENV
+            warnings.append(f"{warning} ({variable} or [tokens])")
+    return warnings
+
+
+def _first_admin_token(config: UpConfig, environ: dict[str, str]) -> str | None:
+    if config.admin_token_file is not None:
+        found = token_sources.read_file(str(config.admin_token_file))
+        return found[0] if found else None
+    return token_sources.client_token(environ, ADMIN_TOKENS_ENV)
 
 
 def _only(table: Any, allowed: set[str], where: str) -> None:
@@ -176,6 +261,8 @@ class Supervised:
         self.detail = ""
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
+        #: The one line a process that exited with code 2 said: it is not restarted.
+        self.config_error: str | None = None
 
     def status(self, state: str, detail: str = "") -> None:
         clock = time.strftime("%H:%M:%S")
@@ -193,6 +280,11 @@ class Supervised:
             try:
                 self.detail = await self.process.start()
             except ProcessFailed as error:
+                if self.process.returncode == console.EXIT_CONFIG:
+                    self.config_error = _last_line(self.log_path) or str(error)
+                    self.status("failed", self.config_error)
+                    self.ready.set()
+                    return
                 code = f"did not start: {error}"
             else:
                 self.status("running", f"pid {self.process.pid}  {self.detail}")
@@ -221,19 +313,37 @@ class Supervised:
                 await self._task
 
 
+def _last_line(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = path.read_text(errors="replace").strip().splitlines()
+        return lines[-1] if lines else ""
+    return ""
+
+
 def _gateway_toml(config: UpConfig, spec: GatewaySpec, home: Path) -> str:
     host = config.host
     local = config.clusters[spec.cluster]
     lines = [
         "# written by georep up; edit the up configuration instead",
         "[gateway]",
-        f'listen = "{host}:{spec.port}"',
-        f'metadata = "sqlite:///{home / "gateway.db"}"',
+        f"listen = {json.dumps(_address(host, spec.port))}",
+        f"metadata = {json.dumps('sqlite:///' + str(home / 'gateway.db'))}",
+    ]
+    if config.gateway_token_file is not None:
+        lines.append(f"token_file = {json.dumps(str(config.gateway_token_file))}")
+    # Without a token source the gateway sends the first of GEOREP_ADMIN_TOKENS.
+    token = (
+        [f"token_file = {json.dumps(str(config.admin_token_file))}"]
+        if config.admin_token_file is not None
+        else []
+    )
+    lines += [
         "",
         "[local]",
         f'name = "{local.name}"',
-        f'service_url = "pulsar://{host}:{local.broker_port}"',
-        f'admin_url = "http://{host}:{local.admin_port}"',
+        f'service_url = "pulsar://{_address(host, local.broker_port)}"',
+        f'admin_url = "http://{_address(host, local.admin_port)}"',
+        *token,
     ]
     for name, remote in sorted(config.clusters.items()):
         if name == spec.cluster:
@@ -241,8 +351,9 @@ def _gateway_toml(config: UpConfig, spec: GatewaySpec, home: Path) -> str:
         lines += [
             "",
             f"[remotes.{name}]",
-            f'service_url = "pulsar://{host}:{remote.broker_port}"',
-            f'admin_url = "http://{host}:{remote.admin_port}"',
+            f'service_url = "pulsar://{_address(host, remote.broker_port)}"',
+            f'admin_url = "http://{_address(host, remote.admin_port)}"',
+            *token,
         ]
     if spec.replicate:
         lines += ["", "[policies.namespaces]"]
@@ -253,6 +364,11 @@ def _gateway_toml(config: UpConfig, spec: GatewaySpec, home: Path) -> str:
     if spec.subscription_sync:
         lines += ["", _toml_table("subscription_sync", spec.subscription_sync)]
     return "\n".join(lines) + "\n"
+
+
+def _address(host: str, port: int) -> str:
+    """``host:port`` as a URL authority (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _toml_table(name: str, table: dict[str, Any]) -> str:
@@ -285,10 +401,10 @@ def _with_ports(config: UpConfig) -> UpConfig:
         name: dataclasses.replace(spec, port=spec.port or _free_port(config.host))
         for name, spec in config.gateways.items()
     }
-    return UpConfig(config.data_dir, clusters, gateways, config.host)
+    return dataclasses.replace(config, clusters=clusters, gateways=gateways)
 
 
-def build(config: UpConfig) -> tuple[list[Supervised], list[Supervised]]:
+def build(config: UpConfig, *, insecure: bool = False) -> tuple[list[Supervised], list[Supervised]]:
     """The supervised clusters and gateways (not started)."""
     logs = config.data_dir / "logs"
     clusters = []
@@ -302,6 +418,10 @@ def build(config: UpConfig) -> tuple[list[Supervised], list[Supervised]]:
             "--admin-port", str(spec.admin_port),
             "--admin-host", config.host,
         )  # fmt: skip
+        if config.admin_token_file is not None:
+            args += ["--admin-token-file", str(config.admin_token_file)]
+        if insecure:
+            args.append("--insecure")
         if not spec.fsync:
             args.append("--no-fsync")
         clusters.append(
@@ -316,7 +436,7 @@ def build(config: UpConfig) -> tuple[list[Supervised], list[Supervised]]:
         gateways.append(
             Supervised(
                 f"gateway {name}",
-                georep_command("gateway", "--config", str(path)),
+                georep_command("gateway", "--config", str(path), *(["--insecure"] * insecure)),
                 "GATEWAY_READY",
                 logs / f"gateway-{name}.log",
             )
@@ -331,6 +451,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--data", type=Path, default=None, help="data directory (overrides data_dir)"
     )
     parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="let clusters and gateways listen beyond loopback with no token",
+    )
+    parser.add_argument(
         "--demo",
         action="store_true",
         help="once up, produce and consume a few messages on each cluster, show what "
@@ -338,10 +463,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def serve(config: UpConfig, demo: bool) -> int:
+async def serve(config: UpConfig, demo: bool, *, insecure: bool = False) -> int:
     config = _with_ports(config)
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    clusters, gateways = build(config)
+    clusters, gateways = build(config, insecure=insecure)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -350,9 +475,14 @@ async def serve(config: UpConfig, demo: bool) -> int:
     try:
         starting = asyncio.gather(*(p.start() for p in clusters))
         await _unless_stopped(starting, stopping)
-        if not stopping.is_set():
+        if not stopping.is_set() and not _failed(clusters):
             await _unless_stopped(asyncio.gather(*(p.start() for p in gateways)), stopping)
-        if not stopping.is_set():
+        failed = _failed([*clusters, *gateways])
+        if failed:
+            for process in failed:
+                print(f"georep up: {process.label}: {process.config_error}", file=sys.stderr)
+            code = console.EXIT_CONFIG
+        elif not stopping.is_set():
             count = len(clusters) + len(gateways)
             print(f"{UP_READY} {count} processes; data in {config.data_dir}", flush=True)
             for process in [*clusters, *gateways]:
@@ -368,6 +498,10 @@ async def serve(config: UpConfig, demo: bool) -> int:
         await asyncio.gather(*(p.stop() for p in gateways))
         await asyncio.gather(*(p.stop() for p in clusters))
     return int(code or 0)
+
+
+def _failed(processes: list[Supervised]) -> list[Supervised]:
+    return [p for p in processes if p.config_error is not None]
 
 
 async def _unless_stopped(awaitable, stopping: asyncio.Event):
@@ -387,13 +521,14 @@ async def _unless_stopped(awaitable, stopping: asyncio.Event):
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config, args.data)
+        warnings = check(config, dict(os.environ), insecure=args.insecure)
     except ConfigError as error:
-        log.error("%s", error)
-        return 2
+        return console.config_error("up", error)
     if sys.platform == "win32":  # pragma: no cover - signals and fork semantics
-        log.error("georep up needs a POSIX system")
-        return 2
+        return console.config_error("up", "georep up needs a POSIX system")
+    for warning in warnings:
+        print(f"warning: {warning}", flush=True)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     import uvloop
 
-    return uvloop.run(serve(config, args.demo))
+    return uvloop.run(serve(config, args.demo, insecure=args.insecure))

@@ -18,9 +18,11 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import os
 import time
 import urllib.request
 
+from georep.rest import tokens as token_sources
 from georep.up import UpConfig
 
 MESSAGES_PER_CLUSTER = 5
@@ -148,11 +150,23 @@ def _stats(config, name: str) -> dict | None:
     if gateway is None:
         return None
     url = f"http://{config.host}:{gateway.port}/admin/georep/v1/stats"
+    request = urllib.request.Request(url)
+    token = _gateway_token(config)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:
             return json.load(response)
     except OSError:
         return None
+
+
+def _gateway_token(config: UpConfig) -> str | None:
+    """The token the gateways require: the first of their file, or of the variable."""
+    if config.gateway_token_file is not None:
+        found = token_sources.read_file(str(config.gateway_token_file))
+        return found[0] if found else None
+    return token_sources.client_token(os.environ, token_sources.GATEWAY_TOKENS_ENV)
 
 
 def _topic_sync(stats: dict | None, topic: str) -> dict:

@@ -3,9 +3,15 @@
 Once the broker and the admin REST serve it prints one line to stdout,
 ``CLUSTER_READY pulsar://HOST:BROKER_PORT http://HOST:ADMIN_PORT``, so a parent process
 (a test harness, ``georep up``) learns the ports it got with port 0. Admin tokens come
-from the environment or files, never from a flag's value (``broker/admin/settings.py``).
+from the environment or files, never from a flag's value (``rest/tokens.py``).
 SIGTERM and SIGINT stop it cleanly: connections closed, acknowledgements and
 deduplication state persisted, ledgers closed, bookies checkpointed.
+
+Before anything starts it checks what it was told (``console.py``): a bad flag, a host
+that is not an address here, a port in use or given twice, a metadata URL it cannot
+use, and a listener beyond loopback without admin tokens (unless ``--insecure``;
+``rest/access.py``) are one line on stderr and exit code 2. The binary protocol has no
+authentication: beyond loopback, firewall it to the clients and gateways that need it.
 """
 
 from __future__ import annotations
@@ -16,9 +22,13 @@ import logging
 import os
 from pathlib import Path
 
+from georep import console
 from georep.broker.admin import AdminSettings
 from georep.broker.cluster import Cluster, ClusterConfig
 from georep.processes import exit_on_invariant, serve_until_signalled
+from georep.rest.access import ExposureError, check_exposure
+from georep.storage.errors import InvalidArgument
+from georep.storage.meta.migrate import database_url
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +56,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ensemble", type=int, default=3, help="ensemble size E")
     parser.add_argument("--write-quorum", type=int, default=2, help="write quorum Qw")
     parser.add_argument("--ack-quorum", type=int, default=2, help="ack quorum Qa")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="listen beyond loopback with no admin token (anyone who reaches the admin"
+        " port may change anything)",
+    )
     parser.add_argument(
         "--no-fsync",
         action="store_true",
@@ -76,7 +92,10 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
 
 async def serve(config: ClusterConfig) -> int:
     exit_on_invariant(asyncio.get_running_loop())
-    cluster = await Cluster(config).start()
+    try:
+        cluster = await Cluster(config).start()
+    except OSError as error:  # a port taken since the check, a data directory refused
+        return console.config_error("cluster", f"did not start: {error}")
     await serve_until_signalled(f"{READY_PREFIX} {cluster.broker_url} {cluster.admin_url}")
     await cluster.stop()
     return 0
@@ -85,9 +104,31 @@ async def serve(config: ClusterConfig) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
-    except ValueError as error:  # AdminSettingsError is one
-        log.error("%s", error)
-        return 2
+        check(config, insecure=args.insecure)
+    except (ValueError, console.BindError) as error:  # AdminSettingsError is one
+        return console.config_error("cluster", error)
     import uvloop
 
     return uvloop.run(serve(config))
+
+
+def check(config: ClusterConfig, *, insecure: bool) -> None:
+    """What can be known wrong before anything starts (see the module docstring)."""
+    admin = config.admin_settings
+    try:
+        database_url(config.metadata)
+    except InvalidArgument as error:
+        raise ValueError(str(error)) from None
+    console.check_distinct({"--broker-port": config.broker_port, "--admin-port": admin.port})
+    console.check_bind("--broker-port", config.broker_host, config.broker_port)
+    console.check_bind("--admin-port", admin.host, admin.port)
+    for what, host in (("--host", config.broker_host), ("--admin-host", admin.host)):
+        try:
+            check_exposure(
+                f"cluster {config.name} ({what} {host})",
+                host,
+                tokens_required=not admin.open,
+                insecure=insecure,
+            )
+        except ExposureError as error:
+            raise ValueError(str(error)) from None

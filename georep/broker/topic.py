@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from georep import limits
+from georep import limits, names
 from georep.broker.consumer import Consumer
 from georep.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from georep.broker.deduplication import MessageDeduplication
@@ -201,8 +201,10 @@ class PersistentTopic:
         """Find or create the subscription ``command`` names and attach a consumer made by
         ``consumer_factory(subscription)``."""
         name = command.subscription
-        if not name:
-            raise NotAllowed("empty subscription name")
+        try:
+            names.check("subscription", name)
+        except names.InvalidName as error:
+            raise NotAllowed(str(error)) from None
         if is_system_cursor(name):
             raise NotAllowed(f"subscription name {name!r} is reserved (pulsar.*)")
         if self.closed:

@@ -8,10 +8,8 @@ Accepted spellings, as a Pulsar broker accepts them::
     persistent://public/default/orders-partition-3    partition 3 of ``orders``
 
 Rules (each failure is an :class:`InvalidTopicName` saying which rule): the domain is
-``persistent`` (``non-persistent`` topics are not served); tenant and namespace match
-``[-=:.\\w]+`` in ASCII, at most ``limits.tenant_name_chars_max`` /
-``namespace_name_chars_max`` characters; the local name is printable, has no ``/`` and
-at most ``limits.topic_local_name_chars_max`` characters. A local name ending in
+``persistent`` (``non-persistent`` topics are not served); tenant, namespace and local
+name follow ``georep/names.py``, the one place naming rules live. A local name ending in
 ``-partition-N`` (N decimal, no sign, no leading zero) names partition N.
 
 A topic's managed ledger is named ``tenant/namespace/persistent/local``, as in Pulsar;
@@ -23,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from georep import limits
+from georep import limits, names
 from georep.broker.errors import InvalidTopicName
 
 PERSISTENT = "persistent"
@@ -31,12 +29,11 @@ DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 PARTITION_SUFFIX = "-partition-"
 
-_ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
 _PARTITION_INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
 def check_tenant(tenant: str) -> str:
-    _check_entity("tenant", tenant, limits.tenant_name_chars_max)
+    _check_entity("tenant", tenant)
     return tenant
 
 
@@ -46,17 +43,15 @@ def check_namespace(namespace: str) -> str:
     if not slash:
         raise InvalidTopicName(f"namespace {namespace!r} is not of the form tenant/namespace")
     check_tenant(tenant)
-    _check_entity("namespace", name, limits.namespace_name_chars_max)
+    _check_entity("namespace", name)
     return namespace
 
 
-def _check_entity(what: str, value: str, chars_max: int) -> None:
-    if not value:
-        raise InvalidTopicName(f"{what} name is empty")
-    if len(value) > chars_max:
-        raise InvalidTopicName(f"{what} name has {len(value)} characters; at most {chars_max}")
-    if not _ENTITY.fullmatch(value):
-        raise InvalidTopicName(f"{what} name {value!r} may use only letters, digits and -=:._")
+def _check_entity(what: str, value: str) -> None:
+    try:
+        names.check(what, value)
+    except names.InvalidName as error:
+        raise InvalidTopicName(str(error)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,11 +133,7 @@ class TopicName:
 def _check_local(text: str, local: str) -> str:
     if not local:
         raise InvalidTopicName(f"topic {text!r} has an empty local name")
-    chars_max = limits.topic_local_name_chars_max
-    if len(local) > chars_max:
-        raise InvalidTopicName(f"topic local name has {len(local)} characters; at most {chars_max}")
-    if not local.isprintable():
-        raise InvalidTopicName(f"topic local name {local!r} has unprintable characters")
+    _check_entity("topic", local)
     return local
 
 

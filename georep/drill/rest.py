@@ -2,9 +2,10 @@
 a gateway's stats, and a gateway's topic replication policy (for ``cut-link`` on
 running clusters).
 
-Tokens, when the REST requires them, come from the environment, never from a flag:
-``GEOREP_ADMIN_TOKEN`` for the clusters' admin REST, ``GEOREP_GATEWAY_TOKEN`` for the
-gateways'.
+Tokens, when the REST requires them, come from the environment, never from a flag: the
+first of ``GEOREP_ADMIN_TOKENS`` for the clusters' admin REST, the first of
+``GEOREP_GATEWAY_TOKENS`` for the gateways' (the variables every georep process reads:
+``rest/tokens.py``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,19 @@ import urllib.request
 from typing import Any
 
 from georep.drill.errors import DrillError
+from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError, client_token
 
-ADMIN_TOKEN_ENV = "GEOREP_ADMIN_TOKEN"
-GATEWAY_TOKEN_ENV = "GEOREP_GATEWAY_TOKEN"
+ADMIN_TOKEN_ENV = ADMIN_TOKENS_ENV
+GATEWAY_TOKEN_ENV = GATEWAY_TOKENS_ENV
 _TIMEOUT_S = 10.0
+
+
+def client_token_of(variable: str) -> str | None:
+    """The token to send, from ``variable``; DrillError if it holds no usable token."""
+    try:
+        return client_token(os.environ, variable)
+    except TokenError as error:
+        raise DrillError(f"{variable}: {error}") from None
 
 
 def request_json(
@@ -33,7 +43,7 @@ def request_json(
         data = json.dumps(body).encode()
     if method != "GET":  # a mutation says JSON even without a body (rest/access.py)
         headers["Content-Type"] = "application/json"
-    token = os.environ.get(token_env)
+    token = client_token_of(token_env)
     if token:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(url, data=data, headers=headers, method=method)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -189,7 +188,7 @@ async def ensure_namespace(admin_url: str, namespace: str, cluster: str) -> None
     """The namespace and its tenant on ``cluster``, made as a gateway makes them on a
     remote (:meth:`ClusterAdminClient.ensure_topic` of no partitions)."""
     client = ClusterAdminClient(
-        admin_url, cluster_name=cluster, token=os.environ.get(rest.ADMIN_TOKEN_ENV)
+        admin_url, cluster_name=cluster, token=rest.client_token_of(rest.ADMIN_TOKEN_ENV)
     )
     try:
         await client.ensure_topic(TopicName.of(namespace, "drill"), 0)

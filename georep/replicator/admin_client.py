@@ -47,10 +47,17 @@ _SYNC_BODY_SLACK_BYTES = 4 * 1024
 _SYNC_INDEXES_PER_ITEM_MAX = 20_000
 
 
+def _segment(name: str) -> str:
+    """One path segment holding ``name``: every character that could change the path's
+    shape (``/``, ``?``, ``#``, ``%``) encoded. Names are never ``.`` or ``..``
+    (``georep/names.py``), which no encoding could keep from being collapsed."""
+    return quote(name, safe="")
+
+
 def _path(topic: TopicName, prefix: str = V2) -> str:
     return (
-        f"{prefix}/persistent/{quote(topic.tenant)}/{quote(topic.namespace_local)}"
-        f"/{quote(topic.local_name)}"
+        f"{prefix}/persistent/{_segment(topic.tenant)}/{_segment(topic.namespace_local)}"
+        f"/{_segment(topic.local_name)}"
     )
 
 
@@ -137,7 +144,7 @@ class ClusterAdminClient:
         exist here."""
         tenant, _, name = namespace.partition("/")
         status, topics = await self._request(
-            "GET", f"{V2}/persistent/{quote(tenant)}/{quote(name)}", allowed=(404,)
+            "GET", f"{V2}/persistent/{_segment(tenant)}/{_segment(name)}", allowed=(404,)
         )
         if status == 404:
             return None
@@ -191,19 +198,19 @@ class ClusterAdminClient:
         if self._ensured.get(key) == partitions:
             return
         status, _ = await self._request(
-            "GET", f"{V2}/namespaces/{quote(topic.tenant)}/{quote(topic.namespace_local)}",
+            "GET", f"{V2}/namespaces/{_segment(topic.tenant)}/{_segment(topic.namespace_local)}",
             allowed=(404,),
         )  # fmt: skip
         if status == 404:
             await self._request(
                 "PUT",
-                f"{V2}/tenants/{quote(topic.tenant)}",
+                f"{V2}/tenants/{_segment(topic.tenant)}",
                 body={"adminRoles": [], "allowedClusters": [self.cluster_name]},
                 allowed=(409,),
             )
             await self._request(
                 "PUT",
-                f"{V2}/namespaces/{quote(topic.tenant)}/{quote(topic.namespace_local)}",
+                f"{V2}/namespaces/{_segment(topic.tenant)}/{_segment(topic.namespace_local)}",
                 allowed=(409,),
             )
             log.info("%s: created namespace %s", self.cluster_name, topic.namespace)
@@ -246,7 +253,7 @@ class ClusterAdminClient:
         created the subscription. AdminRequestFailed as for :meth:`sync_state`; 400 for a
         refused body (a batch index past its batch's size, a ``georep.*`` name), in which
         case that request changed nothing."""
-        path = f"{_path(topic, GEOREP_V1)}/subscription/{quote(subscription, safe='')}/sync"
+        path = f"{_path(topic, GEOREP_V1)}/subscription/{_segment(subscription)}/sync"
         created = False
         answer: Any = None
         for body in _sync_bodies(mark_delete, ranges, batches or {}, replicated):
@@ -257,7 +264,7 @@ class ClusterAdminClient:
     async def delete_subscription(self, topic: TopicName, subscription: str) -> bool:
         """False if there was no such subscription (or topic)."""
         status, _ = await self._request(
-            "DELETE", f"{_path(topic)}/subscription/{quote(subscription)}", allowed=(404,)
+            "DELETE", f"{_path(topic)}/subscription/{_segment(subscription)}", allowed=(404,)
         )
         return status != 404
 

@@ -59,7 +59,7 @@ from typing import Any
 
 import yarl
 
-from georep import limits
+from georep import limits, names
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
 from georep.replicator.errors import ConfigError, check_keys
@@ -78,7 +78,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "127.0.0.1:8090"
 
-_CLUSTER = re.compile(r"[-=:.\w]+", re.ASCII)
 _SECTIONS = {"gateway", "local", "remotes", "rate_limits", "policies", "subscription_sync"}
 _GATEWAY_KEYS = {
     "listen",
@@ -252,11 +251,10 @@ def _string(what: str, value: Any, chars_max: int) -> str:
 
 
 def cluster_name(what: str, value: Any) -> str:
-    if not isinstance(value, str) or not _CLUSTER.fullmatch(value):
-        raise ConfigError(f"{what}: cluster name {value!r} may use only letters, digits, -=:._")
-    if len(value) > limits.cluster_name_chars_max:
-        raise ConfigError(f"{what}: cluster name longer than {limits.cluster_name_chars_max}")
-    return value
+    try:
+        return names.check("cluster", value)
+    except names.InvalidName as error:
+        raise ConfigError(f"{what}: {error}") from None
 
 
 def _endpoint(

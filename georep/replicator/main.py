@@ -4,8 +4,12 @@ Once its REST admin serves it prints one line to stdout, ``GATEWAY_READY
 http://HOST:PORT``, so a parent process (a test harness, ``georep up``) learns the port it
 got with port 0. SIGTERM and SIGINT stop it cleanly: replicators stop with their
 acknowledgements persisted (their subscriptions stay, and replication resumes from them
-at the next start), links close, the metadata store closes. Exit code 2 means the
-configuration is unusable (the log says why).
+at the next start), links close, the metadata store closes.
+
+Exit code 2 means the configuration is unusable, said in one line on stderr
+(``console.py``): the file, a host that is not an address here, a port in use, a
+metadata URL it cannot use, or a REST listening beyond loopback without tokens unless
+``--insecure`` (``rest/access.py``).
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ import asyncio
 import logging
 from pathlib import Path
 
+from georep import console
 from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.replicator.config import GatewayConfig, load
 from georep.replicator.errors import ConfigError
 from georep.replicator.gateway import Gateway
-from georep.storage.errors import StorageError
+from georep.rest.access import ExposureError, check_exposure
+from georep.storage.errors import InvalidArgument, StorageError
+from georep.storage.meta.migrate import database_url
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +37,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", required=True, type=Path, help="gateway TOML file (see examples/)"
     )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="listen beyond loopback with no token (anyone who reaches the port may change"
+        " replication policies)",
+    )
 
 
 async def serve(config: GatewayConfig) -> int:
     exit_on_invariant(asyncio.get_running_loop())
     try:
         gateway = await Gateway(config).start()
-    except (StorageError, OSError) as error:
+    except OSError as error:  # the port taken since the check
+        return console.config_error("gateway", f"did not start: {error}")
+    except StorageError as error:
         log.error("gateway did not start: %s", error)
         return 1
     await serve_until_signalled(f"{READY_PREFIX} {gateway.url}")
@@ -47,9 +62,27 @@ async def serve(config: GatewayConfig) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load(args.config)
-    except ConfigError as error:
-        log.error("%s", error)
-        return 2
+        check(config, insecure=args.insecure)
+    except (ConfigError, console.BindError) as error:
+        return console.config_error("gateway", error)
     import uvloop
 
     return uvloop.run(serve(config))
+
+
+def check(config: GatewayConfig, *, insecure: bool) -> None:
+    """What can be known wrong before anything starts (see the module docstring)."""
+    try:
+        database_url(config.metadata_url)
+    except InvalidArgument as error:
+        raise ConfigError(f"[gateway] metadata: {error}") from None
+    console.check_bind("[gateway] listen", config.listen_host, config.listen_port)
+    try:
+        check_exposure(
+            f"gateway {config.local.name} (listen {config.listen_host})",
+            config.listen_host,
+            tokens_required=not config.open,
+            insecure=insecure,
+        )
+    except ExposureError as error:
+        raise ConfigError(str(error)) from None

@@ -52,8 +52,9 @@ stays bounded by a row group and the client's queue. A copy still unresolved aft
 (its entry carries no origin) keeps its origin cluster and a null origin position, is
 counted as ``unmapped``, and the reconciliation reports it apart rather than guess.
 
-The admin token, if the cluster requires one, is read from ``GEOREP_ADMIN_TOKEN``, never
-from a flag. The summary is one JSON line on stdout; progress lines go to stderr.
+The admin token, if the cluster requires one, is the first of ``GEOREP_ADMIN_TOKENS``
+(the variable every georep process reads: ``rest/tokens.py``), never a flag. The
+summary is one JSON line on stdout; progress lines go to stderr.
 """
 
 from __future__ import annotations
@@ -76,13 +77,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from georep import limits
+from georep.rest.tokens import ADMIN_TOKENS_ENV, TokenError, client_token
 from georep.spark_reconcile import schema
 from georep.spark_reconcile.errors import ExportError
 
 ORIGIN_CLUSTER_PROPERTY = "georep.origin.cluster"
 ORIGIN_POSITION_PROPERTY = "georep.origin.position"
 REPLICATION_PRODUCER_PREFIX = "georep.repl."
-TOKEN_ENV = "GEOREP_ADMIN_TOKEN"
+TOKEN_ENV = ADMIN_TOKENS_ENV
 ADMIN_TIMEOUT_S = 30.0
 
 
@@ -348,7 +350,11 @@ def export(
 ) -> dict[str, Any]:
     import pulsar  # the official client; imported here so `georep --help` stays light
 
-    admin = AdminClient(admin_url, os.environ.get(TOKEN_ENV))
+    try:
+        token = client_token(os.environ, TOKEN_ENV)
+    except TokenError as error:
+        raise ExportError(f"{TOKEN_ENV}: {error}") from None
+    admin = AdminClient(admin_url, token)
     cluster = cluster or admin.cluster_name()
     partitions = sorted(
         name

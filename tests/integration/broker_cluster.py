@@ -219,9 +219,16 @@ class ClusterProcess(ChildProcess):
     """``georep cluster`` as a child process, restartable on the same directory and ports."""
 
     def __init__(
-        self, data_dir: Path, *, name: str = "test", fsync: bool = False, extra: list[str] = ()
+        self,
+        data_dir: Path,
+        *,
+        name: str = "test",
+        fsync: bool = False,
+        extra: list[str] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.env = env
         self.name = name
         self.fsync = fsync
         self.extra = list(extra)
@@ -246,7 +253,8 @@ class ClusterProcess(ChildProcess):
             except RuntimeError:
                 with open(self.log_path, "rb") as log:
                     log.seek(log_offset)
-                    lost_port = b"address already in use" in log.read()
+                    said = log.read()
+                    lost_port = b"address already in use" in said or b" is in use" in said
                 if not lost_port or self.ready_line or attempt == 2:
                     raise
                 self.broker_port = free_port()
@@ -271,7 +279,7 @@ class ClusterProcess(ChildProcess):
         if not self.fsync:
             args.append("--no-fsync")
         args += self.extra
-        self.ready_line = self._spawn(args, "CLUSTER_READY", timeout_s)
+        self.ready_line = self._spawn(args, "CLUSTER_READY", timeout_s, self.env)
         return self.ready_line
 
 

@@ -103,6 +103,8 @@ class GatewayProcess(ChildProcess):
         self.local = local
         self.port = free_port()
         self.token = token
+        #: More environment for the process (GEOREP_ADMIN_TOKENS, say).
+        self.env: dict[str, str] = {}
         self.config_path = directory / f"gateway-{local.name}.toml"
         self.log_path = directory / f"gateway-{local.name}.log"
         self.process: subprocess.Popen | None = None
@@ -136,6 +138,7 @@ class GatewayProcess(ChildProcess):
 
     def start(self, timeout_s: float = 60) -> str:
         env = {"GEOREP_GATEWAY_TOKENS": self.token} if self.token else {}
+        env.update(self.env)
         args = [sys.executable, "-m", "georep", "gateway", "--config", str(self.config_path)]
         return self._spawn(args, "GATEWAY_READY", timeout_s, env)
 

@@ -1,5 +1,7 @@
-"""``georep up``: the three-cluster example brought up on free ports; its demo shows
-messages crossing as the policies say; a killed child is restarted; SIGTERM stops all."""
+"""``georep up``: the three-cluster example brought up on free ports with tokens on (from
+token files named in the file, or from the environment); its demo shows messages
+crossing as the policies say; a killed child is restarted; SIGTERM stops all; a mistake
+in the file or on the machine is one line and exit code 2, with nothing started."""
 
 from __future__ import annotations
 
@@ -7,10 +9,13 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,15 +25,29 @@ pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "three-clusters.toml"
 
 
-def config_on_free_ports(tmp_path: Path) -> Path:
+ADMIN_TOKEN = "up-admin-token-0123456789"
+GATEWAY_TOKEN = "up-gateway-token-0123456789"
+NO_TOKENS = {"GEOREP_ADMIN_TOKENS": "", "GEOREP_GATEWAY_TOKENS": ""}
+
+
+def config_on_free_ports(tmp_path: Path, extra: str = "") -> Path:
     text = re.sub(r"(broker_port|admin_port|port) = \d+", r"\1 = 0", EXAMPLE.read_text())
     path = tmp_path / "topology.toml"
-    path.write_text(text)
+    path.write_text(text + "\n" + extra)
     return path
 
 
+def with_token_files(tmp_path: Path) -> str:
+    """A [tokens] table naming two token files (written beside the topology file)."""
+    (tmp_path / "admin-tokens").write_text(f"# the clusters'\n{ADMIN_TOKEN}\n")
+    (tmp_path / "gateway-tokens").write_text(f"{GATEWAY_TOKEN}\n")
+    return '[tokens]\nadmin_file = "admin-tokens"\ngateway_file = "gateway-tokens"\n'
+
+
 class Up:
-    def __init__(self, tmp_path: Path, *extra: str) -> None:
+    def __init__(
+        self, tmp_path: Path, *extra: str, env: dict[str, str] | None = None, toml: str = ""
+    ) -> None:
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         args = [
@@ -37,14 +56,14 @@ class Up:
             "georep",
             "up",
             "--config",
-            str(config_on_free_ports(tmp_path)),
+            str(config_on_free_ports(tmp_path, toml)),
         ]
         args += ["--data", str(tmp_path / "data"), *extra]
         self.process = subprocess.Popen(
             args,
             stdout=subprocess.PIPE,
             stderr=open(tmp_path / "up.log", "ab"),  # the child holds it
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, **NO_TOKENS, "PYTHONUNBUFFERED": "1", **(env or {})},
             text=True,
         )
         threading.Thread(target=self._read, daemon=True).start()
@@ -80,10 +99,11 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_demo_shows_the_topology(tmp_path) -> None:
-    up = Up(tmp_path, "--demo")
+def test_demo_shows_the_topology_with_tokens_from_files(tmp_path) -> None:
+    up = Up(tmp_path, "--demo", toml=with_token_files(tmp_path))
     try:
         up.expect(r"^UP_READY 6 processes")
+        assert not [line for line in up.seen if "OPEN" in line], up.seen
         up.expect(r"demo: cluster A holds from-A x5, from-B x5  \[ok\]")
         up.expect(r"demo: cluster B holds from-A x5, from-B x5  \[ok\]")
         up.expect(r"demo: cluster C holds from-A x5, from-C x5  \[ok\]")
@@ -99,14 +119,36 @@ def test_demo_shows_the_topology(tmp_path) -> None:
         up.kill()
 
 
-def test_children_are_restarted_and_stopped(tmp_path) -> None:
-    up = Up(tmp_path)
+def test_children_are_restarted_and_stopped_with_tokens_from_the_environment(tmp_path):
+    env = {"GEOREP_ADMIN_TOKENS": ADMIN_TOKEN, "GEOREP_GATEWAY_TOKENS": GATEWAY_TOKEN}
+    up = Up(tmp_path, env=env)
     try:
         pids = {}
         for _ in range(6):
             match = up.expect(r"\] (cluster|gateway) (\w+)\s+running\s+pid (\d+)")
             pids[f"{match[1]} {match[2]}"] = int(match[3])
         up.expect(r"^UP_READY")
+        cluster_b = up.expect(r"cluster B\s+pulsar://\S+ (http://\S+)")[1]
+        gateway_a = up.expect(r"gateway A\s+(http://\S+)")[1]
+        for url, token in ((gateway_a, GATEWAY_TOKEN), (cluster_b, ADMIN_TOKEN)):
+            assert (
+                get(
+                    f"{url}/admin/georep/v1/stats"
+                    if url == gateway_a
+                    else f"{url}/admin/v2/tenants",
+                    None,
+                )
+                == 401
+            )
+            assert (
+                get(
+                    f"{url}/admin/georep/v1/stats"
+                    if url == gateway_a
+                    else f"{url}/admin/v2/tenants",
+                    token,
+                )
+                == 200
+            )
         os.kill(pids["gateway A"], signal.SIGKILL)
         up.expect(r"gateway A\s+restarting\s+exit -9")
         pids["gateway A"] = int(up.expect(r"gateway A\s+running\s+pid (\d+)")[1])
@@ -120,3 +162,69 @@ def test_children_are_restarted_and_stopped(tmp_path) -> None:
             assert not alive(pid), f"{label} (pid {pid}) outlived georep up"
     finally:
         up.kill()
+
+
+def get(url: str, token: str | None) -> int:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_an_open_topology_says_so_on_the_console(tmp_path) -> None:
+    up = Up(tmp_path)
+    try:
+        up.expect(r"^warning: the clusters' admin REST is OPEN")
+        up.expect(r"^warning: the gateways' REST is OPEN")
+        up.expect(r"^UP_READY 6 processes")
+    finally:
+        up.kill()
+
+
+def run_up(tmp_path: Path, toml: str, *extra: str, env: dict[str, str] | None = None):
+    path = tmp_path / "bad.toml"
+    path.write_text(toml)
+    return subprocess.run(
+        [sys.executable, "-m", "georep", "up", "--config", str(path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **NO_TOKENS, **(env or {})},
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize(
+    ("toml", "words"),
+    [
+        ("[clusters.A]\nbroker_port = 7501\nadmin_port = 7501\n", "both want port 7501"),
+        ('host = "nowhere.invalid"\n[clusters.A]\n', "is not an address"),
+        ('host = "192.0.2.1"\n[clusters.A]\n', "not an address of this machine"),
+        ('host = "0.0.0.0"\n[clusters.A]\n', "--insecure"),
+        ("[clusters.A]\nbroker_port = 99999\n", "port number 0..65535"),
+        ('[tokens]\nadmin_file = "missing"\n[clusters.A]\n', "cannot read token file"),
+        ("[clusters.A]\n[gateways.B]\n", "there is no [clusters.B]"),
+    ],
+)
+def test_mistakes_are_one_line_and_exit_2(tmp_path, toml, words) -> None:
+    done = run_up(tmp_path, toml)
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("georep up: ") and words in lines[0], lines
+    assert not (tmp_path / "georep-up-data").exists(), "nothing may start"
+
+
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = run_up(tmp_path, f"[clusters.A]\nadmin_port = {port}\n")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"georep up: error: [clusters.A] admin_port: port {port} on 127.0.0.1 is in use"
+    )

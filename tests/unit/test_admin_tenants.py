@@ -30,7 +30,11 @@ async def test_defaults_exist_from_the_start(metadata_url: str) -> None:
 
 async def test_tenant_crud_round_trip(metadata_url: str) -> None:
     async with running_admin(metadata_url) as admin:
-        info = {"adminRoles": ["ops"], "allowedClusters": ["A", "B"]}
+        unknown = {"adminRoles": ["ops"], "allowedClusters": ["A", "B"]}
+        refused = await admin.put(f"{T}/acme", unknown)
+        assert refused.status == 412 and "['B'] do not exist" in refused.body["reason"]
+        assert (await admin.get(f"{T}/acme")).status == 404
+        info = {"adminRoles": ["ops"], "allowedClusters": ["A"]}
         assert (await admin.put(f"{T}/acme", info)).status == 204
         assert (await admin.get(f"{T}/acme")).body == info
         again = await admin.put(f"{T}/acme", info)

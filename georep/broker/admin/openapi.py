@@ -55,6 +55,7 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
 _STATUS_TEXT = {
     404: "The tenant, namespace, topic or subscription does not exist",
     409: "Already exists, not empty, busy, or changed concurrently",
+    412: "allowedClusters names a cluster this one does not know",
     503: "The metadata store or the cluster is unavailable; retry",
 }
 _NAMED_PARAMETERS = {"tenant", "namespace", "topic", "subscription"}
@@ -92,4 +93,6 @@ def _statuses(route: Route) -> set[int]:
         statuses.add(404)
     if route.role is Role.ADMIN:
         statuses |= {403, 409}
+    if route.request == "TenantInfo":
+        statuses.add(412)
     return statuses

@@ -21,11 +21,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from georep import limits
+from georep import limits, names
 from georep.rest import tokens as token_sources
 from georep.rest.access import ALLOWED_HOSTS_ENV, Access, allowed_hosts
 from georep.rest.tokens import (
@@ -39,8 +38,6 @@ from georep.rest.tokens import (
 #: Pulsar's default web service port.
 DEFAULT_PORT = 8080
 DEFAULT_HOST = "127.0.0.1"
-
-_CLUSTER = re.compile(r"[-=:.\w]+", re.ASCII)
 
 
 class AdminSettingsError(ValueError):
@@ -67,15 +64,10 @@ class AdminSettings:
     allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.cluster_name, str) or not _CLUSTER.fullmatch(self.cluster_name):
-            raise AdminSettingsError(
-                f"cluster name {self.cluster_name!r} may use only letters, digits and -=:._"
-            )
-        if len(self.cluster_name) > limits.cluster_name_chars_max:
-            raise AdminSettingsError(
-                f"cluster name has {len(self.cluster_name)} characters;"
-                f" at most {limits.cluster_name_chars_max}"
-            )
+        try:
+            names.check("cluster", self.cluster_name)
+        except names.InvalidName as error:
+            raise AdminSettingsError(str(error)) from None
         if not isinstance(self.metadata_url, str) or not self.metadata_url:
             raise AdminSettingsError("a metadata URL is required")
         if not isinstance(self.port, int) or isinstance(self.port, bool):

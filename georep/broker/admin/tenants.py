@@ -17,7 +17,7 @@ from aiohttp import web
 
 from georep import limits
 from georep.broker.admin import bodies, names
-from georep.broker.admin.cluster_admin import Conflict, NotFound
+from georep.broker.admin.cluster_admin import AdminError, Conflict, NotFound
 from georep.broker.admin.state import CLUSTER, SETTINGS, STORE
 from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
 from georep.storage.errors import BadVersion
@@ -51,9 +51,25 @@ async def get_tenant(request: web.Request) -> web.Response:
     return json_response(bodies.TenantInfo(record.admin_roles, record.allowed_clusters).to_json())
 
 
+class UnknownClusters(AdminError):
+    """A tenant's allowedClusters names a cluster this one does not know (Pulsar: 412)."""
+
+    status = 412
+
+
+def _known_clusters(request: web.Request, info: bodies.TenantInfo) -> bodies.TenantInfo:
+    """``info`` if every cluster it allows is known here: this cluster itself (georep's
+    replication is the gateways', so a cluster knows no other)."""
+    local = request.app[SETTINGS].cluster_name
+    unknown = sorted(set(info.allowed_clusters) - {local})
+    if unknown:
+        raise UnknownClusters(f"clusters {unknown} do not exist; this cluster knows [{local!r}]")
+    return info
+
+
 async def create_tenant(request: web.Request) -> web.Response:
     tenant = names.tenant(request.match_info["tenant"])
-    info = bodies.tenant_info(await read_json(request, required=True))
+    info = _known_clusters(request, bodies.tenant_info(await read_json(request, required=True)))
     outcome = await request.app[STORE].create_tenant(
         tenant, admin_roles=info.admin_roles, allowed_clusters=info.allowed_clusters
     )
@@ -65,7 +81,7 @@ async def create_tenant(request: web.Request) -> web.Response:
 
 async def update_tenant(request: web.Request) -> web.Response:
     tenant = names.tenant(request.match_info["tenant"])
-    info = bodies.tenant_info(await read_json(request, required=True))
+    info = _known_clusters(request, bodies.tenant_info(await read_json(request, required=True)))
     store = request.app[STORE]
     for _ in range(limits.metadata_cas_retries_max):
         record = await store.get_tenant(tenant)
