@@ -41,7 +41,7 @@ def request_json(
     data = None
     if body is not None:
         data = json.dumps(body).encode()
-    if method != "GET":  # a mutation says JSON even without a body (rest/access.py)
+    if method == "POST":  # a POST says JSON even without a body (rest/access.py)
         headers["Content-Type"] = "application/json"
     token = client_token_of(token_env)
     if token:

@@ -56,7 +56,7 @@ class PulsarAdmin:
     def request(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(f"{self.admin_url}{path}", data=data, method=method)
-        if data is not None or method != "GET":  # every POST must say JSON (rest/access.py)
+        if data is not None or method == "POST":  # every POST must say JSON (rest/access.py)
             request.add_header("Content-Type", "application/json")
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")

@@ -117,8 +117,8 @@ class ClusterAdminClient:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}{path}"
         try:
-            # A mutation says JSON even without a body (rest/access.py).
-            headers = {"Content-Type": "application/json"} if method != "GET" else None
+            # A POST says JSON even without a body (rest/access.py).
+            headers = {"Content-Type": "application/json"} if method == "POST" else None
             async with self._session.request(method, url, json=body, headers=headers) as response:
                 text = await response.text()
                 status = response.status

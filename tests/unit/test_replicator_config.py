@@ -72,6 +72,14 @@ def test_tokens_from_files_and_the_environment(tmp_path) -> None:
         (('token_env = "B_TOKEN"', 'token_env = "UNSET_VARIABLE"'), "UNSET_VARIABLE"),
         (("[remotes.B]", "[remotes.A]"), "is the local cluster"),
         (("discovery_interval_s = 1.5", "discovery_interval_s = true"), "number"),
+        (("pulsar://10.0.0.2:6650", "pulsar://10.0.0.2:0"), "port must be 1..65535"),
+        (("pulsar://10.0.0.2:6650", "pulsar://10.0.0.2:99999"), "Port out of range"),
+        (("http://10.0.0.2:8080", "http://10.0.0.2"), "port must be 1..65535"),
+        (("http://10.0.0.2:8080", "http://10.0.0.2:8080/x?y"), "use http://host:port"),
+        (("pulsar://10.0.0.2:6650", "pulsar://127.0.0.1:6650"), "is the local cluster's"),
+        (("http://10.0.0.2:8080", "http://127.0.0.1:8080"), "is the local cluster's"),
+        (('name = "A"', 'name = ".."'), "path step"),
+        (("discovery_interval_s = 1.5", 'allowed_hosts = "x"'), "allowed_hosts"),
     ],
 )
 def test_mistakes_are_named(tmp_path, change, words) -> None:
@@ -89,3 +97,19 @@ def test_not_toml_and_missing_sections(tmp_path) -> None:
         parse({})
     with pytest.raises(ConfigError, match="cannot read"):
         load(tmp_path / "missing.toml")
+
+
+def test_the_shared_admin_token_reaches_every_cluster_without_a_source(tmp_path) -> None:
+    text = GOOD.replace('token_env = "B_TOKEN"\n', "")
+    config = load(write(tmp_path, text), {"GEOREP_ADMIN_TOKENS": "first-token-0123456789,x"})
+    assert config.local.token_text == "first-token-0123456789"
+    assert config.remotes["B"].token_text == "first-token-0123456789"
+    assert load(write(tmp_path, text), {}).local.token is None
+
+
+def test_allowed_hosts(tmp_path) -> None:
+    text = GOOD.replace("discovery_interval_s = 1.5", 'allowed_hosts = ["gw.example"]')
+    config = load(write(tmp_path, text), {"B_TOKEN": "b-token-0123456789abcdef",
+                                          "GEOREP_ALLOWED_HOSTS": "other.example"})  # fmt: skip
+    hosts = config.access.allowed_hosts
+    assert {"gw.example", "other.example", "localhost", "127.0.0.1"} <= hosts
