@@ -97,10 +97,10 @@ from replication import (
 )
 
 from georep import limits
+from georep.client.consumer import InitialPosition
+from georep.client.link import PulsarLink
 from georep.processes import ManagedProcess, georep_command
-from georep.replicator.link_consumer import InitialPosition
 from georep.replicator.origin import origin_of
-from georep.replicator.pulsar_link import PulsarLink
 
 NAMESPACE_LAG = "bench/sync-lag"
 NAMESPACE_OFF = "bench/sync-off"

@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "cluster": ("georep.broker.main", "run the embedded cluster: broker, bookies, metadata"),
     "demo": ("georep.demo", "end-to-end demo on the embedded default"),
-    "gateway": ("georep.replicator.main", "run the replication gateway beside one cluster"),
+    "gateway": ("georep.gateway.main", "run the replication gateway beside one cluster"),
     "up": ("georep.up", "run clusters and gateways from one TOML file, supervised"),
     "export": ("georep.spark_reconcile.export", "export a cluster's message index as Parquet"),
     "reconcile": ("georep.spark_reconcile.job", "Spark job: duplicates and gaps across clusters"),

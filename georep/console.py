@@ -18,8 +18,21 @@ import sys
 EXIT_CONFIG = 2
 
 
-class BindError(ValueError):
+class ConfigError(ValueError):
+    """A configuration (file, flags, environment) is missing something or invalid; the
+    message says what, and where (never a token)."""
+
+
+class BindError(ConfigError):
     """An address a server was told to listen on cannot be had."""
+
+
+def check_keys(table, allowed: set[str], where: str) -> None:  # type: ignore[no-untyped-def]
+    """ConfigError naming every key of ``table`` that is not in ``allowed``: a typo in a
+    key must not silently mean its default."""
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {sorted(allowed)}")
 
 
 def config_error(command: str, message: object) -> int:

@@ -103,7 +103,7 @@ invariant(journal_file_bytes_max >= journal_group_bytes_max + journal_record_byt
 invariant(entry_log_file_bytes_max >= 2 * bookie_frame_bytes_max)
 invariant(connection_write_buffer_bytes_max >= bookie_frame_bytes_max)
 
-# --- Pulsar binary protocol (broker/protocol) -----------------------------------------
+# --- Pulsar binary protocol (protocol/) -----------------------------------------
 #: Largest message payload a producer may publish: Pulsar's default ``maxMessageSize``.
 #: The broker announces it in CONNECTED; clients size their batches by it.
 pulsar_message_bytes_max = 5 * MIB
@@ -305,7 +305,7 @@ invariant(
 
 # --- subscription sync over the cluster admin REST (broker/topic_admin.py) ------------
 #: Ranges and partially acknowledged batches one ``POST .../subscription/{s}/sync`` may
-#: carry; the gateway's client (``replicator/admin_client.py``) splits a larger state over
+#: carry; the gateway's client (``client/admin.py``) splits a larger state over
 #: several requests (and by ``admin_request_body_bytes_max``).
 subscription_sync_ranges_count_max = 10_000
 subscription_sync_batches_count_max = 1_000

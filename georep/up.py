@@ -72,9 +72,9 @@ from pathlib import Path
 from typing import Any
 
 from georep import console, limits
+from georep.console import ConfigError, check_keys
+from georep.gateway.config import cluster_name
 from georep.processes import ManagedProcess, ProcessFailed, georep_command
-from georep.replicator.config import cluster_name
-from georep.replicator.errors import ConfigError, check_keys
 from georep.rest import tokens as token_sources
 from georep.rest.access import ExposureError, check_exposure
 from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError

@@ -11,7 +11,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${1:-$repo/.venv/bin/python}"
 protos=(
-    georep/broker/protocol/pulsar_wire.proto
+    georep/protocol/pulsar_wire.proto
     georep/snapshots/markers.proto
 )
 

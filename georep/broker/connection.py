@@ -52,17 +52,17 @@ from georep.broker.consumer import Consumer
 from georep.broker.errors import BrokerError, NotAllowed, ServiceNotReady, TooManyRequests
 from georep.broker.message_id import EARLIEST, LATEST, message_id, position_of
 from georep.broker.producer import Producer
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import REGISTRY, Sender, Type
-from georep.broker.protocol.errors import (
+from georep.broker.topic_name import TopicName
+from georep.invariant import InvariantViolation, invariant
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import REGISTRY, Sender, Type
+from georep.protocol.errors import (
     ChecksumMismatch,
     FrameContentError,
     PulsarProtocolError,
     UnknownCommand,
 )
-from georep.broker.topic_name import TopicName
-from georep.invariant import InvariantViolation, invariant
 
 if TYPE_CHECKING:
     from georep.broker.service import BrokerService

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Protocol
 from georep import limits
 from georep.broker.entry import Entry
 from georep.broker.message_id import message_id, words_from_bits
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.rate_meter import RateMeter
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
 
 if TYPE_CHECKING:
     from georep.broker.subscription import Subscription

@@ -24,8 +24,8 @@ import binascii
 import struct
 from dataclasses import dataclass
 
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.frames import CHECKSUM_MAGIC, parse_untrusted
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.frames import CHECKSUM_MAGIC, parse_untrusted
 
 _MAGIC_AND_CRC = struct.Struct(">HI")
 _U32 = struct.Struct(">I")

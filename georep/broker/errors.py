@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.protocol import pulsar_wire_pb2 as pb
 
 
 class BrokerError(Exception):

@@ -26,8 +26,8 @@ from georep.broker.consumer import Consumer
 from georep.broker.entry import Entry
 from georep.broker.errors import ConsumerAssignError
 from georep.broker.hash_ranges import AutoSplitRanges, StickyRanges, key_hash
-from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.shared_dispatcher import Position, SharedDispatcher
+from georep.protocol import pulsar_wire_pb2 as pb
 
 
 class KeySharedDispatcher(SharedDispatcher):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.protocol import pulsar_wire_pb2 as pb
 
 _U64 = 2**64
 _I64_MAX = 2**63 - 1

@@ -30,14 +30,14 @@ from georep.broker.deduplication import DupStatus
 from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
 from georep.broker.errors import BrokerError, NotAllowed, PersistenceError
 from georep.broker.message_id import message_id
-from georep.broker.protocol import commands
-from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.rate_meter import RateMeter
+from georep.protocol import commands
+from georep.protocol import pulsar_wire_pb2 as pb
 
 if TYPE_CHECKING:
     from georep.broker.connection import ServerConnection
-    from georep.broker.protocol.frames import Frame
     from georep.broker.topic import PersistentTopic
+    from georep.protocol.frames import Frame
 
 log = logging.getLogger(__name__)
 

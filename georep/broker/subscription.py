@@ -58,8 +58,8 @@ from georep.broker.consumer import Consumer, SubType
 from georep.broker.entry import Entry, is_georep_name
 from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
-from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.rate_meter import RateMeter
+from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import (
     InvalidArgument,
     ManagedLedgerClosed,

@@ -32,11 +32,11 @@ from georep.broker.deduplication import MessageDeduplication
 from georep.broker.entry import parse_metadata
 from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
 from georep.broker.message_expiry import MessageExpiryMonitor
-from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription, asks_replicated, mark_replicated
 from georep.broker.topic_name import TopicName
 from georep.broker.topic_policies import TopicPolicies
+from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
 from georep.storage.managed_ledger import ManagedLedgerConfig, Position
 

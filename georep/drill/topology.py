@@ -30,12 +30,12 @@ from typing import Any
 
 from georep import limits
 from georep.broker.topic_name import InvalidTopicName, TopicName
+from georep.client.admin import ClusterAdminClient
+from georep.client.errors import AdminRequestFailed
 from georep.drill import rest
 from georep.drill.errors import DrillError
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.processes import ManagedProcess, ProcessFailed
-from georep.replicator.admin_client import ClusterAdminClient
-from georep.replicator.errors import AdminRequestFailed
 from georep.up import ClusterSpec, GatewaySpec, UpConfig, _with_ports, build
 
 log = logging.getLogger(__name__)

@@ -53,8 +53,8 @@ import enum
 from dataclasses import dataclass
 
 from georep import limits
-from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.invariant import invariant
+from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.errors import ReplicationStalled
 from georep.snapshots.markers import BROADCAST_KINDS, MarkerKind
 from georep.storage.managed_ledger.config import ManagedLedgerConfig

@@ -64,13 +64,15 @@ from tenacity import (
 )
 
 from georep import limits
-from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.broker.topic_name import TopicName
+from georep.client.admin import ClusterAdminClient
+from georep.client.consumer import LinkConsumer, ReceivedEntry
+from georep.client.errors import LinkError
+from georep.client.link import PulsarLink
+from georep.client.producer import LinkProducer, SendReceipt
 from georep.invariant import InvariantViolation
-from georep.replicator.admin_client import ClusterAdminClient
-from georep.replicator.errors import GatewayError, LinkError, ReplicationStalled
-from georep.replicator.link_consumer import LinkConsumer, ReceivedEntry
-from georep.replicator.link_producer import LinkProducer, SendReceipt
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.replicator.errors import ReplicationStalled
 from georep.replicator.origin import (
     Verdict,
     position_of_sequence_id,
@@ -79,7 +81,6 @@ from georep.replicator.origin import (
     sequence_id_of,
     verdict,
 )
-from georep.replicator.pulsar_link import PulsarLink
 from georep.replicator.rate_limiter import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -293,7 +294,7 @@ class Replicator:
             for task in tasks:
                 task.cancel()
             for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, LinkError, GatewayError):
+                with contextlib.suppress(asyncio.CancelledError, LinkError, ReplicationStalled):
                     await task
             producer, self._producer = self._producer, None
             if producer is not None and not producer.failed:

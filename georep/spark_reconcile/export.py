@@ -46,7 +46,7 @@ properties of its own batch header instead. Such a copy is recognised by its pro
 (``georep.repl.<origin cluster>``, docs/ARCHITECTURE.md "Replicator"). Its rows are set
 aside in a hidden side file while the Reader goes on; when the partition is read, a second
 pass streams the partition's entries as stored (the gateway's own protocol client,
-``replicator/pulsar_link.py``, on a non-durable subscription) in step with the side file,
+``client/link.py``, on a non-durable subscription) in step with the side file,
 both in position order, and takes each set-aside entry's origin from its metadata. Memory
 stays bounded by a row group and the client's queue. A copy still unresolved after that
 (its entry carries no origin) keeps its origin cluster and a null origin position, is
@@ -570,8 +570,8 @@ def _resolve_set_aside(
     read in the same order, and append them to ``rows``."""
     import asyncio
 
+    from georep.client.link import PulsarLink
     from georep.replicator.origin import origin_of as entry_origin_of
-    from georep.replicator.pulsar_link import PulsarLink
 
     loop = asyncio.new_event_loop()
     link = PulsarLink(service_url)

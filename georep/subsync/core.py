@@ -62,7 +62,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.broker.protocol import pulsar_wire_pb2 as wire
+from georep.protocol import pulsar_wire_pb2 as wire
 from georep.replicator.origin import origin_of
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.errors import MarkerError

@@ -40,7 +40,7 @@ from typing import Any
 from georep import limits
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import check_namespace
-from georep.replicator.errors import ConfigError, check_keys
+from georep.console import ConfigError, check_keys
 
 
 class SyncMode(enum.Enum):

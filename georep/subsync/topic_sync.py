@@ -28,13 +28,13 @@ import time
 from collections.abc import Callable
 
 from georep import limits
-from georep.broker.protocol import pulsar_wire_pb2 as wire
 from georep.broker.topic_name import TopicName
-from georep.replicator.admin_client import ClusterAdminClient
-from georep.replicator.errors import GatewayError, LinkError
-from georep.replicator.link_consumer import InitialPosition, LinkConsumer
-from georep.replicator.link_producer import LinkProducer
-from georep.replicator.pulsar_link import PulsarLink
+from georep.client.admin import ClusterAdminClient
+from georep.client.consumer import InitialPosition, LinkConsumer
+from georep.client.errors import LinkError
+from georep.client.link import PulsarLink
+from georep.client.producer import LinkProducer
+from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots.markers import encode
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 
@@ -116,7 +116,7 @@ class TopicSync:
                 await self._serve(consumer)
             except asyncio.CancelledError:
                 raise
-            except (LinkError, GatewayError, ConnectionError) as error:
+            except (LinkError, ConnectionError) as error:
                 self.last_error = str(error)
                 log.info("%s: %s; retrying", self, error)
             except Exception as error:  # a bug: say so, and do not spin on it

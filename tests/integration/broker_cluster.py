@@ -40,10 +40,10 @@ from typing import Any
 import pulsar
 
 from georep.broker.cluster import Cluster, ClusterConfig
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import Type
-from georep.broker.protocol.errors import PulsarProtocolError
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import Type
+from georep.protocol.errors import PulsarProtocolError
 
 #: Client-side deadlines: short, so a broker bug fails a test fast instead of hanging it.
 OPERATION_TIMEOUT_S = 10

@@ -32,10 +32,10 @@ from typing import Any
 
 import pulsar
 
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.replicator.link_consumer import ReceivedEntry
+from georep.client.consumer import ReceivedEntry
+from georep.client.link import PulsarLink
+from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.origin import origin_of
-from georep.replicator.pulsar_link import PulsarLink
 from tests.integration.broker_cluster import ChildProcess, ClusterProcess, free_port, open_client
 
 __all__ = ["ClusterProcess", "GatewayProcess", "free_port"]

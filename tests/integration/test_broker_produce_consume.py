@@ -14,8 +14,8 @@ import threading
 import pulsar
 import pytest
 
-from georep.broker.protocol.commands import Type
 from georep.broker.topic_name import TopicName
+from georep.protocol.commands import Type
 from tests.integration.broker_cluster import (
     InProcessCluster,
     RawConnection,

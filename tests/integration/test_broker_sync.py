@@ -18,14 +18,14 @@ from collections.abc import Sequence
 import pulsar
 import pytest
 
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import Type
 from georep.broker.topic_name import TopicName
-from georep.replicator.admin_client import ClusterAdminClient, SubscriptionState
-from georep.replicator.errors import AdminRequestFailed, ServerError
-from georep.replicator.link_consumer import SubType
-from georep.replicator.pulsar_link import PulsarLink
+from georep.client.admin import ClusterAdminClient, SubscriptionState
+from georep.client.consumer import SubType
+from georep.client.errors import AdminRequestFailed, ServerError
+from georep.client.link import PulsarLink
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import Type
 from georep.snapshots import markers
 from georep.snapshots import markers_pb2 as markers_pb
 from tests.integration.broker_cluster import (

@@ -19,9 +19,9 @@ import pulsar
 import pyarrow.parquet as pq
 import pytest
 
-from georep.broker.protocol import batch as batch_format
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.replicator.pulsar_link import PulsarLink
+from georep.client.link import PulsarLink
+from georep.protocol import batch as batch_format
+from georep.protocol import pulsar_wire_pb2 as pb
 from georep.spark_reconcile import schema
 from tests.integration.broker_cluster import ClusterProcess, open_client
 

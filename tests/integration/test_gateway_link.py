@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from georep.broker.protocol import batch
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.replicator.errors import LinkClosed, LinkError, ServerError
-from georep.replicator.pulsar_link import PulsarLink
+from georep.client.errors import LinkClosed, LinkError, ServerError
+from georep.client.link import PulsarLink
+from georep.protocol import batch
+from georep.protocol import pulsar_wire_pb2 as pb
 from tests.integration.broker_cluster import ClusterProcess, unique_topic
 from tests.integration.gateway_harness import produce
 

@@ -13,9 +13,9 @@ import threading
 import pytest
 
 from georep.broker.topic_name import TopicName
-from georep.replicator.admin_client import ClusterAdminClient
+from georep.client.admin import ClusterAdminClient
+from georep.client.link import PulsarLink
 from georep.replicator.origin import origin_of
-from georep.replicator.pulsar_link import PulsarLink
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from tests.integration.broker_cluster import ClusterProcess
 from tests.integration.gateway_harness import (

@@ -10,7 +10,7 @@ import json
 import pytest
 from openapi_spec_validator import validate
 
-from georep.replicator.rest import ROUTES
+from georep.gateway.rest import ROUTES
 from tests.integration.gateway_harness import ClusterProcess, GatewayProcess, http
 
 pytestmark = [pytest.mark.timeout(120)]

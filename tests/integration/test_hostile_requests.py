@@ -17,7 +17,7 @@ import pulsar
 import pytest
 
 from georep.broker.admin.routes import ROUTES as CLUSTER_ROUTES
-from georep.replicator.rest import ROUTES as GATEWAY_ROUTES
+from georep.gateway.rest import ROUTES as GATEWAY_ROUTES
 from georep.rest.auth import Role
 from tests.integration.gateway_harness import ClusterProcess, GatewayProcess, admin_url
 

@@ -10,9 +10,9 @@ import asyncio
 
 import pulsar
 
+from georep.client.consumer import InitialPosition, SubType
+from georep.client.link import PulsarLink
 from georep.pulsar.admin import PulsarAdmin
-from georep.replicator.link_consumer import InitialPosition, SubType
-from georep.replicator.pulsar_link import PulsarLink
 from tests.integration.broker_cluster import wait_until
 
 

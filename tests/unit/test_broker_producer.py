@@ -12,8 +12,8 @@ import pytest
 
 from georep.broker.deduplication import DupStatus, MessageDeduplication
 from georep.broker.producer import highest_sequence_id
-from georep.broker.protocol import frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.protocol import frames
+from georep.protocol import pulsar_wire_pb2 as pb
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Batched payloads: broker/protocol/batch.py."""
+"""Batched payloads: protocol/batch.py."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from georep import limits
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.batch import build_batch, split_batch
-from georep.broker.protocol.errors import BatchTooLarge, MalformedBatch, PulsarProtocolError
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.batch import build_batch, split_batch
+from georep.protocol.errors import BatchTooLarge, MalformedBatch, PulsarProtocolError
 from tests.unit.test_pulsar_commands import messages
 
 

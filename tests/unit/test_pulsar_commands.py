@@ -1,4 +1,4 @@
-"""The command registry, the builders and the error replies of broker/protocol/commands.py.
+"""The command registry, the builders and the error replies of protocol/commands.py.
 
 ``messages(cls)`` is the hypothesis strategy for any generated message, filled from its
 descriptor (every field type, presence and repetition); test_pulsar_frames.py uses it too.
@@ -13,10 +13,10 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import REGISTRY, Sender, Type
 from georep.invariant import InvariantViolation
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import REGISTRY, Sender, Type
 
 # --- strategies ---------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The sans-I/O Pulsar frame codec: broker/protocol/frames.py.
+"""The sans-I/O Pulsar frame codec: protocol/frames.py.
 
 Fed whole, byte by byte and in random splits; fuzzed with random bytes, mutated frames
 and oversized sizes, after which only the codec's own error type may come out.
@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from georep import limits
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import Type
-from georep.broker.protocol.errors import (
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import Type
+from georep.protocol.errors import (
     ChecksumMismatch,
     FrameTooLarge,
     MalformedCommand,

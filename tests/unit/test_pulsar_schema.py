@@ -7,11 +7,11 @@ import re
 import tomllib
 from pathlib import Path
 
-from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.protocol import pulsar_wire_pb2 as pb
 
 REPO = Path(__file__).resolve().parents[2]
-PROTO = "georep/broker/protocol/pulsar_wire.proto"
-GENERATED = REPO / "georep/broker/protocol/pulsar_wire_pb2.py"
+PROTO = "georep/protocol/pulsar_wire.proto"
+GENERATED = REPO / "georep/protocol/pulsar_wire_pb2.py"
 
 #: SHA-256 of every wire fact of the schema (see _wire_facts). It changes only when a
 #: number, type, label, default or enum number changes, or a message is renamed. If this

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from georep.replicator.config import load, parse
-from georep.replicator.errors import ConfigError
+from georep.console import ConfigError
+from georep.gateway.config import load, parse
 
 GOOD = """
 [gateway]

@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import Type
-from georep.replicator.errors import MessageTooLarge, ServerError
-from georep.replicator.link_producer import LinkProducer
+from georep.client.errors import MessageTooLarge, ServerError
+from georep.client.producer import LinkProducer
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import Type
 
 
 class FakeConnection:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from georep.broker.topic_name import TopicName
-from georep.replicator.config import ClusterEndpoint
-from georep.replicator.errors import AdminRequestFailed
-from georep.replicator.manager import ReplicationManager
+from georep.client.errors import AdminRequestFailed
+from georep.gateway.config import ClusterEndpoint
+from georep.gateway.manager import ReplicationManager
 from georep.storage.meta.store import ReplicationPolicyRecord
 
 NS = "t/ns"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from georep import limits
-from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.errors import ReplicationStalled
 from georep.replicator.origin import (
     Origin,

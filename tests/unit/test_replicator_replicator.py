@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.replicator.errors import LinkClosed
-from georep.replicator.link_consumer import ReceivedEntry
-from georep.replicator.link_producer import SendReceipt
+from georep.client.consumer import ReceivedEntry
+from georep.client.errors import LinkClosed
+from georep.client.producer import SendReceipt
+from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.origin import sequence_id_of
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 

@@ -3,7 +3,7 @@ and taken back when it answers."""
 
 from __future__ import annotations
 
-from georep.broker.protocol import pulsar_wire_pb2 as wire
+from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, encode, position
 from georep.subsync.core import SubscriptionState, SyncCore

@@ -22,7 +22,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from georep.broker.protocol import pulsar_wire_pb2 as wire
+from georep.protocol import pulsar_wire_pb2 as wire
 from georep.replicator.origin import Verdict, origin_of, replicated_metadata, verdict
 from georep.snapshots.markers import encode
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker

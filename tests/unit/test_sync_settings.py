@@ -2,7 +2,7 @@
 
 import pytest
 
-from georep.replicator.errors import ConfigError
+from georep.console import ConfigError
 from georep.subsync.settings import Selection, SyncMode, parse_sync
 
 
@@ -47,7 +47,7 @@ def test_georep_up_writes_a_gateways_table_into_its_toml(tmp_path):
     import tomllib
     from pathlib import Path
 
-    from georep.replicator.config import parse
+    from georep.gateway.config import parse
     from georep.up import _gateway_toml, _with_ports, load_config
 
     example = Path(__file__).parents[2] / "examples" / "three-clusters.toml"

@@ -7,8 +7,8 @@ reach the replicator later (docs/ARCHITECTURE.md, "Snapshots"). So the gateway t
 clusters only over their public interfaces (this binary protocol and the admin REST) with
 this small client.
 
-Layers: ``broker/protocol`` (codec, no I/O) → ``link_connection`` (socket, handshake,
-requests, keep-alive) → ``link_producer`` / ``link_consumer`` → this module, which
+Layers: ``protocol/`` (codec, no I/O) → ``connection`` (socket, handshake,
+requests, keep-alive) → ``producer`` / ``consumer`` → this module, which
 looks topics up and keeps one connection per broker, shared by every producer and
 consumer on it (as Pulsar's clients do)::
 
@@ -34,13 +34,13 @@ import itertools
 import logging
 
 from georep import limits
-from georep.broker.protocol import commands
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import Type
-from georep.replicator.errors import LinkError, ServerError
-from georep.replicator.link_connection import LinkConnection, split_url
-from georep.replicator.link_consumer import InitialPosition, LinkConsumer, SubType
-from georep.replicator.link_producer import LinkProducer
+from georep.client.connection import LinkConnection, split_url
+from georep.client.consumer import InitialPosition, LinkConsumer, SubType
+from georep.client.errors import LinkError, ServerError
+from georep.client.producer import LinkProducer
+from georep.protocol import commands
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import Type
 
 log = logging.getLogger(__name__)
 

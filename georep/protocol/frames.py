@@ -22,7 +22,7 @@ behind a MESSAGE command.
 :class:`FrameDecoder` is fed bytes in any split and hands back whole :class:`Frame` s.
 It refuses a ``total_size`` above ``limits.pulsar_frame_bytes_max`` as soon as the four
 bytes of the prefix are in, before buffering the body. Whatever the input, it raises
-nothing but :class:`~georep.broker.protocol.errors.PulsarProtocolError`: fatal errors
+nothing but :class:`~georep.protocol.errors.PulsarProtocolError`: fatal errors
 poison the decoder; non-fatal ones (a bad checksum, a command outside the subset)
 consume their frame and decoding goes on.
 """
@@ -36,9 +36,10 @@ from crc32c import crc32c
 from google.protobuf.message import Message as ProtobufMessage
 
 from georep import limits
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import REGISTRY, Type, spec_of
-from georep.broker.protocol.errors import (
+from georep.invariant import invariant
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import REGISTRY, Type, spec_of
+from georep.protocol.errors import (
     ChecksumMismatch,
     FrameTooLarge,
     MalformedCommand,
@@ -47,7 +48,6 @@ from georep.broker.protocol.errors import (
     PulsarProtocolError,
     UnknownCommand,
 )
-from georep.invariant import invariant
 
 #: Magic in front of the CRC32C of a payload frame.
 CHECKSUM_MAGIC = 0x0E01

@@ -27,12 +27,12 @@ import contextlib
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import Type
+from georep.client.connection import LinkConnection
+from georep.client.errors import LinkClosed, LinkError, ServerError
 from georep.invariant import invariant
-from georep.replicator.errors import LinkClosed, LinkError, ServerError
-from georep.replicator.link_connection import LinkConnection
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import Type
 
 SubType = pb.Subscribe.SubType
 InitialPosition = pb.Subscribe.InitialPosition

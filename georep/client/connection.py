@@ -1,9 +1,9 @@
 """One client connection of the gateway to a Pulsar broker, on asyncio.
 
-The wire format is ``broker/protocol`` (sans-I/O); this module adds the socket, the
+The wire format is ``georep/protocol`` (sans-I/O); this module adds the socket, the
 handshake, request/response matching and keep-alive. Producers and consumers
-(``link_producer.py``, ``link_consumer.py``) register here by id and get the frames
-addressed to them; ``pulsar_link.py`` on top does lookups and pools connections.
+(``producer.py``, ``consumer.py``) register here by id and get the frames
+addressed to them; ``link.py`` on top does lookups and pools connections.
 
 States and legal transitions (an illegal one is a bug and raises)::
 
@@ -46,12 +46,12 @@ import time
 from typing import Protocol
 
 from georep import limits
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import REGISTRY, Sender, Type
-from georep.broker.protocol.errors import PulsarProtocolError
+from georep.client.errors import LinkClosed, LinkError, RequestTimeout, ServerError
 from georep.invariant import invariant
-from georep.replicator.errors import LinkClosed, LinkError, RequestTimeout, ServerError
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import REGISTRY, Sender, Type
+from georep.protocol.errors import PulsarProtocolError
 
 log = logging.getLogger(__name__)
 

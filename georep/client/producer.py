@@ -27,18 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from georep import limits
-from georep.broker.protocol import commands, frames
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.commands import Type
-from georep.broker.protocol.errors import FrameTooLarge
+from georep.client.connection import LinkConnection
+from georep.client.errors import LinkClosed, LinkError, MessageTooLarge, ServerError
 from georep.invariant import invariant
-from georep.replicator.errors import (
-    LinkClosed,
-    LinkError,
-    MessageTooLarge,
-    ServerError,
-)
-from georep.replicator.link_connection import LinkConnection
+from georep.protocol import commands, frames
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import Type
+from georep.protocol.errors import FrameTooLarge
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Every frame carries one :class:`BaseCommand` whose ``type`` names the one body f
 is set. :data:`REGISTRY` maps each type of the subset to a :class:`CommandSpec`: the body
 field, its message class, who may send it, and whether a payload follows it. The broker
 dispatches on this table; a type missing from it is outside the subset (the decoder
-reports it as :class:`~georep.broker.protocol.errors.UnknownCommand`).
+reports it as :class:`~georep.protocol.errors.UnknownCommand`).
 
 The naming rule of ``pulsar_wire.proto`` is checked when this module is imported: type
 ``GET_LAST_MESSAGE_ID`` (29) travels in field ``get_last_message_id`` (number 29) whose
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message as ProtobufMessage
 
-from georep.broker.protocol import pulsar_wire_pb2 as pb
 from georep.invariant import invariant
+from georep.protocol import pulsar_wire_pb2 as pb
 
 Type = pb.BaseCommand.Type
 

@@ -41,11 +41,12 @@ from dataclasses import dataclass, field
 from georep import limits
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName
-from georep.replicator.admin_client import ClusterAdminClient
-from georep.replicator.config import ClusterEndpoint
-from georep.replicator.errors import GatewayError, LinkError
+from georep.client.admin import ClusterAdminClient
+from georep.client.errors import LinkError
+from georep.client.link import PulsarLink
+from georep.gateway.config import ClusterEndpoint
+from georep.gateway.errors import GatewayError
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
-from georep.replicator.pulsar_link import PulsarLink
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
 from georep.subsync.core import SyncCore
@@ -168,7 +169,7 @@ class ReplicationManager:
                 await self.discover()
             except asyncio.CancelledError:
                 raise
-            except (GatewayError, StorageError) as error:
+            except (GatewayError, LinkError, StorageError) as error:
                 self._record(error)
             except Exception as error:  # a bug: log it, keep the replicators running
                 log.exception("discovery pass failed")

@@ -15,11 +15,11 @@ import logging
 
 from aiohttp import web
 
-from georep.replicator.config import GatewayConfig
-from georep.replicator.errors import LinkError
-from georep.replicator.manager import ReplicationManager
+from georep.client.errors import LinkError
+from georep.gateway.config import GatewayConfig
+from georep.gateway.manager import ReplicationManager
+from georep.gateway.rest import create_app
 from georep.replicator.replicator import ReplicatorSettings
-from georep.replicator.rest import create_app
 from georep.storage.errors import BadVersion
 from georep.storage.meta.store import MetadataStore
 

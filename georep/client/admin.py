@@ -31,7 +31,7 @@ import aiohttp
 
 from georep import limits
 from georep.broker.topic_name import TopicName
-from georep.replicator.errors import AdminRequestFailed
+from georep.client.errors import AdminRequestFailed
 
 log = logging.getLogger(__name__)
 

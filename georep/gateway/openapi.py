@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from georep import limits
-from georep.replicator.rest import ROUTES
+from georep.gateway.rest import ROUTES
 from georep.rest import openapi
 from georep.rest.auth import Role
 from georep.rest.routes import Route

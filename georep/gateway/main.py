@@ -20,10 +20,10 @@ import logging
 from pathlib import Path
 
 from georep import console
+from georep.console import ConfigError
+from georep.gateway.config import GatewayConfig, load
+from georep.gateway.gateway import Gateway
 from georep.processes import exit_on_invariant, serve_until_signalled
-from georep.replicator.config import GatewayConfig, load
-from georep.replicator.errors import ConfigError
-from georep.replicator.gateway import Gateway
 from georep.rest.access import ExposureError, check_exposure
 from georep.storage.errors import InvalidArgument, StorageError
 from georep.storage.meta.migrate import database_url

@@ -62,7 +62,7 @@ import yarl
 from georep import limits, names
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
-from georep.replicator.errors import ConfigError, check_keys
+from georep.console import ConfigError, check_keys
 from georep.rest import tokens as token_sources
 from georep.rest.access import ALLOWED_HOSTS_ENV, Access, allowed_hosts
 from georep.rest.tokens import (

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from georep.replicator.manager import ReplicationManager
+from georep.gateway.manager import ReplicationManager
 
 _LABELS = ["local_cluster", "remote_cluster", "topic"]
 

@@ -5,7 +5,7 @@ escapes it, whatever the bytes. Each error says whether the byte stream is still
 
 - ``fatal`` errors (a frame too large, sizes that do not add up, a command that does not
   parse) leave the stream out of step or the peer untrustworthy: close the connection,
-  naming the error as the reason. A :class:`~georep.broker.protocol.frames.FrameDecoder`
+  naming the error as the reason. A :class:`~georep.protocol.frames.FrameDecoder`
   raises the same error again on every later call.
 - non-fatal errors concern one whole frame whose command was decoded (a bad checksum, a
   malformed metadata section) or a command outside the subset: the frame is consumed and
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from georep.broker.protocol import pulsar_wire_pb2 as pb
+from georep.protocol import pulsar_wire_pb2 as pb
 
 
 class PulsarProtocolError(Exception):

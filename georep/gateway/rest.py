@@ -1,7 +1,7 @@
 """The gateway's REST admin (aiohttp): replication policies, clusters, stats, metrics.
 
 Every route is in :data:`ROUTES`; ``create_app`` registers exactly those and
-``rest_openapi.py`` documents exactly those. Paths live under georep's own prefix,
+``openapi.py`` documents exactly those. Paths live under georep's own prefix,
 ``/admin/georep/v1``; each policy route names its Pulsar admin v2 equivalent (Pulsar sets
 a namespace's clusters with ``POST /admin/v2/namespaces/{t}/{ns}/replication`` and a
 topic's with ``POST /admin/v2/persistent/{t}/{ns}/{topic}/replication``). Here:
@@ -44,7 +44,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from georep import limits
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
-from georep.replicator.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
+from georep.gateway.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
 from georep.rest.auth import Role
 from georep.rest.json_io import json_response, read_json
 from georep.rest.middleware import answering, application, register
@@ -135,7 +135,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    from georep.replicator.rest_openapi import document
+    from georep.gateway.openapi import document
 
     return json_response(document())
 
@@ -298,7 +298,7 @@ _answer = answering(log, _STATUSES, server_error="internal error; see the gatewa
 
 def create_app(gateway) -> web.Application:
     """The app for ``gateway`` (its ``config``, ``store`` and ``manager``); pure."""
-    from georep.replicator.metrics import registry_for
+    from georep.gateway.metrics import registry_for
 
     app = application(_answer, limits.gateway_request_body_bytes_max)
     app[GATEWAY] = gateway

@@ -1,4 +1,5 @@
-"""The Pulsar binary protocol, as data: what the embedded broker speaks to pulsar-client.
+"""The Pulsar binary protocol, as data: what the embedded broker (``broker/``) speaks to
+pulsar-client, and our own asyncio client (``client/``) to any Pulsar broker.
 
 - ``pulsar_wire.proto`` / ``pulsar_wire_pb2``: our schema of the protocol subset
   (regenerate the module with ``tools/regenerate_protos.sh``).
@@ -8,6 +9,6 @@
 - ``batch``: splitting and building batched payloads.
 - ``errors``: the codec's operating errors.
 
-No module here touches a socket; the connection state machine and asyncio glue live
-above this package.
+No module here touches a socket; the connection state machines and asyncio glue live
+above this package, in ``broker/connection.py`` and ``client/connection.py``.
 """

@@ -21,9 +21,9 @@ import struct
 from collections.abc import Iterable
 
 from georep import limits
-from georep.broker.protocol import pulsar_wire_pb2 as pb
-from georep.broker.protocol.errors import BatchTooLarge, MalformedBatch
-from georep.broker.protocol.frames import parse_untrusted
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.errors import BatchTooLarge, MalformedBatch
+from georep.protocol.frames import parse_untrusted
 
 _U32 = struct.Struct(">I")
 

@@ -1,0 +1,76 @@
+"""Operating errors of the client: a link to a cluster (binary protocol or admin REST) is
+unreachable, slow, or refused a request. ``retriable`` says whether trying again later
+may help; a replicator retries those with backoff and records the rest as its last
+error. A broken invariant is a bug and stops the process (``georep.invariant``)."""
+
+from __future__ import annotations
+
+from georep.protocol import pulsar_wire_pb2 as pb
+
+#: Server errors after which the same request may succeed later.
+_RETRIABLE_SERVER_ERRORS = frozenset(
+    {
+        pb.UNKNOWN_ERROR,
+        pb.METADATA_ERROR,
+        pb.PERSISTENCE_ERROR,
+        pb.SERVICE_NOT_READY,
+        pb.CONSUMER_BUSY,
+        pb.PRODUCER_BUSY,
+        pb.TOO_MANY_REQUESTS,
+        pb.PRODUCER_BLOCKED_QUOTA_EXCEEDED_ERROR,
+        pb.PRODUCER_BLOCKED_QUOTA_EXCEEDED_EXCEPTION,
+        pb.TOPIC_TERMINATED_ERROR,
+        pb.TOPIC_NOT_FOUND,
+    }
+)
+
+
+class LinkError(Exception):
+    """A link to a cluster (binary protocol or admin REST) failed."""
+
+    retriable = True
+
+
+class LinkClosed(LinkError):
+    """The connection, producer or consumer is closed (by us, the peer, or a fault)."""
+
+
+class RequestTimeout(LinkError):
+    """A request got no answer within its deadline."""
+
+
+class ServerError(LinkError):
+    """The broker answered a request with an error."""
+
+    def __init__(self, message: str, code: int = pb.UNKNOWN_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return self.code in _RETRIABLE_SERVER_ERRORS
+
+    @property
+    def code_name(self) -> str:
+        try:
+            return pb.ServerError.Name(self.code)
+        except ValueError:
+            return str(self.code)
+
+
+class AdminRequestFailed(LinkError):
+    """A cluster's admin REST answered with an error status (or not at all: status 0)."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return self.status == 0 or self.status >= 500 or self.status == 429
+
+
+class MessageTooLarge(LinkError):
+    """An entry does not fit the remote broker's largest message."""
+
+    retriable = False

@@ -1,0 +1,17 @@
+"""The gateway: a sidecar beside one cluster that replicates its topics to other
+clusters by policy and keeps subscriptions in step (docs/ARCHITECTURE.md, "Gateway").
+
+Process, top to bottom (imports point down)::
+
+    main (georep gateway) → gateway (store + manager + REST, started and stopped together)
+        → rest, openapi, metrics (the REST admin: policies, clusters, stats)
+        → manager (policies x local topics → the replicators and topic syncs to run)
+            → georep/replicator (one topic partition x one remote cluster)
+            → georep/subsync (subscription sync of one topic partition)
+                → georep/client (the asyncio Pulsar client, a cluster's admin REST)
+        → config (the TOML file), errors (policy errors)
+
+Policies and remote clusters live in the gateway's own metadata store
+(``storage/meta/store.py``, revision 0004). ``georep up`` (``georep/up.py``) runs clusters
+and gateways together from one file.
+"""
