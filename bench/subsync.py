@@ -99,6 +99,7 @@ from replication import (
 from georep import limits
 from georep.client.consumer import InitialPosition
 from georep.client.link import PulsarLink
+from georep.position import Position
 from georep.processes import ManagedProcess, georep_command
 from georep.replicator.origin import origin_of
 
@@ -107,7 +108,6 @@ NAMESPACE_OFF = "bench/sync-off"
 NAMESPACE_FULL = "bench/sync-full"
 SUBSCRIPTION = "bench"
 
-Position = tuple[int, int]
 
 _quiet = False
 

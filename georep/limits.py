@@ -529,6 +529,32 @@ invariant(cursor_ranges_persisted_max * 100 <= reconcile_broadcast_pieces_max)
 invariant(reconcile_inputs_count_max >= remote_clusters_count_max)
 invariant(reconcile_report_topics_max <= reconcile_report_rows_max)
 
+# --- timeouts, retries and waits of processes and their clients ------------------------
+#: Seconds between retries of a cursor write that failed.
+cursor_write_retry_s = 0.5
+#: Retries of a cursor write that failed before the subscription gives up.
+cursor_write_retries_max = 20
+#: Pause of a dispatcher after an unexpected error in a round (a failed read, say).
+dispatcher_error_backoff_s = 0.5
+#: Seconds a starting cluster waits for enough bookies to be registered.
+cluster_bookies_wait_s_max = 30.0
+#: Room left in a sync request body for what the client's size estimate does not count.
+sync_request_slack_bytes = 4 * KIB
+#: Batch indexes one sync request item carries at most (a larger set is split: the
+#: cluster merges partial acknowledgements of one batch).
+sync_request_batch_indexes_per_item_max = 20_000
+#: A process georep up supervises that ran this long counts as healthy: its next
+#: crash restarts at once.
+up_stable_run_s = 60.0
+#: Seconds georep up (and the drill) give a process between SIGTERM and SIGKILL.
+up_stop_grace_s = 20.0
+#: Seconds the drill waits for replication to stop after it cuts a link.
+drill_cut_link_wait_s_max = 30.0
+#: Deadline of one REST request of the drill or the export.
+drill_rest_timeout_s = 10.0
+#: Operation timeout of the drill's pulsar-client (seconds).
+drill_client_operation_timeout_s = 15
+
 # --- failover drill (georep/drill) ---------------------------------------------------
 #: Messages one drill produces, and keys it spreads them over, at most.
 drill_messages_count_max = 1_000_000

@@ -82,9 +82,6 @@ from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError
 log = logging.getLogger(__name__)
 
 UP_READY = "UP_READY"
-#: A process that ran this long counts as healthy: its next crash restarts at once.
-_STABLE_S = 60.0
-_STOP_GRACE_S = 20.0
 
 
 # --- configuration -----------------------------------------------------------------------
@@ -293,7 +290,7 @@ class Supervised:
                 if self.stopping:
                     break
                 code = f"exit {exit_code}"
-                if time.monotonic() - started_at > _STABLE_S:
+                if time.monotonic() - started_at > limits.up_stable_run_s:
                     backoff = limits.up_restart_backoff_s_initial
             if self.stopping:
                 break
@@ -305,7 +302,7 @@ class Supervised:
     async def stop(self) -> None:
         self.stopping = True
         if self.process is not None and self.process.running:
-            code = await self.process.terminate(_STOP_GRACE_S)
+            code = await self.process.terminate(limits.up_stop_grace_s)
             self.status("stopped", f"exit {code}")
         if self._task is not None:
             self._task.cancel()

@@ -37,9 +37,6 @@ from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
-#: Seconds to wait for enough bookies to be registered at start.
-_BOOKIES_WAIT_S = 30.0
-
 
 @dataclass
 class ClusterConfig:
@@ -178,14 +175,15 @@ class Cluster:
     async def _wait_for_bookies(self) -> None:
         needed = self.config.ensemble_size
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + _BOOKIES_WAIT_S
+        deadline = loop.time() + limits.cluster_bookies_wait_s_max
         while True:
             alive = await self.store.list_bookies()
             if len(alive) >= needed:
                 return
             if loop.time() > deadline:
                 raise NotEnoughBookies(
-                    f"{len(alive)} bookies registered after {_BOOKIES_WAIT_S} s; need {needed}"
+                    f"{len(alive)} bookies registered after"
+                    f" {limits.cluster_bookies_wait_s_max} s; need {needed}"
                 )
             await asyncio.sleep(0.2)
 

@@ -26,6 +26,7 @@ import logging
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
+from georep import limits
 from georep.broker.consumer import Consumer, SubType
 from georep.broker.entry import Entry
 from georep.invariant import InvariantViolation, invariant
@@ -37,8 +38,6 @@ log = logging.getLogger(__name__)
 
 #: Rounds run back to back before the dispatcher yields to the event loop once.
 _ROUNDS_PER_YIELD = 4
-#: Pause after an unexpected error in a round (a storage read failed, say).
-_ERROR_BACKOFF_S = 0.5
 
 
 class Dispatcher(ABC):
@@ -113,7 +112,7 @@ class Dispatcher(ABC):
             except Exception as error:
                 self.stats["read_errors"] += 1
                 log.warning("%s: dispatch round failed: %s", self, error)
-                await asyncio.sleep(_ERROR_BACKOFF_S)
+                await asyncio.sleep(limits.dispatcher_error_backoff_s)
                 self.wake()
 
     @abstractmethod

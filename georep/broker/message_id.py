@@ -14,16 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from georep.position import ID_MAX, Position
 from georep.protocol import pulsar_wire_pb2 as pb
 
 _U64 = 2**64
-_I64_MAX = 2**63 - 1
+_I64_MAX = ID_MAX
 _WORD_BITS = 64
 _WORD_MASK = _U64 - 1
 
 #: The client's MessageId.earliest and MessageId.latest, as (ledger, entry) int64 pairs.
-EARLIEST = (-1, -1)
-LATEST = (_I64_MAX, _I64_MAX)
+EARLIEST = Position.EARLIEST  # type: ignore[attr-defined]
+LATEST = Position.LATEST  # type: ignore[attr-defined]
 
 
 def to_int64(value: int) -> int:

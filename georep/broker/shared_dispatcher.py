@@ -22,12 +22,10 @@ from georep import limits
 from georep.broker.consumer import Consumer
 from georep.broker.dispatcher import Dispatcher
 from georep.broker.entry import Entry
+from georep.position import Position
 from georep.storage.errors import NoSuchEntry
-from georep.storage.managed_ledger import Position as LogPosition
 
 log = logging.getLogger(__name__)
-
-Position = tuple[int, int]
 
 
 class ReplayQueue:
@@ -140,7 +138,7 @@ class SharedDispatcher(Dispatcher):
                 self.replay.discard(position)
                 continue
             try:
-                data = await self.subscription.ledger.read_entry(LogPosition(*position))
+                data = await self.subscription.ledger.read_entry(Position(*position))
             except NoSuchEntry:  # acknowledged and trimmed meanwhile
                 self.replay.discard(position)
                 continue

@@ -59,6 +59,7 @@ from georep.broker.entry import Entry, is_georep_name
 from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
 from georep.broker.rate_meter import RateMeter
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import (
     InvalidArgument,
@@ -67,7 +68,6 @@ from georep.storage.errors import (
     NoSuchCursor,
     StorageError,
 )
-from georep.storage.managed_ledger import Position as LogPosition
 from georep.storage.managed_ledger import RangeSet
 
 if TYPE_CHECKING:
@@ -76,11 +76,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Position = tuple[int, int]
-
-#: Seconds between retries of a cursor write that failed, and how many retries.
-_CURSOR_RETRY_S = 0.5
-_CURSOR_RETRIES_MAX = 20
 
 #: Cursor errors a retry cannot cure: the cursor is gone, closed, or owned elsewhere.
 _PERMANENT = (ManagedLedgerClosed, ManagedLedgerFenced, NoSuchCursor, InvalidArgument)
@@ -144,7 +139,7 @@ class CursorUpdates:
             self._mark_delete = position
             self._deletes = {p for p in self._deletes if p > position}
             self._batches = {p: bits for p, bits in self._batches.items() if p > position}
-            self._ranges.remove_below(LogPosition(*position))
+            self._ranges.remove_below(Position(*position))
         self._kick()
 
     def delete(self, positions: list[Position]) -> None:
@@ -160,7 +155,7 @@ class CursorUpdates:
         floor = self._mark_delete
         for low, high in ranges:
             if floor is None or high > floor:
-                self._ranges.add(LogPosition(*low), LogPosition(*high))
+                self._ranges.add(Position(*low), Position(*high))
         for position in [p for p in self._batches if self._ranges.contains(p)]:
             del self._batches[position]
         self._kick()
@@ -245,13 +240,13 @@ class CursorUpdates:
         ranges: RangeSet,
         batches: dict[Position, int],
     ) -> None:
-        for attempt in range(_CURSOR_RETRIES_MAX):
+        for attempt in range(limits.cursor_write_retries_max):
             try:
                 current = self._cursor.mark_delete_position
                 if mark_delete is not None and mark_delete > current:
-                    await self._cursor.mark_delete(LogPosition(*mark_delete))
+                    await self._cursor.mark_delete(Position(*mark_delete))
                     current = self._cursor.mark_delete_position
-                remaining = sorted(LogPosition(*p) for p in deletes if p > current)
+                remaining = sorted(Position(*p) for p in deletes if p > current)
                 if remaining:
                     await self._cursor.delete(remaining)
                     current = self._cursor.mark_delete_position
@@ -260,7 +255,7 @@ class CursorUpdates:
                     await self._cursor.delete_ranges(spans)
                     current = self._cursor.mark_delete_position
                 partial = {
-                    LogPosition(*p): bits
+                    Position(*p): bits
                     for p, bits in batches.items()
                     if p > current and p not in deletes
                 }
@@ -282,7 +277,7 @@ class CursorUpdates:
                     attempt + 1,
                     error,
                 )
-                await asyncio.sleep(_CURSOR_RETRY_S)
+                await asyncio.sleep(limits.cursor_write_retry_s)
         log.error(
             "cursor %s: giving up persisting acknowledgements; they will be delivered again",
             self._cursor.name,
@@ -442,7 +437,7 @@ class Subscription:
             position[0] >= 0
             and position[1] >= 0
             and position > self.cursor.mark_delete_position
-            and self.ledger.is_entry(LogPosition(*position))
+            and self.ledger.is_entry(Position(*position))
         )
 
     def _acknowledge_cumulative(self, consumer: Consumer, ack: pb.Ack) -> None:
@@ -528,7 +523,7 @@ class Subscription:
             self.updates.mark_delete(mark_delete)
         if ranges:
             self.updates.delete_ranges(ranges)
-            covered = RangeSet.of([(LogPosition(*low), LogPosition(*high)) for low, high in ranges])
+            covered = RangeSet.of([(Position(*low), Position(*high)) for low, high in ranges])
             self._forget(sorted(p for p in self._held_positions() if covered.contains(p)))
         whole = []
         for position, remaining in sorted(batches.items()):
@@ -615,7 +610,7 @@ class Subscription:
             self._detach(consumer)
         async with self.cursor_lock:
             await self.updates.flush()
-            await self.cursor.reset(LogPosition(*position))
+            await self.cursor.reset(Position(*position))
             self.partial_batches.clear()
             self.redelivery_counts.clear()
             self._markers.clear()

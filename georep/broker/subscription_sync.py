@@ -59,14 +59,13 @@ from georep.broker.errors import NotAllowed
 from georep.broker.message_id import all_bits
 from georep.broker.subscription import Subscription, is_replicated, mark_replicated
 from georep.broker.topic import PersistentTopic, is_system_cursor
+from georep.position import Position
 from georep.storage.errors import InvalidArgument
-from georep.storage.managed_ledger import Position as LogPosition
 from georep.storage.managed_ledger import RangeSet
 from georep.storage.managed_ledger.ack_state import AckState
 
 log = logging.getLogger(__name__)
 
-Position = tuple[int, int]
 Range = tuple[Position, Position]
 
 
@@ -156,8 +155,8 @@ def _view(topic: PersistentTopic, name: str) -> _View:
         if target is not None or positions or pending_ranges:
             acks = AckState(mark_delete, RangeSet.of(ranges.ranges()))
             if target is not None:
-                acks.mark_delete(LogPosition(*target), ledger)
-            acks.acknowledge([LogPosition(*p) for p in positions], ledger)
+                acks.mark_delete(Position(*target), ledger)
+            acks.acknowledge([Position(*p) for p in positions], ledger)
             for low, high in pending_ranges:
                 acks.acknowledge_range(low, high, ledger)
             mark_delete, ranges = acks.mark_delete_position, acks.individually_deleted
@@ -192,7 +191,7 @@ def _entry_ranges(ledger, ranges: RangeSet, count_max: int) -> tuple[list[Range]
         if span is None:
             continue
         first, last = span
-        if out and ledger.entries_between(LogPosition(*out[-1][1]), LogPosition(*first)) == 0:
+        if out and ledger.entries_between(Position(*out[-1][1]), Position(*first)) == 0:
             out[-1] = (out[-1][0], last)
             continue
         if len(out) == count_max:
@@ -204,8 +203,8 @@ def _entry_ranges(ledger, ranges: RangeSet, count_max: int) -> tuple[list[Range]
 def _on_entries(ledger, low, high) -> Range | None:
     """The first and last entries inside the closed range ``[low, high]``; None when it
     holds none."""
-    first = ledger.position_at_or_after(LogPosition(*low))
-    last = ledger.entry_at_or_before(LogPosition(*high))
+    first = ledger.position_at_or_after(Position(*low))
+    last = ledger.entry_at_or_before(Position(*high))
     if last is None or first > last:
         return None
     return tuple(first), tuple(last)
@@ -233,7 +232,7 @@ async def batch_sizes(ledger, positions: Sequence[Position]) -> dict[Position, i
     is not a batch); positions that are not entries are left out. Entries that follow
     one another are read together, ``limits.topic_scan_read_entries_max`` at a time."""
     sizes: dict[Position, int] = {}
-    wanted = [p for p in positions if ledger.is_entry(LogPosition(*p))]
+    wanted = [p for p in positions if ledger.is_entry(Position(*p))]
     index = 0
     while index < len(wanted):
         start = wanted[index]
@@ -244,7 +243,7 @@ async def batch_sizes(ledger, positions: Sequence[Position]) -> dict[Position, i
             and wanted[end] == (start[0], start[1] + end - index)
         ):
             end += 1
-        for position, data in await ledger.read(LogPosition(*start), end - index):
+        for position, data in await ledger.read(Position(*start), end - index):
             sizes[tuple(position)] = messages_in(parse_metadata(data))
         index = end
     return {p: sizes[p] for p in wanted if p in sizes}
@@ -276,7 +275,7 @@ async def sync_subscription(
         cursor = ledger.cursors.get(name)
         created = cursor is None
         if cursor is None:
-            start = LogPosition(*target) if target is not None else "earliest"
+            start = Position(*target) if target is not None else "earliest"
             cursor = await ledger.open_cursor(name, start=start)
             log.info("%s: subscription %r created by sync", topic.name, name)
         if replicated:
@@ -318,7 +317,7 @@ def _clamped_mark_delete(ledger, mark_delete: Position | None) -> Position | Non
     """The last entry at or before ``mark_delete`` (None: no entry is)."""
     if mark_delete is None:
         return None
-    found = ledger.entry_at_or_before(LogPosition(*mark_delete))
+    found = ledger.entry_at_or_before(Position(*mark_delete))
     return tuple(found) if found is not None else None
 
 
@@ -331,13 +330,13 @@ async def _apply_to_cursor(
     cursor, mark_delete: Position | None, spans: list[Range], remaining: dict[Position, int]
 ) -> None:
     if mark_delete is not None and mark_delete > tuple(cursor.mark_delete_position):
-        await cursor.mark_delete(LogPosition(*mark_delete))
+        await cursor.mark_delete(Position(*mark_delete))
     if spans:
-        await cursor.delete_ranges([(LogPosition(*low), LogPosition(*high)) for low, high in spans])
+        await cursor.delete_ranges([(Position(*low), Position(*high)) for low, high in spans])
     members = {
-        LogPosition(*position): bits
+        Position(*position): bits
         for position, bits in remaining.items()
-        if not cursor.is_acknowledged(LogPosition(*position))
+        if not cursor.is_acknowledged(Position(*position))
     }
     if members:
         await cursor.delete_batch_members(members)
@@ -375,4 +374,4 @@ async def _step_over_markers(topic: PersistentTopic, cursor, live: Subscription 
             live.note_marker(marker)
         await live.updates.flush()
     elif found[-1] > tuple(cursor.mark_delete_position):
-        await cursor.mark_delete(LogPosition(*found[-1]))
+        await cursor.mark_delete(Position(*found[-1]))

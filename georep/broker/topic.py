@@ -273,7 +273,9 @@ class PersistentTopic:
         earlier = [i for i in ledger_ids if i < position.ledger_id]
         while earlier:
             ledger_id = earlier.pop()
-            count = self.ledger.entries_in(Position(ledger_id, 0), Position(ledger_id, 2**63 - 1))
+            count = self.ledger.entries_in(
+                Position(ledger_id, 0), Position.end_of_ledger(ledger_id)
+            )
             if count:
                 return Position(ledger_id, count - 1)
         return None

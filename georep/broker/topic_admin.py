@@ -180,7 +180,7 @@ class BrokerAdmin:
         ledgers = []
         for listed in info.ledgers:
             count = ledger.entries_in(
-                Position(listed.ledger_id, 0), Position(listed.ledger_id, 2**63 - 1)
+                Position(listed.ledger_id, 0), Position.end_of_ledger(listed.ledger_id)
             )
             ledgers.append(
                 {"ledgerId": listed.ledger_id, "entries": count, "size": listed.size_bytes}

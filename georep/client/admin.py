@@ -32,19 +32,12 @@ import aiohttp
 from georep import limits
 from georep.broker.topic_name import TopicName
 from georep.client.errors import AdminRequestFailed
+from georep.position import Position
 
 log = logging.getLogger(__name__)
 
 V2 = "/admin/v2"
 GEOREP_V1 = "/admin/georep/v1"
-
-Position = tuple[int, int]
-
-#: Room left in a sync request body for what the size estimate does not count.
-_SYNC_BODY_SLACK_BYTES = 4 * 1024
-#: Batch indexes one sync request item carries at most (a larger set is split: the
-#: cluster merges partial acknowledgements of one batch).
-_SYNC_INDEXES_PER_ITEM_MAX = 20_000
 
 
 def _segment(name: str) -> str:
@@ -316,8 +309,8 @@ def _sync_bodies(
     ]
     for position, indexes in sorted(batches.items()):
         ordered = sorted(set(indexes))
-        for start in range(0, max(1, len(ordered)), _SYNC_INDEXES_PER_ITEM_MAX):
-            chunk = ordered[start : start + _SYNC_INDEXES_PER_ITEM_MAX]
+        for start in range(0, max(1, len(ordered)), limits.sync_request_batch_indexes_per_item_max):
+            chunk = ordered[start : start + limits.sync_request_batch_indexes_per_item_max]
             items.append(("batches", {**_position_document(position), "ackedIndexes": chunk}))
     head: dict[str, Any] = {}
     if mark_delete is not None:
@@ -328,7 +321,7 @@ def _sync_bodies(
         "ranges": limits.subscription_sync_ranges_count_max,
         "batches": limits.subscription_sync_batches_count_max,
     }
-    room = limits.admin_request_body_bytes_max - _SYNC_BODY_SLACK_BYTES
+    room = limits.admin_request_body_bytes_max - limits.sync_request_slack_bytes
     bodies: list[dict[str, Any]] = []
     body: dict[str, Any] = dict(head)
     size = len(json.dumps(body))

@@ -24,6 +24,7 @@ import logging
 import time
 from pathlib import Path
 
+from georep import limits
 from georep.drill.errors import DrillError
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.drill.topology import A, B, Topology
@@ -36,8 +37,6 @@ from georep.pulsar.standalone import (
 )
 
 log = logging.getLogger(__name__)
-
-_CUT_WAIT_S = 30.0
 
 
 class PulsarTopology(Topology):
@@ -91,10 +90,11 @@ class PulsarTopology(Topology):
             PulsarAdmin(standalone.admin_url).set_replication_clusters(
                 self.tenant, self.namespace, [name]
             )
-        deadline = time.monotonic() + _CUT_WAIT_S
+        deadline = time.monotonic() + limits.drill_cut_link_wait_s_max
         while PulsarAdmin(self.urls[A].admin_url).stats(topic).get("replication") or {}:
             if time.monotonic() > deadline:
-                raise DrillError(f"A still replicates {topic} {_CUT_WAIT_S:.0f} s after the cut")
+                wait_s = limits.drill_cut_link_wait_s_max
+                raise DrillError(f"A still replicates {topic} {wait_s:.0f} s after the cut")
             time.sleep(0.1)
 
     def unexpected_exits(self) -> list[str]:

@@ -40,8 +40,7 @@ from typing import Any
 
 from georep import limits
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery, parse_position
-
-Position = tuple[int, int]
+from georep.position import Position
 
 
 @dataclass(frozen=True, slots=True)

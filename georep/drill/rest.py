@@ -17,12 +17,12 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from georep import limits
 from georep.drill.errors import DrillError
 from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError, client_token
 
 ADMIN_TOKEN_ENV = ADMIN_TOKENS_ENV
 GATEWAY_TOKEN_ENV = GATEWAY_TOKENS_ENV
-_TIMEOUT_S = 10.0
 
 
 def client_token_of(variable: str) -> str | None:
@@ -34,7 +34,12 @@ def client_token_of(variable: str) -> str | None:
 
 
 def request_json(
-    method: str, url: str, *, token_env: str, body: Any = None, timeout_s: float = _TIMEOUT_S
+    method: str,
+    url: str,
+    *,
+    token_env: str,
+    body: Any = None,
+    timeout_s: float = limits.drill_rest_timeout_s,
 ) -> Any:
     """The JSON answer (None for an empty one); DrillError on any failure."""
     headers = {"Accept": "application/json"}

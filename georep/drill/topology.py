@@ -40,8 +40,6 @@ from georep.up import ClusterSpec, GatewaySpec, UpConfig, _with_ports, build
 
 log = logging.getLogger(__name__)
 
-_STOP_GRACE_S = 20.0
-_CUT_WAIT_S = 30.0
 A, B = "A", "B"
 
 
@@ -171,7 +169,8 @@ class ManagedTopology(Topology):
     async def stop(self) -> None:
         for group in (self.gateways, self.clusters):
             await asyncio.gather(
-                *(p.terminate(_STOP_GRACE_S) for p in group.values()), return_exceptions=True
+                *(p.terminate(limits.up_stop_grace_s) for p in group.values()),
+                return_exceptions=True,
             )
 
 
@@ -221,7 +220,7 @@ class RunningTopology(Topology):
         self._cut_topics.append(topic)
         for name in (A, B):
             await asyncio.to_thread(rest.set_topic_policy, self.urls[name].gateway_url, topic, [])
-        deadline = time.monotonic() + _CUT_WAIT_S
+        deadline = time.monotonic() + limits.drill_cut_link_wait_s_max
         while time.monotonic() < deadline:
             live = []
             for name in (A, B):
@@ -230,7 +229,8 @@ class RunningTopology(Topology):
             if not live:
                 return
             await asyncio.sleep(0.1)
-        raise DrillError(f"the gateways still replicate {topic} {_CUT_WAIT_S:.0f} s after the cut")
+        wait_s = limits.drill_cut_link_wait_s_max
+        raise DrillError(f"the gateways still replicate {topic} {wait_s:.0f} s after the cut")
 
     async def stop(self) -> None:
         for topic in self._cut_topics:

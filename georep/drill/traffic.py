@@ -54,7 +54,6 @@ DRILL_INDEX_PROPERTY = "drill-index"
 #: Where the clients' log goes (set by the command); None: errors only, to stderr.
 _client_log_path: str | None = None
 _RECEIVE_TIMEOUT_MS = 100
-_OPERATION_TIMEOUT_S = 15
 
 
 def pulsar_module():
@@ -79,7 +78,11 @@ def connect(service_url: str):
         logger = pulsar.FileLogger(pulsar.LoggerLevel.Info, _client_log_path)
     else:
         logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    return pulsar.Client(service_url, operation_timeout_seconds=_OPERATION_TIMEOUT_S, logger=logger)
+    return pulsar.Client(
+        service_url,
+        operation_timeout_seconds=limits.drill_client_operation_timeout_s,
+        logger=logger,
+    )
 
 
 def origin_position_of_copy(properties: dict[str, str]) -> str:

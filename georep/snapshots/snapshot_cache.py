@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 
 from georep import limits
 from georep.invariant import invariant
-
-Position = tuple[int, int]
+from georep.position import Position
 
 #: Distance counted for a step between ledgers: later ledgers are further than any
 #: entry offset inside one.

@@ -31,10 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from georep import limits
+from georep.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import key, position
-
-Position = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)

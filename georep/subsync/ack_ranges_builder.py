@@ -110,10 +110,7 @@ def _at_or_below(position: Position) -> Position | None:
     ledger_id, entry_id = position
     if entry_id >= 0:
         return position
-    return (ledger_id - 1, _ENTRY_ID_MAX) if ledger_id > 0 else None
-
-
-_ENTRY_ID_MAX = 2**63 - 1
+    return Position.end_of_ledger(ledger_id - 1) if ledger_id > 0 else None
 
 
 def _origin(

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from georep.invariant import invariant
+from georep.position import Position
 
-Position = tuple[int, int]
 Range = tuple[Position, Position]
 
 

@@ -70,6 +70,7 @@ import pytest
 from georep import limits
 from georep.drill import rest
 from georep.drill.delivery_log import parse_position
+from georep.position import Position
 from georep.processes import georep_command
 from tests.integration.gateway_harness import (
     ClusterProcess,
@@ -100,8 +101,6 @@ mode = "pulsar-compatible"
 """
 #: How long the watcher waits for a drill to cut the link.
 CUT_WAIT_S_MAX = 300.0
-
-Position = tuple[int, int]
 
 
 def georep(*args: str, timeout_s: float = 240) -> subprocess.CompletedProcess:

@@ -13,16 +13,16 @@ from georep.storage.bookie.journal import (
     EntryRecord,
     FenceRecord,
     Journal,
-    Position,
+    JournalOffset,
     Record,
     replay,
 )
 from tests.bookie_harness import make_entry
 
-_START = Position(0, 0)
+_START = JournalOffset(0, 0)
 
 
-def _collect(directory: Path, start: Position = _START):
+def _collect(directory: Path, start: JournalOffset = _START):
     records: list[Record] = []
     report = replay(directory, start, records.append)
     return records, report
@@ -122,7 +122,7 @@ async def test_replay_starts_at_mark(tmp_path):
     records = _sample()
     await _write(tmp_path, records[:2])
     path = _only_file(tmp_path)
-    mark = Position(int(path.stem), path.stat().st_size)
+    mark = JournalOffset(int(path.stem), path.stat().st_size)
     await _write(tmp_path, records[2:])  # a second file
     replayed, _ = _collect(tmp_path, mark)
     assert replayed == records[2:]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from georep.storage.bookie import journal as journal_module
-from georep.storage.bookie.journal import Journal, Position
+from georep.storage.bookie.journal import Journal, JournalOffset
 from georep.storage.bookie.ledger_index import from_sql, to_sql
 from georep.storage.bookie.ledger_storage import LedgerStorage
 from georep.storage.bookie.write_cache import WriteCache
@@ -118,7 +118,7 @@ async def test_checkpoint_interrupted_at_any_step_is_made_good_by_replay(tmp_pat
         assert state is not None
         assert (state.fenced, state.lac, state.last_entry) == (True, 18, 19)
         # And once more through a checkpoint of the recovered state.
-        await recovered.checkpoint(lambda: Position(10**6, 0))
+        await recovered.checkpoint(lambda: JournalOffset(10**6, 0))
         assert len(recovered.cache) == 0
         for entry_id in range(20):
             assert recovered.read(4, entry_id) is not None

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from georep.broker import subscription_sync
 from georep.broker.subscription import CursorUpdates
+from georep.position import Position
 from georep.storage.managed_ledger import RangeSet
 from georep.storage.managed_ledger.ack_state import AckState
-from georep.storage.managed_ledger.position import Position
 
 P = Position
 

@@ -11,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from georep import limits
+from georep.position import Position
 from georep.storage.errors import CorruptEntry, InvalidArgument
 from georep.storage.managed_ledger import cursor_state
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor_state import CursorState
-from georep.storage.managed_ledger.position import Position
 
 P = Position
 

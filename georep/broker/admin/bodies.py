@@ -36,8 +36,9 @@ from typing import Any
 from georep import limits
 from georep.broker.admin import names
 from georep.broker.admin.cluster_admin import InvalidArgument, Position
+from georep.position import ID_MAX
 
-_I64_MAX = 2**63 - 1
+_I64_MAX = ID_MAX  # the wire protocol's int64 ids
 
 
 # --- tenants and namespaces -----------------------------------------------------------

@@ -35,16 +35,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from georep.broker.topic_name import TopicName
+from georep.position import Position
 from georep.rest.errors import RestError
 
-#: ``(ledger_id, entry_id)``.
-Position = tuple[int, int]
-
-_I64_MAX = 2**63 - 1
-#: The client's ``MessageId.earliest``: before the first entry.
-EARLIEST: Position = (-1, -1)
-#: The client's ``MessageId.latest``: after the last entry.
-LATEST: Position = (_I64_MAX, _I64_MAX)
+#: The client's ``MessageId.earliest`` (before the first entry) and ``.latest`` (after
+#: the last).
+EARLIEST: Position = Position.EARLIEST  # type: ignore[attr-defined]
+LATEST: Position = Position.LATEST  # type: ignore[attr-defined]
 
 
 # --- errors ---------------------------------------------------------------------------

@@ -14,10 +14,11 @@ from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from georep import limits
 from georep.broker.admin import cluster_admin, shapes
+from georep.position import ID_MAX
 
 Schema = dict[str, Any]
 
-_I64_MAX = 2**63 - 1
+_I64_MAX = ID_MAX  # the wire protocol's int64 ids
 # JSON Schema's \w is ASCII, like the broker's rule.
 ENTITY_PATTERN = r"^[-=:.\w]+$"
 

@@ -86,7 +86,7 @@ def list_file_ids(directory: Path) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class Position:
+class JournalOffset:
     """A place in the journal: everything before ``offset`` of file ``file_id``."""
 
     file_id: int
@@ -158,7 +158,7 @@ class ReplayReport:
     torn_tails: list[tuple[int, int]] | None = None
 
 
-def replay(directory: Path, start: Position, apply: Callable[[Record], None]) -> ReplayReport:
+def replay(directory: Path, start: JournalOffset, apply: Callable[[Record], None]) -> ReplayReport:
     """Apply every whole record from ``start`` forward through all later journal files.
 
     Reads each file from its start position to its end in one piece (journal files are
@@ -258,7 +258,7 @@ class Journal:
         self._fd = -1
         self._file_bytes = 0
         #: End of the last durable group: everything before it is on disk.
-        self._synced = Position(0, 0)
+        self._synced = JournalOffset(0, 0)
         self._failed: BaseException | None = None
         self._wakeup: asyncio.Future[None] | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -304,7 +304,7 @@ class Journal:
         return self.queued_count >= self.queue_count_max
 
     @property
-    def synced_position(self) -> Position:
+    def synced_position(self) -> JournalOffset:
         return self._synced
 
     @property
@@ -425,7 +425,7 @@ class Journal:
         for group in groups:
             self.stats.records += len(group.waiters)
             self.stats.group_records_max = max(self.stats.group_records_max, len(group.waiters))
-        self._synced = Position(self._file_id, self._file_bytes)
+        self._synced = JournalOffset(self._file_id, self._file_bytes)
 
     def _roll(self, file_id: int) -> None:
         if self._fd >= 0:
@@ -441,7 +441,7 @@ class Journal:
         self._fd = fd
         self._file_id = file_id
         self._file_bytes = len(header)
-        self._synced = Position(file_id, len(header))
+        self._synced = JournalOffset(file_id, len(header))
 
     # -- pruning --
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from georep import limits
 from georep.storage.bookie import journal as journal_module
 from georep.storage.bookie.entry_log import EntryLog
-from georep.storage.bookie.journal import EntryRecord, Position, Record
+from georep.storage.bookie.journal import EntryRecord, JournalOffset, Record
 from georep.storage.bookie.ledger_index import LedgerIndex, LedgerState
 from georep.storage.bookie.write_cache import WriteCache
 from georep.storage.entry import peek_ids
@@ -85,7 +85,7 @@ class LedgerStorage:
 
     # -- lifecycle --
 
-    def open(self) -> Position:
+    def open(self) -> JournalOffset:
         """Open the index and entry logs; return the checkpoint mark to replay from."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.index.open()
@@ -160,7 +160,7 @@ class LedgerStorage:
         """The active cache generation is half full."""
         return self.cache.active_bytes * 2 >= self.cache.bytes_max
 
-    async def checkpoint(self, mark_now: Callable[[], Position]) -> Position:
+    async def checkpoint(self, mark_now: Callable[[], JournalOffset]) -> JournalOffset:
         """Run steps 1-4 of the module docstring; return the mark written."""
         async with self._lock:
             started = time.monotonic()
@@ -189,15 +189,15 @@ class LedgerStorage:
         locations = self.entry_log.append_batch([frozen[key] for key in keys])
         self.index.commit_checkpoint(keys, locations, states)
 
-    def read_mark(self) -> Position:
+    def read_mark(self) -> JournalOffset:
         path = self.data_dir / MARK_FILE
         try:
             mark = json.loads(path.read_text())
-            return Position(int(mark["journal_file_id"]), int(mark["journal_offset"]))
+            return JournalOffset(int(mark["journal_file_id"]), int(mark["journal_offset"]))
         except FileNotFoundError:
-            return Position(0, 0)
+            return JournalOffset(0, 0)
 
-    def write_mark(self, mark: Position) -> None:
+    def write_mark(self, mark: JournalOffset) -> None:
         path = self.data_dir / MARK_FILE
         temp = path.with_suffix(".tmp")
         text = json.dumps({"journal_file_id": mark.file_id, "journal_offset": mark.offset})

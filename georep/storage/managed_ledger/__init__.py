@@ -7,11 +7,11 @@ reads, rolls over and trims; ``cursor.ManagedCursor`` acknowledges and persists.
 ``cursor_state`` the persisted format, ``config`` the settings.
 """
 
+from georep.position import Position
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor import ManagedCursor
 from georep.storage.managed_ledger.factory import ManagedLedgerFactory
 from georep.storage.managed_ledger.managed_ledger import ManagedLedger
-from georep.storage.managed_ledger.position import Position
 from georep.storage.managed_ledger.range_set import RangeSet
 
 __all__ = [

@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from georep import limits
+from georep.position import Position
 from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.errors import (
     BadVersion,
@@ -70,7 +71,6 @@ from georep.storage.errors import (
 from georep.storage.managed_ledger import cursor_state
 from georep.storage.managed_ledger.ack_state import AckState
 from georep.storage.managed_ledger.cursor_state import CursorState
-from georep.storage.managed_ledger.position import Position
 from georep.storage.managed_ledger.range_set import RangeSet
 from georep.storage.meta.store import ManagedCursorInfo
 

@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from georep import limits
+from georep.position import Position
 from georep.storage.errors import CorruptEntry, InvalidArgument
-from georep.storage.managed_ledger.position import Position
 
 FORMAT_VERSION = 2
 #: Versions ``decode`` reads: 1 has no batch section.

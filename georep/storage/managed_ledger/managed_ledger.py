@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from georep import limits
 from georep.invariant import invariant
+from georep.position import Position
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.client.read_handle import ReadHandle
@@ -76,7 +77,6 @@ from georep.storage.errors import (
 )
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor import ManagedCursor
-from georep.storage.managed_ledger.position import Position
 from georep.storage.meta.store import LedgerInfo, ManagedLedgerInfo, MetadataStore
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from collections.abc import Iterator
 
 from georep import limits
 from georep.invariant import invariant
+from georep.position import Position
 from georep.storage.errors import InvalidArgument
-from georep.storage.managed_ledger.position import Position
 
 
 class RangeSet:

@@ -1,4 +1,7 @@
-"""A position in a managed ledger: (ledger id, entry id), ordered as a tuple.
+"""A position in a topic's log: (ledger id, entry id), ordered as a tuple. The one
+position type of georep: the managed ledger, the broker (message ids), the admin REST,
+snapshots, subscription sync, the gateway's client and the drill all use it, and
+``Position.EARLIEST`` / ``Position.LATEST`` are the client's earliest and latest.
 
 Ledger ids only grow (the metadata store never reuses one), and a managed ledger's
 ledgers are listed in id order, so tuple order is log order: (7, 12) < (9, 0) < (9, 1).
@@ -16,7 +19,8 @@ from typing import NamedTuple
 
 from georep.storage.errors import InvalidArgument
 
-_ID_MAX = 2**63 - 1
+#: Largest ledger or entry id: the int64 maximum of the wire protocol.
+ID_MAX = 2**63 - 1
 
 
 class Position(NamedTuple):
@@ -41,7 +45,7 @@ class Position(NamedTuple):
     def checked(cls, ledger_id: object, entry_id: object) -> Position:
         """A position from untrusted ints: both within -1..2**63-1."""
         for value in (ledger_id, entry_id):
-            if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= _ID_MAX:
+            if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= ID_MAX:
                 raise InvalidArgument(f"position ids must be ints in -1..2**63-1: {value!r}")
         return cls(ledger_id, entry_id)  # type: ignore[arg-type]
 
@@ -50,6 +54,11 @@ class Position(NamedTuple):
         For e = 0 that is (L, -1), "before ledger L", which is after every entry of
         earlier ledgers."""
         return Position(self.ledger_id, self.entry_id - 1)
+
+    @classmethod
+    def end_of_ledger(cls, ledger_id: int) -> Position:
+        """After every entry of ledger ``ledger_id``, before the next ledger's first."""
+        return cls(ledger_id, ID_MAX)
 
     def next_in_ledger(self) -> Position:
         """(L, e) -> (L, e + 1), whether or not ledger L has that entry."""
@@ -63,4 +72,4 @@ class Position(NamedTuple):
 
 # Class attributes set after the class: a NamedTuple body turns annotations into fields.
 Position.EARLIEST = Position(-1, -1)  # type: ignore[attr-defined]
-Position.LATEST = Position(_ID_MAX, _ID_MAX)  # type: ignore[attr-defined]
+Position.LATEST = Position(ID_MAX, ID_MAX)  # type: ignore[attr-defined]
