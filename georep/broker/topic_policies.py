@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from georep.storage.managed_ledger import ManagedLedgerConfig
-from georep.storage.meta.store import NamespaceRecord
+from georep.storage.meta.catalog import NamespaceRecord
 
 _MIB = 1024 * 1024
 

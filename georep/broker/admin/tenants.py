@@ -21,7 +21,8 @@ from georep.broker.admin.cluster_admin import AdminError, Conflict, NotFound
 from georep.broker.admin.state import CLUSTER, SETTINGS, STORE
 from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
 from georep.storage.errors import BadVersion
-from georep.storage.meta.store import CatalogOutcome, MetadataStore, NamespaceRecord
+from georep.storage.meta.catalog import CatalogOutcome, NamespaceRecord
+from georep.storage.meta.store import MetadataStore
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"

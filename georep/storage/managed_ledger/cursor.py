@@ -72,7 +72,7 @@ from georep.storage.managed_ledger import cursor_state
 from georep.storage.managed_ledger.ack_state import AckState
 from georep.storage.managed_ledger.cursor_state import CursorState
 from georep.storage.managed_ledger.range_set import RangeSet
-from georep.storage.meta.store import ManagedCursorInfo
+from georep.storage.meta.managed_ledgers import ManagedCursorInfo
 
 if TYPE_CHECKING:
     from georep.storage.managed_ledger.managed_ledger import ManagedLedger

@@ -77,7 +77,8 @@ from georep.storage.errors import (
 )
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor import ManagedCursor
-from georep.storage.meta.store import LedgerInfo, ManagedLedgerInfo, MetadataStore
+from georep.storage.meta.managed_ledgers import LedgerInfo, ManagedLedgerInfo
+from georep.storage.meta.store import MetadataStore
 
 if TYPE_CHECKING:
     from georep.storage.meta.ledger_metadata import LedgerMetadata

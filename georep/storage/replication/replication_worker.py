@@ -37,7 +37,8 @@ from georep.storage.errors import (
     StorageError,
 )
 from georep.storage.meta.ledger_metadata import LedgerMetadata
-from georep.storage.meta.store import MetadataStore, UnderReplicatedLedger
+from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.under_replication import UnderReplicatedLedger
 
 log = logging.getLogger(__name__)
 

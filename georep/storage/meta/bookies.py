@@ -1,0 +1,73 @@
+"""Bookie registrations in the metadata store (BookKeeper's RegistrationManager): a
+bookie is alive while its lease has not expired."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from georep.storage.meta.engine import (
+    _bookies,
+    _check_duration,
+    _check_name,
+)
+
+
+@dataclass(frozen=True)
+class BookieRegistration:
+    address: str
+    registered_at: float
+    lease_expires_at: float
+
+
+class BookieRepository:
+    """Bookie registrations with leases (BookKeeper's RegistrationManager)."""
+
+    # --- bookies --------------------------------------------------------------------
+    async def register_bookie(self, address: str, lease_s: float) -> None:
+        """Register (or re-register) ``address`` alive until ``clock() + lease_s``."""
+        _check_name("bookie address", address)
+        _check_duration(lease_s)
+        await self._call(self._upsert_bookie, address, self._clock(), lease_s, True)
+
+    async def renew_bookie(self, address: str, lease_s: float) -> None:
+        """Like :meth:`register_bookie`, but keeps the first ``registered_at``."""
+        _check_name("bookie address", address)
+        _check_duration(lease_s)
+        await self._call(self._upsert_bookie, address, self._clock(), lease_s, False)
+
+    async def unregister_bookie(self, address: str) -> None:
+        _check_name("bookie address", address)
+        await self._call(self._delete_where, _bookies, _bookies.c.address == address)
+
+    async def list_bookies(self, *, alive_only: bool = True) -> list[BookieRegistration]:
+        """Registered bookies sorted by address; by default only those whose lease is
+        still running."""
+        return await self._call(self._list_bookies, self._clock() if alive_only else None)
+
+    # --- bookies, in a worker thread ------------------------------------------------
+    def _upsert_bookie(self, address: str, now: float, lease_s: float, register: bool) -> None:
+        insert = self._insert(_bookies).values(
+            address=address, registered_at=now, lease_expires_at=now + lease_s, version=1
+        )
+        changes = {
+            "lease_expires_at": insert.excluded.lease_expires_at,
+            "version": _bookies.c.version + 1,
+        }
+        if register:
+            changes["registered_at"] = insert.excluded.registered_at
+        with self._writing() as connection:
+            connection.execute(
+                insert.on_conflict_do_update(index_elements=[_bookies.c.address], set_=changes)
+            )
+
+    def _list_bookies(self, alive_after: float | None) -> list[BookieRegistration]:
+        query = select(_bookies).order_by(_bookies.c.address)
+        if alive_after is not None:
+            query = query.where(_bookies.c.lease_expires_at > alive_after)
+        with self._reading() as connection:
+            rows = connection.execute(query).all()
+        return [
+            BookieRegistration(row.address, row.registered_at, row.lease_expires_at) for row in rows
+        ]

@@ -1,0 +1,236 @@
+"""The metadata store's engine core, which every repository (``store.py``) runs on.
+
+One SQLAlchemy engine (SQLite file by default, PostgreSQL by URL; see ``migrate.py`` for
+how each is configured) behind an asyncio facade: every operation is one short
+transaction run in a worker thread with ``asyncio.to_thread``. Metadata is off the hot data
+path (a ledger is created, CAS'd a few times and closed), so a thread per call is cheap
+and keeps the database code plain and synchronous. A cancelled call's transaction still
+runs to its end in its thread: the caller only stops waiting.
+
+Every change to a mutable row is a compare-and-set on its ``version``. For ledgers the
+caller holds the version (``LedgerMetadata.version``) and a stale one gets ``BadVersion``;
+the caller re-reads and decides again. Under-replication locks and leases are CAS'd by the
+store itself, retried at most ``limits.metadata_cas_retries_max`` times. Worked example of
+``lock_underreplicated`` with two workers on PostgreSQL (READ COMMITTED):
+
+1. both read the oldest free marker, ledger 7 at version 2;
+2. both send ``UPDATE ... SET lock_holder = me, version = 3 WHERE ledger_id = 7 AND
+   version = 2``; the second blocks on the row lock until the first commits, then finds
+   version 3 and changes no row;
+3. the second counts a CAS conflict, starts a new transaction, and takes ledger 8.
+
+On SQLite the writers' ``BEGIN IMMEDIATE`` serializes the two transactions whole, so the
+second already reads ledger 7 as locked.
+
+Time comes from the injected ``clock`` (seconds), read once per call before the call goes
+to its thread. A lease, registration or lock is alive while its expiry is strictly after
+``clock()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, ParamSpec, Self, TypeVar
+
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Table, delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from georep import limits
+from georep.storage.errors import (
+    BadVersion,
+    InvalidArgument,
+    MetadataUnavailable,
+)
+from georep.storage.meta import migrate as migrations
+from georep.storage.meta.models import (
+    BookieRow,
+    LeaseRow,
+    LedgerRow,
+    ManagedCursorRow,
+    ManagedLedgerRow,
+    UnderReplicatedRow,
+    name_chars_max,
+)
+
+Clock = Callable[[], float]
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+_ledgers: Table = LedgerRow.__table__  # type: ignore[assignment]
+_bookies: Table = BookieRow.__table__  # type: ignore[assignment]
+_underreplicated: Table = UnderReplicatedRow.__table__  # type: ignore[assignment]
+_leases: Table = LeaseRow.__table__  # type: ignore[assignment]
+_managed_ledgers: Table = ManagedLedgerRow.__table__  # type: ignore[assignment]
+_managed_cursors: Table = ManagedCursorRow.__table__  # type: ignore[assignment]
+
+
+class _Conflict(Exception):
+    """A store-internal CAS lost; the operation retries in a new transaction."""
+
+
+class MetadataEngine:
+    """The engine core every repository runs on: one SQLAlchemy engine, each call one
+    short transaction in a worker thread, CAS retries, counts. Create with :meth:`open`
+    (through :class:`~georep.storage.meta.store.MetadataStore`)."""
+
+    def __init__(self, url: str, engine: Engine, clock: Clock) -> None:
+        self.url = url
+        self._engine = engine
+        self._write_engine = engine.execution_options(**{migrations.BEGIN_OPTION: "IMMEDIATE"})
+        self._clock = clock
+        self._closed = False
+        self._stats: collections.Counter[str] = collections.Counter()
+        self._stats_lock = threading.Lock()
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool = True, clock: Clock = time.time) -> Self:
+        """Connect to ``url``; with ``migrate`` first bring its schema to head.
+
+        Without ``migrate`` the schema must already be at this code's head revision.
+        """
+        migrations.database_url(url)  # InvalidArgument before any I/O
+        try:
+            if migrate:
+                await asyncio.to_thread(migrations.upgrade, url)
+            engine = await asyncio.to_thread(migrations.create_engine, url)
+            try:
+                revision = await asyncio.to_thread(_current_revision, engine)
+            except BaseException:
+                engine.dispose()
+                raise
+        except (OperationalError, InterfaceError) as error:
+            raise MetadataUnavailable(f"metadata database unavailable: {error}") from error
+        head = await asyncio.to_thread(migrations.head)
+        if revision != head:
+            engine.dispose()
+            raise InvalidArgument(
+                f"metadata schema at revision {revision}, this code needs {head}:"
+                " open with migrate=True or run the migrations"
+            )
+        return cls(url, engine, clock)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await asyncio.to_thread(self._engine.dispose)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc_info: object) -> None:
+        await self.close()
+
+    def stats(self) -> dict[str, int]:
+        """Counts: ``operations``, ``cas_conflicts`` (stale versions and lost internal
+        CAS), ``unavailable`` (database errors surfaced as ``MetadataUnavailable``)."""
+        with self._stats_lock:
+            return {
+                "operations": self._stats["operations"],
+                "cas_conflicts": self._stats["cas_conflicts"],
+                "unavailable": self._stats["unavailable"],
+            }
+
+    # --- plumbing -------------------------------------------------------------------
+    async def _call(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        if self._closed:
+            raise InvalidArgument("the metadata store is closed")
+        self._count("operations")
+        try:
+            return await asyncio.to_thread(function, *args, **kwargs)
+        except BadVersion:
+            self._count("cas_conflicts")
+            raise
+        except (OperationalError, InterfaceError) as error:
+            self._count("unavailable")
+            raise MetadataUnavailable(f"metadata database unavailable: {error}") from error
+
+    def _count(self, key: str, amount: int = 1) -> None:
+        with self._stats_lock:
+            self._stats[key] += amount
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        """A write transaction (on SQLite it holds the write lock from BEGIN)."""
+        with self._write_engine.begin() as connection:
+            yield connection
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        with self._engine.connect() as connection:
+            yield connection
+
+    def _retrying(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """Run ``function`` (one transaction) again while its internal CAS loses."""
+        for _ in range(limits.metadata_cas_retries_max):
+            try:
+                return function(*args, **kwargs)
+            except _Conflict:
+                self._count("cas_conflicts")
+        raise BadVersion(
+            f"{function.__name__}: lost {limits.metadata_cas_retries_max} compare-and-sets in a row"
+        )
+
+    def _insert(self, table: Table) -> Any:
+        """INSERT with ON CONFLICT support for this engine's dialect."""
+        dialect = postgresql if self._engine.dialect.name == "postgresql" else sqlite
+        return dialect.insert(table)
+
+    def _delete_where(self, table: Table, condition: Any) -> None:
+        with self._writing() as connection:
+            connection.execute(delete(table).where(condition))
+
+
+def _current_revision(engine: Engine) -> str | None:
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def _check_int(what: str, value: object, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidArgument(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_name(what: str, value: object) -> str:
+    if not isinstance(value, str) or not 0 < len(value) <= name_chars_max:
+        raise InvalidArgument(f"{what} must be 1..{name_chars_max} characters, got {value!r}")
+    return value
+
+
+def _check_names(what: str, values: Iterable[str]) -> frozenset[str]:
+    if isinstance(values, str):
+        raise InvalidArgument(f"{what}s must be a collection of strings, got {values!r}")
+    return frozenset(_check_name(what, value) for value in values)
+
+
+def _check_duration(seconds: object) -> float:
+    if (
+        not isinstance(seconds, int | float)
+        or isinstance(seconds, bool)
+        or not math.isfinite(seconds)
+        or seconds <= 0
+    ):
+        raise InvalidArgument(f"a duration must be finite seconds > 0, got {seconds!r}")
+    return float(seconds)
+
+
+def _check_custom(custom: Mapping[str, str]) -> dict[str, str]:
+    if not isinstance(custom, Mapping) or not all(
+        isinstance(key, str) and isinstance(value, str) for key, value in custom.items()
+    ):
+        raise InvalidArgument(f"custom metadata must map strings to strings, got {custom!r}")
+    return dict(custom)
+
+
+def _count_rows(connection: Connection, table: Table, *conditions: Any) -> int:
+    query = select(func.count()).select_from(table).where(*conditions)
+    return int(connection.execute(query).scalar_one())

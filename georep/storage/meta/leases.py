@@ -1,0 +1,69 @@
+"""Named leases in the metadata store: one holder at a time, alive until it expires."""
+
+from __future__ import annotations
+
+from sqlalchemy import case, or_, select
+
+from georep.storage.meta.engine import (
+    _check_duration,
+    _check_name,
+    _leases,
+)
+
+
+class LeaseRepository:
+    """Named leases (the auditor's leadership): acquire, renew, release, read."""
+
+    # --- leases ---------------------------------------------------------------------
+    async def acquire_lease(self, name: str, holder: str, lease_s: float) -> bool:
+        """Take or renew lease ``name`` for ``holder`` until ``clock() + lease_s``.
+
+        True when the lease was free, expired, or already ``holder``'s; False when another
+        holder's lease is running.
+        """
+        _check_name("lease name", name)
+        _check_name("lease holder", holder)
+        _check_duration(lease_s)
+        return await self._call(self._acquire_lease, name, holder, lease_s, self._clock())
+
+    async def release_lease(self, name: str, holder: str) -> None:
+        """Give the lease up if ``holder`` holds it; a no-op otherwise."""
+        _check_name("lease name", name)
+        _check_name("lease holder", holder)
+        await self._call(
+            self._delete_where, _leases, (_leases.c.name == name) & (_leases.c.holder == holder)
+        )
+
+    async def lease_holder(self, name: str) -> str | None:
+        """Who holds lease ``name``; None when it is free or expired."""
+        _check_name("lease name", name)
+        return await self._call(self._lease_holder, name, self._clock())
+
+    # --- leases, in a worker thread -------------------------------------------------
+    def _acquire_lease(self, name: str, holder: str, lease_s: float, now: float) -> bool:
+        """One upsert: insert, or take over when held by ``holder`` or expired."""
+        leases = _leases.c
+        insert = self._insert(_leases).values(
+            name=name, holder=holder, acquired_at=now, expires_at=now + lease_s, version=1
+        )
+        proposed = insert.excluded
+        statement = insert.on_conflict_do_update(
+            index_elements=[leases.name],
+            set_={
+                "holder": proposed.holder,
+                "expires_at": proposed.expires_at,
+                "acquired_at": case(
+                    (leases.holder == proposed.holder, leases.acquired_at),
+                    else_=proposed.acquired_at,
+                ),
+                "version": leases.version + 1,
+            },
+            where=or_(leases.holder == proposed.holder, leases.expires_at <= now),
+        ).returning(leases.holder)
+        with self._writing() as connection:
+            return connection.execute(statement).one_or_none() is not None
+
+    def _lease_holder(self, name: str, now: float) -> str | None:
+        query = select(_leases.c.holder).where(_leases.c.name == name, _leases.c.expires_at > now)
+        with self._reading() as connection:
+            return connection.execute(query).scalar_one_or_none()
