@@ -85,11 +85,6 @@ class Catalog:
             {"op": "partitioned.create", "topic": str(topic), "partitions": partitions}
         )
 
-    async def update_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
-        await self._change(
-            {"op": "partitioned.update", "topic": str(topic), "partitions": partitions}
-        )
-
     async def delete_partitioned_topic(self, topic: TopicName) -> None:
         await self._change({"op": "partitioned.delete", "topic": str(topic)})
 

@@ -36,6 +36,7 @@ from georep.broker.errors import (
     TopicNotFound,
 )
 from georep.broker.namespaces import Namespaces
+from georep.broker.ports import BrokerMetadata, TopicLogFactory
 from georep.broker.topic import PersistentTopic
 from georep.broker.topic_name import TopicName
 from georep.storage.managed_ledger import ManagedLedgerConfig
@@ -57,12 +58,17 @@ class BrokerConfig:
     #: Settings of every topic's managed ledger (ensemble, quorums, rollover, retention);
     #: None: the managed ledger's defaults. A namespace's retention policy overrides its
     #: retention.
-    managed_ledger_config: object = None
+    managed_ledger_config: ManagedLedgerConfig | None = None
 
 
 class BrokerService:
     def __init__(
-        self, config: BrokerConfig, factory, catalog: Catalog, namespaces: Namespaces, store
+        self,
+        config: BrokerConfig,
+        factory: TopicLogFactory,
+        catalog: Catalog,
+        namespaces: Namespaces,
+        store: BrokerMetadata,
     ) -> None:
         self.config = config
         self.factory = factory

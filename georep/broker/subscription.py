@@ -58,6 +58,7 @@ from georep.broker.consumer import Consumer, SubType
 from georep.broker.entry import Entry, is_georep_name
 from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
+from georep.broker.ports import SubscriptionCursor
 from georep.broker.rate_meter import RateMeter
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
@@ -119,7 +120,7 @@ class CursorUpdates:
     messages will then be delivered again after a restart, never lost).
     """
 
-    def __init__(self, cursor, on_flushed) -> None:
+    def __init__(self, cursor: SubscriptionCursor, on_flushed) -> None:
         self._cursor = cursor
         self._on_flushed = on_flushed
         self._mark_delete: Position | None = None
@@ -285,7 +286,9 @@ class CursorUpdates:
 
 
 class Subscription:
-    def __init__(self, topic: PersistentTopic, name: str, cursor, *, durable: bool = True) -> None:
+    def __init__(
+        self, topic: PersistentTopic, name: str, cursor: SubscriptionCursor, *, durable: bool = True
+    ) -> None:
         self.topic = topic
         self.name = name
         self.cursor = cursor

@@ -32,6 +32,7 @@ from georep.broker.deduplication import MessageDeduplication
 from georep.broker.entry import parse_metadata
 from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
 from georep.broker.message_expiry import MessageExpiryMonitor
+from georep.broker.ports import TopicLog
 from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription, asks_replicated, mark_replicated
 from georep.broker.topic_name import TopicName
@@ -57,7 +58,7 @@ class PersistentTopic:
     def __init__(
         self,
         name: TopicName,
-        ledger,
+        ledger: TopicLog,
         *,
         on_dead: Callable[[PersistentTopic], None] = lambda _topic: None,
         rate_window_s: int = limits.stats_rate_window_s_default,

@@ -155,10 +155,6 @@ class LinkConsumer:
     def queued(self) -> int:
         return len(self._queue)
 
-    def peek(self) -> ReceivedEntry | None:
-        """The next entry :meth:`receive` would return, without taking it."""
-        return self._queue[0] if self._queue else None
-
     def receive_nowait(self) -> ReceivedEntry | None:
         if not self._queue:
             if self.failure is not None:

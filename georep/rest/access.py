@@ -25,13 +25,11 @@ refuses to start one that would not, unless the operator passed ``--insecure``.
 from __future__ import annotations
 
 import ipaddress
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from georep.rest import tokens as token_sources
 from georep.rest.errors import Forbidden, UnsupportedMediaType
 from georep.rest.json_io import JSON, media_type
 from georep.rest.tokens import Token
@@ -57,22 +55,6 @@ class Access:
     @property
     def open(self) -> bool:
         return not self.admin_tokens
-
-    @classmethod
-    def for_server(
-        cls,
-        listen_host: str,
-        *,
-        admin_tokens: frozenset[Token],
-        read_only_tokens: frozenset[Token],
-        environ: Mapping[str, str] = os.environ,
-    ) -> Access:
-        configured = token_sources.split(environ.get(ALLOWED_HOSTS_ENV))
-        return cls(
-            admin_tokens,
-            read_only_tokens,
-            allowed_hosts(listen_host, configured, tokens_required=bool(admin_tokens)),
-        )
 
 
 def is_loopback(host: str) -> bool:

@@ -122,10 +122,6 @@ class LedgerIndex:
         invariant(self._reader is not None, "index not open")
         return {row[0] for row in self._reader.execute("SELECT DISTINCT log_id FROM ledger_logs")}
 
-    def entry_count(self) -> int:
-        invariant(self._reader is not None, "index not open")
-        return self._reader.execute("SELECT count(*) FROM entries").fetchone()[0]
-
     # -- writes (storage thread) --
 
     def commit_checkpoint(

@@ -144,10 +144,6 @@ class ReadHandle:
             )
         return [entry for entry, _ in await self.read_raw(first, last)]
 
-    async def read_unconfirmed(self, first: int, last: int) -> list[entry_format.Entry]:
-        """Entries past LAC too: they may yet be lost by recovery."""
-        return [entry for entry, _ in await self.read_raw(first, last)]
-
     async def read_raw(self, first: int, last: int) -> list[tuple[entry_format.Entry, bytes]]:
         if first < 0 or last < first:
             raise InvalidArgument(f"bad entry range {first}..{last}")

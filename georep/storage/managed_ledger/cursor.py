@@ -50,11 +50,12 @@ import asyncio
 import logging
 import types
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from georep import limits
 from georep.position import Position
 from georep.storage.client.ledger_handle import LedgerHandle
+from georep.storage.client.read_handle import ReadHandle
 from georep.storage.errors import (
     BadVersion,
     CorruptEntry,
@@ -78,6 +79,25 @@ if TYPE_CHECKING:
     from georep.storage.managed_ledger.managed_ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
+
+
+class CursorStorage(Protocol):
+    """The port a cursor persists through: its ledgers and its row. ``ManagedLedger``
+    implements it; the cursor reaches nothing else of the managed ledger's storage."""
+
+    name: str
+
+    async def create_cursor_ledger(self, cursor_name: str) -> LedgerHandle: ...
+
+    async def open_cursor_ledger(self, ledger_id: int) -> ReadHandle: ...
+
+    async def delete_cursor_ledgers(self, ledger_ids: list[int]) -> None: ...
+
+    async def create_cursor_row(
+        self, name: str, *, cursor_ledger_id: int, mark_delete: Position
+    ) -> ManagedCursorInfo: ...
+
+    async def update_cursor_row(self, info: ManagedCursorInfo) -> ManagedCursorInfo: ...
 
 
 class ManagedCursor:
@@ -120,15 +140,11 @@ class ManagedCursor:
         state = CursorState(mark_delete)
         ledger, size = await _start_ledger(managed_ledger, name, state)
         try:
-            info = await managed_ledger._store.create_managed_cursor(
-                managed_ledger.name,
-                name,
-                cursor_ledger_id=ledger.ledger_id,
-                mark_delete=tuple(mark_delete),  # type: ignore[arg-type]
-                properties={},
+            info = await managed_ledger.create_cursor_row(
+                name, cursor_ledger_id=ledger.ledger_id, mark_delete=mark_delete
             )
         except (BadVersion, NoSuchManagedLedger) as error:
-            await managed_ledger._delete_ledgers([ledger.ledger_id])
+            await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
             raise ManagedLedgerFenced(
                 f"cursor {name!r} of {managed_ledger.name}: created by another owner ({error})"
             ) from None
@@ -145,7 +161,7 @@ class ManagedCursor:
         previous_ledger_id = info.cursor_ledger_id
         ledger, size = await _start_ledger(managed_ledger, info.name, state)
         try:
-            info = await managed_ledger._store.update_managed_cursor(
+            info = await managed_ledger.update_cursor_row(
                 info.replace(
                     cursor_ledger_id=ledger.ledger_id,
                     mark_delete=tuple(state.mark_delete),
@@ -153,12 +169,12 @@ class ManagedCursor:
                 )
             )
         except (BadVersion, NoSuchCursor) as error:
-            await managed_ledger._delete_ledgers([ledger.ledger_id])
+            await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
             raise ManagedLedgerFenced(
                 f"cursor {info.name!r} of {managed_ledger.name}: opened by another owner ({error})"
             ) from None
         if previous_ledger_id is not None:
-            await managed_ledger._delete_ledgers([previous_ledger_id])
+            await managed_ledger.delete_cursor_ledgers([previous_ledger_id])
         return cls(managed_ledger, info, state, ledger, size)
 
     # --- acknowledgement state ------------------------------------------------------
@@ -452,7 +468,7 @@ class ManagedCursor:
         """Start a new ledger holding ``state``, point the row at it, drop the old one."""
         ledger, size = await _start_ledger(self._ml, self.name, state)
         try:
-            info = await self._ml._store.update_managed_cursor(
+            info = await self._ml.update_cursor_row(
                 self._info.replace(
                     cursor_ledger_id=ledger.ledger_id,
                     mark_delete=tuple(state.mark_delete),
@@ -460,11 +476,11 @@ class ManagedCursor:
                 )
             )
         except (BadVersion, NoSuchCursor) as error:
-            await self._ml._delete_ledgers([ledger.ledger_id])
+            await self._ml.delete_cursor_ledgers([ledger.ledger_id])
             self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: its row changed: {error}"))
             raise self._error from None  # type: ignore[misc]
         except StorageError:
-            await self._ml._delete_ledgers([ledger.ledger_id])
+            await self._ml.delete_cursor_ledgers([ledger.ledger_id])
             raise
         old, self._ledger = self._ledger, ledger
         self._info = info
@@ -473,7 +489,7 @@ class ManagedCursor:
         self._stats["ledger_switches"] += 1
         if old is not None:
             await _close_quietly(old)
-            await self._ml._delete_ledgers([old.ledger_id])
+            await self._ml.delete_cursor_ledgers([old.ledger_id])
 
     # --- state, closing -------------------------------------------------------------
     def _check_open(self) -> None:
@@ -539,27 +555,27 @@ class ManagedCursor:
 
 # --- helpers ---------------------------------------------------------------------------
 async def _start_ledger(
-    managed_ledger: ManagedLedger, name: str, state: CursorState
+    managed_ledger: CursorStorage, name: str, state: CursorState
 ) -> tuple[LedgerHandle, int]:
     """A new cursor ledger whose first entry is ``state``; with its size in bytes."""
     data = cursor_state.encode(state)
-    ledger = await managed_ledger._create_ledger_for_cursor(name)
+    ledger = await managed_ledger.create_cursor_ledger(name)
     try:
         await ledger.add(data)
     except BaseException:
-        await managed_ledger._delete_ledgers([ledger.ledger_id])
+        await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
         raise
     return ledger, len(data)
 
 
-async def _last_state(managed_ledger: ManagedLedger, info: ManagedCursorInfo) -> CursorState:
+async def _last_state(managed_ledger: CursorStorage, info: ManagedCursorInfo) -> CursorState:
     """The last state persisted in the cursor's ledger, which is fenced and closed first;
     the row's state when there is no ledger or it holds nothing."""
     fallback = CursorState(Position(*info.mark_delete), (), dict(info.properties))
     if info.cursor_ledger_id is None:
         return fallback
     try:
-        handle = await managed_ledger._bk.open_ledger(info.cursor_ledger_id, recovery=True)
+        handle = await managed_ledger.open_cursor_ledger(info.cursor_ledger_id)
     except NoSuchLedger:
         log.error(
             "cursor %r of %s: its ledger %d is gone; restoring the row's older state "

@@ -77,7 +77,7 @@ from georep.storage.errors import (
 )
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor import ManagedCursor
-from georep.storage.meta.managed_ledgers import LedgerInfo, ManagedLedgerInfo
+from georep.storage.meta.managed_ledgers import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo
 from georep.storage.meta.store import MetadataStore
 
 if TYPE_CHECKING:
@@ -745,12 +745,37 @@ class ManagedLedger:
         if ledger_id is not None:
             await _delete_quietly(self._bk, [ledger_id])
 
-    async def _create_ledger_for_cursor(self, cursor_name: str) -> LedgerHandle:
+    # --- the port a cursor persists through (cursor.CursorStorage) --------------------
+    async def create_cursor_ledger(self, cursor_name: str) -> LedgerHandle:
+        """A new ledger for ``cursor_name``'s states, tagged as the cursor's."""
         custom = {ROLE_KEY: "cursor", NAME_KEY: self.name, CURSOR_KEY: cursor_name}
         return await _create_ledger(self._bk, self.config, custom)
 
-    async def _delete_ledgers(self, ledger_ids: list[int]) -> None:
+    async def open_cursor_ledger(self, ledger_id: int) -> ReadHandle:
+        """A cursor's previous ledger, fenced and recovered (NoSuchLedger if gone)."""
+        return await self._bk.open_ledger(ledger_id, recovery=True)
+
+    async def delete_cursor_ledgers(self, ledger_ids: list[int]) -> None:
+        """Delete a cursor's ledgers that nothing points at any more (quietly: one that
+        stays is garbage the auditor may report, not lost data)."""
         await _delete_quietly(self._bk, ledger_ids)
+
+    async def create_cursor_row(
+        self, name: str, *, cursor_ledger_id: int, mark_delete: Position
+    ) -> ManagedCursorInfo:
+        """The cursor's row in the metadata store (BadVersion, NoSuchManagedLedger when
+        another owner got there first)."""
+        return await self._store.create_managed_cursor(
+            self.name,
+            name,
+            cursor_ledger_id=cursor_ledger_id,
+            mark_delete=tuple(mark_delete),  # type: ignore[arg-type]
+            properties={},
+        )
+
+    async def update_cursor_row(self, info: ManagedCursorInfo) -> ManagedCursorInfo:
+        """CAS the cursor's row to ``info`` (BadVersion, NoSuchCursor when it changed)."""
+        return await self._store.update_managed_cursor(info)
 
     # --- trimming -------------------------------------------------------------------
     async def trim(self) -> list[int]:

@@ -1,0 +1,124 @@
+"""The broker's seams to storage, as narrow Protocols: exactly what the broker asks of a
+topic's log, of a subscription's cursor, of the factory that opens logs, and of the
+metadata store. ``storage/managed_ledger`` implements the first three
+(``ManagedLedger``, ``ManagedCursor``, ``ManagedLedgerFactory``), ``storage/meta`` the
+last; a test may hand the broker anything that has these members, and a change to
+storage that breaks one shows here first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from georep.position import Position
+from georep.storage.managed_ledger.config import ManagedLedgerConfig
+from georep.storage.managed_ledger.range_set import RangeSet
+from georep.storage.meta.managed_ledgers import ManagedLedgerInfo
+
+
+class SubscriptionCursor(Protocol):
+    """A subscription's durable acknowledgement state (``Subscription(cursor)``)."""
+
+    name: str
+    read_position: Position
+
+    @property
+    def mark_delete_position(self) -> Position: ...
+
+    @property
+    def individually_deleted(self) -> RangeSet: ...
+
+    @property
+    def batches(self) -> list[tuple[Position, int]]: ...
+
+    @property
+    def backlog(self) -> int: ...
+
+    @property
+    def properties(self) -> Mapping[str, str]: ...
+
+    def is_acknowledged(self, position: Position) -> bool: ...
+
+    def rewind(self) -> None: ...
+
+    async def read_entries(self, count_max: int) -> list[tuple[Position, bytes]]: ...
+
+    async def mark_delete(
+        self, position: Position, *, properties: Mapping[str, str] | None = None
+    ) -> None: ...
+
+    async def delete(self, positions: Iterable[Position]) -> None: ...
+
+    async def delete_ranges(self, ranges: Iterable[tuple[Position, Position]]) -> None: ...
+
+    async def delete_batch_members(self, acks: Mapping[Position, int]) -> None: ...
+
+    async def reset(self, position: Position) -> None: ...
+
+    async def set_properties(self, properties: Mapping[str, str]) -> None: ...
+
+
+class TopicLog(Protocol):
+    """A topic's log (``PersistentTopic(ledger)``): appends, reads, positions, cursors."""
+
+    name: str
+    config: ManagedLedgerConfig
+    cursors: Mapping[str, Any]
+
+    @property
+    def first_position(self) -> Position | None: ...
+
+    @property
+    def last_confirmed(self) -> Position | None: ...
+
+    @property
+    def tail_position(self) -> Position: ...
+
+    async def append_async(self, data: bytes) -> asyncio.Future[Position]: ...
+
+    async def read(self, start: Position, count_max: int) -> list[tuple[Position, bytes]]: ...
+
+    async def read_entry(self, position: Position) -> bytes: ...
+
+    def is_entry(self, position: Position) -> bool: ...
+
+    def next_position(self, position: Position) -> Position: ...
+
+    def position_at_or_after(self, position: Position) -> Position: ...
+
+    def entry_at_or_before(self, position: Position) -> Position | None: ...
+
+    def entries_in(self, low: Position, high: Position) -> int: ...
+
+    def entries_between(self, after: Position, before: Position) -> int: ...
+
+    async def open_cursor(self, name: str, *, start: Any = "latest") -> SubscriptionCursor: ...
+
+    async def delete_cursor(self, name: str) -> None: ...
+
+    async def trim(self) -> list[int]: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    async def close(self) -> None: ...
+
+
+class TopicLogFactory(Protocol):
+    """Opens and deletes topics' logs by managed-ledger name (``BrokerService(factory)``)."""
+
+    async def open(self, name: str, config: ManagedLedgerConfig | None = None) -> TopicLog: ...
+
+    async def delete(self, name: str) -> None: ...
+
+    async def list_names(self) -> list[str]: ...
+
+    async def close(self) -> None: ...
+
+
+class BrokerMetadata(Protocol):
+    """What the broker asks of the metadata store itself (``BrokerService(store)``): a
+    topic's row, for its internal stats."""
+
+    async def get_managed_ledger(self, name: str) -> ManagedLedgerInfo: ...
