@@ -169,7 +169,7 @@ dedup_snapshot_entries_interval = 1_000
 topic_scan_read_entries_max = 500
 #: Key_Shared hash space: a key's hash is taken modulo this (Pulsar's ``DEFAULT_RANGE_SIZE``).
 key_shared_hash_range_size = 2**16
-#: Records the broker catalog (partitioned topics) may hold.
+#: Partitioned topics the broker catalog (broker/catalog.py) may hold.
 catalog_records_max = 100_000
 #: Seconds the broker trusts that a namespace it saw in the metadata store still exists.
 namespace_cache_s_default = 5.0

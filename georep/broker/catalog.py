@@ -1,24 +1,17 @@
 """The broker catalog: which topics are partitioned, and into how many partitions.
 
-(Tenants and namespaces are the metadata store's, kept by the admin REST: see
-``namespaces.py``.)
+Kept in the metadata store beside tenants and namespaces (``storage/meta/catalog.py``,
+table ``partitioned_topics``), so that all of a cluster's metadata lives in one place and
+one transaction model. The broker holds a copy in memory, read at open and changed only
+through this class: a change is in the store before it is visible, so a change the
+caller saw succeed survives a crash. ``limits.catalog_records_max`` bounds it.
 
-Persisted as a log: each change is one JSON record appended to the broker's own managed
-ledger ``__georep/catalog`` (not a topic: its name has no ``persistent`` part), and the
-catalog is rebuilt on open by reading the log from the start. A cursor ``pulsar.catalog``
-that never moves keeps every record from being trimmed. Changes are rare (an operator
-creating a topic), so the log stays small; ``limits.catalog_records_max`` bounds it.
-
-Records (``"v": 1`` in each)::
-
-    {"op": "partitioned.create", "topic": "persistent://public/default/t", "partitions": 4}
-    {"op": "partitioned.update", "topic": "persistent://public/default/t", "partitions": 8}
-    {"op": "partitioned.delete", "topic": "persistent://public/default/t"}
-
-A record that does not parse or does not apply (an update of a topic never created) is
-a sign of corruption or of a newer writer: opening fails loudly rather than serve a
-catalog that lost entries. The append of a record completes before the change is
-visible, so a change the caller saw succeed survives a crash.
+Older clusters kept the catalog as a log of JSON records in the broker's own managed
+ledger ``__georep/catalog``. At open, if that log exists, its records are replayed,
+each partitioned topic is written to the store (one already there is kept), and the
+log is deleted; a crash in between replays it again at the next open, harmlessly.
+A record of that log that does not parse or apply fails the open loudly rather than
+serve a catalog that lost entries.
 """
 
 from __future__ import annotations
@@ -29,48 +22,45 @@ import logging
 
 from georep import limits
 from georep.broker.errors import BrokerError, NotAllowed, TopicExists, TopicNotFound
+from georep.broker.ports import BrokerMetadata, TopicLogFactory
 from georep.broker.topic_name import TopicName
-from georep.invariant import InvariantViolation
+from georep.storage.managed_ledger.config import ManagedLedgerConfig
+from georep.storage.meta.catalog import CatalogOutcome
 
 log = logging.getLogger(__name__)
 
-LEDGER_NAME = "__georep/catalog"
-CURSOR_NAME = "pulsar.catalog"
-_VERSION = 1
+#: The managed ledger older clusters kept the catalog in, and its cursor.
+LEGACY_LEDGER_NAME = "__georep/catalog"
+LEGACY_CURSOR_NAME = "pulsar.catalog"
+_LEGACY_VERSION = 1
 
 
 class CatalogCorrupt(BrokerError):
-    """The catalog log holds a record that cannot be applied."""
+    """The legacy catalog log holds a record that cannot be applied."""
 
 
 class Catalog:
-    def __init__(self, ledger) -> None:
-        self._ledger = ledger
+    def __init__(self, store: BrokerMetadata, partitioned: dict[str, int]) -> None:
+        self._store = store
         #: partitioned topic (full name) -> number of partitions
-        self.partitioned: dict[str, int] = {}
-        self._records = 0
+        self.partitioned = partitioned
         self._lock = asyncio.Lock()
 
     @classmethod
-    async def open(cls, factory, config=None) -> Catalog:
-        ledger = await factory.open(LEDGER_NAME, config)
-        catalog = cls(ledger)
-        cursor = await ledger.open_cursor(CURSOR_NAME, start="earliest")
-        while True:
-            batch = await cursor.read_entries(limits.topic_scan_read_entries_max)
-            if not batch:
-                break
-            for position, data in batch:
-                catalog._apply_stored(position, data)
-        log.info(
-            "catalog: %d partitioned topics from %d records",
-            len(catalog.partitioned),
-            catalog._records,
-        )
+    async def open(
+        cls,
+        store: BrokerMetadata,
+        factory: TopicLogFactory,
+        config: ManagedLedgerConfig | None = None,
+    ) -> Catalog:
+        if LEGACY_LEDGER_NAME in await factory.list_names():
+            await _import_legacy_log(store, factory, config)
+        catalog = cls(store, await store.list_partitioned_topics())
+        log.info("catalog: %d partitioned topics", len(catalog.partitioned))
         return catalog
 
     async def close(self) -> None:
-        await self._ledger.close()
+        """Nothing to release: the store belongs to the cluster."""
 
     # -- queries --
 
@@ -81,67 +71,82 @@ class Catalog:
     # -- changes --
 
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
-        await self._change(
-            {"op": "partitioned.create", "topic": str(topic), "partitions": partitions}
-        )
+        _check_partitions(topic, partitions)
+        async with self._lock:
+            outcome = await self._store.create_partitioned_topic(str(topic), partitions)
+            if outcome is CatalogOutcome.EXISTS:
+                raise TopicExists(f"partitioned topic {topic} exists")
+            if outcome is CatalogOutcome.FULL:
+                raise NotAllowed(
+                    f"the catalog holds {limits.catalog_records_max} partitioned topics,"
+                    " the maximum"
+                )
+            self.partitioned[str(topic)] = partitions
 
     async def delete_partitioned_topic(self, topic: TopicName) -> None:
-        await self._change({"op": "partitioned.delete", "topic": str(topic)})
-
-    async def _change(self, record: dict) -> None:
         async with self._lock:
-            self._validate(record)  # raises before anything is written
-            if self._records >= limits.catalog_records_max:
-                raise NotAllowed(f"the catalog holds {self._records} records, the maximum")
-            stored = json.dumps({"v": _VERSION, **record}, sort_keys=True).encode()
-            await self._ledger.append(stored)
-            self._apply(record)
-            self._records += 1
+            outcome = await self._store.delete_partitioned_topic(str(topic))
+            self.partitioned.pop(str(topic), None)
+            if outcome is CatalogOutcome.MISSING:
+                raise TopicNotFound(f"partitioned topic {topic} does not exist")
 
-    # -- applying records --
 
-    def _apply_stored(self, position, data: bytes) -> None:
-        try:
-            record = json.loads(data)
-            if not isinstance(record, dict) or record.get("v") != _VERSION:
-                raise ValueError(f"unknown record version in {record!r}")
-            self._validate(record)
-        except (ValueError, KeyError, TypeError, BrokerError) as error:
-            raise CatalogCorrupt(f"catalog record at {position}: {error}") from error
-        self._apply(record)
-        self._records += 1
+def _check_partitions(topic: TopicName, partitions: object) -> int:
+    if (
+        not isinstance(partitions, int)
+        or isinstance(partitions, bool)
+        or not 0 < partitions <= limits.partitions_count_max
+    ):
+        raise NotAllowed(f"partitions must be 1..{limits.partitions_count_max}, got {partitions!r}")
+    if topic.is_partition:
+        raise NotAllowed(f"{topic} names a partition, not a partitioned topic")
+    return partitions
 
-    def _validate(self, record: dict) -> None:
-        """Raise a BrokerError unless ``record`` applies to the catalog as it is now."""
-        op = record.get("op")
-        if op in ("partitioned.create", "partitioned.update"):
-            topic = TopicName.parse(record["topic"])
-            partitions = record["partitions"]
-            if not isinstance(partitions, int) or not 0 < partitions <= limits.partitions_count_max:
-                raise NotAllowed(
-                    f"partitions must be 1..{limits.partitions_count_max}, got {partitions!r}"
-                )
-            if topic.is_partition:
-                raise NotAllowed(f"{topic} names a partition, not a partitioned topic")
-            current = self.partitioned.get(str(topic))
-            if op == "partitioned.create" and current is not None:
-                raise TopicExists(f"partitioned topic {topic} exists")
-            if op == "partitioned.update":
-                if current is None:
-                    raise TopicNotFound(f"partitioned topic {topic} does not exist")
-                if partitions < current:
-                    raise NotAllowed("the number of partitions can only grow")
-        elif op == "partitioned.delete":
-            if record["topic"] not in self.partitioned:
-                raise TopicNotFound(f"partitioned topic {record['topic']} does not exist")
-        else:
-            raise NotAllowed(f"unknown catalog operation {op!r}")
 
-    def _apply(self, record: dict) -> None:
-        op = record["op"]
-        if op in ("partitioned.create", "partitioned.update"):
-            self.partitioned[record["topic"]] = record["partitions"]
-        elif op == "partitioned.delete":
-            del self.partitioned[record["topic"]]
-        else:
-            raise InvariantViolation(f"validated catalog record with unknown op {op!r}")
+async def _import_legacy_log(
+    store: BrokerMetadata, factory: TopicLogFactory, config: ManagedLedgerConfig | None
+) -> None:
+    """Replay the legacy log, write what it holds to the store, delete the log."""
+    ledger = await factory.open(LEGACY_LEDGER_NAME, config)
+    partitioned: dict[str, int] = {}
+    try:
+        cursor = await ledger.open_cursor(LEGACY_CURSOR_NAME, start="earliest")
+        while True:
+            batch = await cursor.read_entries(limits.topic_scan_read_entries_max)
+            if not batch:
+                break
+            for position, data in batch:
+                try:
+                    _replay(partitioned, json.loads(data))
+                except (ValueError, KeyError, TypeError, BrokerError) as error:
+                    raise CatalogCorrupt(f"catalog record at {position}: {error}") from error
+    finally:
+        await ledger.close()
+    for name, partitions in sorted(partitioned.items()):
+        outcome = await store.create_partitioned_topic(name, partitions)
+        if outcome is CatalogOutcome.FULL:
+            raise CatalogCorrupt(f"the legacy catalog holds more than {limits.catalog_records_max}")
+    await factory.delete(LEGACY_LEDGER_NAME)
+    log.info("catalog: %d partitioned topics imported from the legacy log", len(partitioned))
+
+
+def _replay(partitioned: dict[str, int], record: object) -> None:
+    """Apply one legacy record (``{"v": 1, "op": ..., "topic": ..., "partitions": ...}``)."""
+    if not isinstance(record, dict) or record.get("v") != _LEGACY_VERSION:
+        raise ValueError(f"unknown record version in {record!r}")
+    op = record.get("op")
+    topic = TopicName.parse(record["topic"])
+    name = str(topic)
+    if op in ("partitioned.create", "partitioned.update"):
+        partitions = _check_partitions(topic, record["partitions"])
+        current = partitioned.get(name)
+        if op == "partitioned.create" and current is not None:
+            raise TopicExists(f"partitioned topic {topic} exists")
+        if op == "partitioned.update" and (current is None or partitions < current):
+            raise NotAllowed(f"update of {topic} to {partitions} partitions from {current}")
+        partitioned[name] = partitions
+    elif op == "partitioned.delete":
+        if partitioned.pop(name, None) is None:
+            raise TopicNotFound(f"partitioned topic {topic} does not exist")
+    else:
+        raise NotAllowed(f"unknown catalog operation {op!r}")

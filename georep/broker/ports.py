@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from georep.position import Position
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.range_set import RangeSet
+from georep.storage.meta.catalog import CatalogOutcome
 from georep.storage.meta.managed_ledgers import ManagedLedgerInfo
 
 
@@ -119,6 +120,12 @@ class TopicLogFactory(Protocol):
 
 class BrokerMetadata(Protocol):
     """What the broker asks of the metadata store itself (``BrokerService(store)``): a
-    topic's row, for its internal stats."""
+    topic's row, for its internal stats, and the partitioned topics (``catalog.py``)."""
 
     async def get_managed_ledger(self, name: str) -> ManagedLedgerInfo: ...
+
+    async def list_partitioned_topics(self) -> dict[str, int]: ...
+
+    async def create_partitioned_topic(self, name: str, partitions: int) -> CatalogOutcome: ...
+
+    async def delete_partitioned_topic(self, name: str) -> CatalogOutcome: ...

@@ -89,7 +89,7 @@ class BrokerService:
         """``store`` is the metadata store holding tenants and namespaces."""
         namespaces = Namespaces(store)
         await namespaces.ensure_defaults(config.cluster_name)
-        catalog = await Catalog.open(factory, config.managed_ledger_config)
+        catalog = await Catalog.open(store, factory, config.managed_ledger_config)
         return cls(config, factory, catalog, namespaces, store)
 
     # -- names --

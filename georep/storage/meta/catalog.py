@@ -1,5 +1,5 @@
-"""Tenants and namespaces in the metadata store, for the cluster's admin REST and the
-broker (``broker/namespaces.py``)."""
+"""The cluster's catalog in the metadata store: tenants and namespaces (the admin REST,
+``broker/namespaces.py``) and partitioned topics (``broker/catalog.py``)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from georep.storage.meta.engine import (
 )
 from georep.storage.meta.models import (
     NamespaceRow,
+    PartitionedTopicRow,
     TenantRow,
 )
 
@@ -41,7 +42,8 @@ class CatalogOutcome(enum.Enum):
     MISSING = "missing"
     #: delete_tenant: the tenant still has namespaces.
     NOT_EMPTY = "not empty"
-    #: create: ``limits.tenants_count_max`` / ``namespaces_count_max`` reached.
+    #: create: ``limits.tenants_count_max`` / ``namespaces_count_max`` /
+    #: ``catalog_records_max`` (partitioned topics) reached.
     FULL = "full"
 
 
@@ -69,6 +71,7 @@ class NamespaceRecord:
 
 _tenants: Table = TenantRow.__table__  # type: ignore[assignment]
 _namespaces: Table = NamespaceRow.__table__  # type: ignore[assignment]
+_partitioned: Table = PartitionedTopicRow.__table__  # type: ignore[assignment]
 
 
 def _select_tenant(connection: Connection, name: str) -> Row[Any] | None:
@@ -343,3 +346,49 @@ class CatalogRepository:
                 delete(_namespaces).where(namespaces.tenant == tenant, namespaces.name == name)
             )
         return CatalogOutcome.DONE if result.rowcount == 1 else CatalogOutcome.MISSING
+
+    # --- partitioned topics -------------------------------------------------------------
+    async def create_partitioned_topic(self, name: str, partitions: int) -> CatalogOutcome:
+        """DONE, EXISTS, or FULL past ``limits.catalog_records_max``; ``name`` is the full
+        topic name, checked by the broker."""
+        _check_name("partitioned topic", name)
+        _check_int("partitions", partitions, 1)
+        return await self._call(
+            self._retrying, self._create_partitioned_topic, name, partitions, self._clock()
+        )
+
+    async def delete_partitioned_topic(self, name: str) -> CatalogOutcome:
+        """DONE or MISSING."""
+        return await self._call(self._delete_partitioned_topic, _check_name("topic", name))
+
+    async def list_partitioned_topics(self) -> dict[str, int]:
+        """Every partitioned topic -> its number of partitions."""
+        return await self._call(self._list_partitioned_topics)
+
+    def _create_partitioned_topic(self, name: str, partitions: int, now: float) -> CatalogOutcome:
+        with self._writing() as connection:
+            query = select(_partitioned.c.name).where(_partitioned.c.name == name)
+            if connection.execute(query).first() is not None:
+                return CatalogOutcome.EXISTS
+            if _count_rows(connection, _partitioned) >= limits.catalog_records_max:
+                return CatalogOutcome.FULL
+            try:
+                connection.execute(
+                    _partitioned.insert().values(
+                        name=name, partitions=partitions, created_at=now, version=1
+                    )
+                )
+            except IntegrityError as error:
+                # PostgreSQL: created by a concurrent transaction; the retry says EXISTS.
+                raise _Conflict from error
+        return CatalogOutcome.DONE
+
+    def _delete_partitioned_topic(self, name: str) -> CatalogOutcome:
+        with self._writing() as connection:
+            deleted = connection.execute(delete(_partitioned).where(_partitioned.c.name == name))
+            return CatalogOutcome.DONE if deleted.rowcount else CatalogOutcome.MISSING
+
+    def _list_partitioned_topics(self) -> dict[str, int]:
+        with self._reading() as connection:
+            rows = connection.execute(select(_partitioned.c.name, _partitioned.c.partitions))
+            return {row.name: row.partitions for row in rows}

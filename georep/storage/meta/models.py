@@ -237,6 +237,23 @@ class NamespaceRow(Base):
     version: Mapped[int] = mapped_column(Integer)
 
 
+class PartitionedTopicRow(Base):
+    """A partitioned topic of the embedded cluster and its number of partitions (each
+    partition is a topic of its own, ``<name>-partition-<i>``). Kept by the broker
+    (``broker/catalog.py``)."""
+
+    __tablename__ = "partitioned_topics"
+    __table_args__ = (
+        CheckConstraint("partitions >= 1", name="partitions"),
+        CheckConstraint("version >= 1", name="version"),
+    )
+
+    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    partitions: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)
+
+
 #: A service or admin URL of a remote cluster.
 url_chars_max = 1024
 
