@@ -12,7 +12,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from georep import limits
+from georep import console, limits
 from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.storage.bookie.bookie import Bookie, BookieConfig
 
@@ -111,9 +111,13 @@ async def serve(config: BookieConfig, *, autorecovery: bool = False) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    if args.autorecovery and not args.metadata:
-        raise SystemExit("georep bookie: --autorecovery needs --metadata URL")
+    try:
+        config = config_from_args(args)
+        if args.autorecovery and not args.metadata:
+            raise console.ConfigError("--autorecovery needs --metadata URL")
+        console.check_bind("--port", config.host, config.port)
+    except ValueError as error:  # ConfigError, BindError, a bad BookieConfig
+        return console.config_error("bookie", error)
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency
