@@ -46,7 +46,7 @@ def request_json(
     data = None
     if body is not None:
         data = json.dumps(body).encode()
-    if method == "POST":  # a POST says JSON even without a body (rest/access.py)
+    if body is not None or method == "POST":  # a POST says JSON even bodiless (rest/access.py)
         headers["Content-Type"] = "application/json"
     token = client_token_of(token_env)
     if token:

@@ -86,9 +86,15 @@ class Up:
         raise AssertionError(f"no line matching {pattern!r}; saw:\n" + "\n".join(self.seen))
 
     def kill(self) -> None:
+        """Stop up and everything it runs: SIGTERM (up stops its children), SIGKILL only
+        if that hangs."""
         if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(30)
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(90)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
 
 
 def alive(pid: int) -> bool:
