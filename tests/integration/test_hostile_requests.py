@@ -78,31 +78,38 @@ def world(tmp_path_factory):
     tokens = {"GEOREP_ADMIN_TOKENS": ADMIN_TOKEN}
     cluster = ClusterProcess(root / "a", name="A", env=tokens)
     remote = ClusterProcess(root / "b", name="B", env=tokens)
-    cluster.start()
     gateway = GatewayProcess(root / "gw", local=cluster, remotes=[remote], token=GATEWAY_TOKEN)
     gateway.env = tokens  # the gateway sends the first admin token to its clusters
-    gateway.start()
-    servers = {
-        "cluster": Server(admin_url(cluster), ADMIN_TOKEN, cluster.log_path),
-        "gateway": Server(gateway.url, GATEWAY_TOKEN, gateway.log_path),
-    }
-    servers["cluster"].broker_url = cluster.url
-    servers["gateway"].send(
-        "PUT",
-        f"/admin/georep/v1/namespaces/{NAMESPACE}/replication",
-        headers={"Content-Type": "application/json"},
-        body=b'{"clusters": ["B"]}',
-    )
-    client = pulsar.Client(cluster.url)
     try:
-        client.subscribe(f"persistent://{NAMESPACE}/orders", "s").close()
+        cluster.start()
+        gateway.start()
+        servers = {
+            "cluster": Server(admin_url(cluster), ADMIN_TOKEN, cluster.log_path),
+            "gateway": Server(gateway.url, GATEWAY_TOKEN, gateway.log_path),
+        }
+        servers["cluster"].broker_url = cluster.url
+        servers["gateway"].send(
+            "PUT",
+            f"/admin/georep/v1/namespaces/{NAMESPACE}/replication",
+            headers={"Content-Type": "application/json"},
+            body=b'{"clusters": ["B"]}',
+        )
+        client = pulsar.Client(cluster.url)
+        try:
+            client.subscribe(f"persistent://{NAMESPACE}/orders", "s").close()
+        finally:
+            client.close()
+        before = state(servers)
+    except BaseException:  # a failed setup leaves no process behind
+        gateway.kill()
+        cluster.kill()
+        raise
+    try:
+        yield servers
+        after = state(servers)
     finally:
-        client.close()
-    before = state(servers)
-    yield servers
-    after = state(servers)
-    gateway.kill()
-    cluster.kill()
+        gateway.kill()
+        cluster.kill()
     assert after == before, "a hostile request changed something"
     for server in servers.values():
         for line in server.log_path.read_text(errors="replace").splitlines():
