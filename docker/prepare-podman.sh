@@ -5,7 +5,8 @@
 #   eval "$(bash docker/prepare-podman.sh | tail -3)"
 #
 # Idempotent; each step is skipped when already done:
-# 1. podman, runc, debootstrap and podman-compose from Debian's packages;
+# 1. podman, runc, debootstrap and podman-compose from Debian's packages, and the DNS
+#    plugin of podman's container networks (containers reach each other by name);
 # 2. podman's system containers.conf: runtime runc (crun fails on hybrid cgroups here) and
 #    explicit default ulimits (podman's defaults are refused here);
 # 3. the base image localhost/georep-base:bookworm, a minimal Debian bookworm made by
@@ -35,6 +36,24 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get update -qq >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >&2
+fi
+
+# Containers find each other by name on a podman network only through a DNS plugin,
+# which Debian's packages recommend but do not require: CNI's dnsname (podman 4.3 on
+# bookworm uses CNI) or aardvark-dns with netavark. Without it a gateway container cannot
+# resolve its cluster's name. Networks made before it was installed stay without DNS.
+backend=$(podman info --format '{{.Host.NetworkBackend}}' 2>/dev/null || echo cni)
+dns=()
+if [ "$backend" = cni ] && [ ! -x /usr/lib/cni/dnsname ]; then
+    dns+=(golang-github-containernetworking-plugin-dnsname)
+elif [ "$backend" = netavark ] && [ ! -x /usr/lib/podman/aardvark-dns ]; then
+    dns+=(aardvark-dns)
+fi
+if [ "${#dns[@]}" -gt 0 ]; then
+    log "installing the container network's DNS from Debian's packages: ${dns[*]}"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${dns[@]}" >&2
 fi
 
 conf=/etc/containers/containers.conf
