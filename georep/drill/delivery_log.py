@@ -24,18 +24,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from georep.pulsar.cursor_text import parse_position
+
 BEFORE = "before"
 AFTER = "after"
-
-
-def parse_position(text: str) -> tuple[int, int]:
-    """``"L:E"`` -> ``(L, E)``.
-
-    >>> parse_position("3:42")
-    (3, 42)
-    """
-    ledger, _, entry = text.partition(":")
-    return int(ledger), int(entry)
 
 
 @dataclass(slots=True)

@@ -32,15 +32,15 @@ have been synced; ``duplicates.ack_not_on_A_cursor`` counts those.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from georep import limits
-from georep.drill.delivery_log import AFTER, BEFORE, Delivery, parse_position
+from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.position import Position
+from georep.pulsar.cursor_text import acknowledged, parse_position, parse_ranges
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,18 +132,6 @@ def classify(
 
 
 # --- A's cursor -----------------------------------------------------------------------
-_RANGE = re.compile(r"\((\d+):(-?\d+)\.\.(\d+):(-?\d+)\]")
-
-
-def parse_ranges(text: str) -> list[tuple[Position, Position]]:
-    """Pulsar's ``individuallyDeletedMessages``: ranges open below, closed above.
-
-    >>> parse_ranges("[(3:5..3:7], (3:9..3:10]]")
-    [((3, 5), (3, 7)), ((3, 9), (3, 10))]
-    """
-    return [((int(a), int(b)), (int(c), int(d))) for a, b, c, d in _RANGE.findall(text or "")]
-
-
 @dataclass(frozen=True)
 class CursorState:
     """A subscription's acknowledged positions: everything at or below the mark-delete
@@ -156,7 +144,7 @@ class CursorState:
     def from_internal_stats(cls, cursor: Mapping[str, Any]) -> CursorState:
         return cls(
             parse_position(str(cursor["markDeletePosition"])),
-            parse_ranges(str(cursor.get("individuallyDeletedMessages", ""))),
+            parse_ranges(str(cursor.get("individuallyDeletedMessages") or "[]")),
         )
 
     def covers(self, position: Position) -> bool:
@@ -165,9 +153,7 @@ class CursorState:
         >>> CursorState((3, 4), [((3, 5), (3, 7))]).covers((3, 6))
         True
         """
-        if position <= self.mark_delete:
-            return True
-        return any(lower < position <= upper for lower, upper in self.ranges)
+        return acknowledged(Position(*position), self.mark_delete, self.ranges)
 
 
 # --- the report -------------------------------------------------------------------------

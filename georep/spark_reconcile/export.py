@@ -77,6 +77,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from georep import limits
+from georep.pulsar.cursor_text import parse_position, parse_ranges
 from georep.rest.tokens import ADMIN_TOKENS_ENV, TokenError, client_token
 from georep.spark_reconcile import schema
 from georep.spark_reconcile.errors import ExportError
@@ -255,7 +256,7 @@ def origin_of(
     origin_position = properties.get(ORIGIN_POSITION_PROPERTY)
     if origin_cluster and origin_position:
         try:
-            origin_ledger, origin_entry = schema.parse_position(origin_position)
+            origin_ledger, origin_entry = parse_position(origin_position)
         except ValueError:
             return Origin(origin_cluster, None, None)
         return Origin(origin_cluster, origin_ledger, origin_entry)
@@ -497,8 +498,8 @@ def _capture_subscriptions(
         raise ExportError(f"internalStats of {name}: cursors is not an object")
     for subscription, cursor in sorted(cursors.items()):
         try:
-            mark_delete = schema.parse_position(cursor["markDeletePosition"])
-            ranges = schema.parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
+            mark_delete = parse_position(cursor["markDeletePosition"])
+            ranges = parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
             batch_acks, truncated = batch_acks_of(batches.get(subscription), mark_delete, ranges)
         except (KeyError, TypeError, ValueError) as error:
             raise ExportError(

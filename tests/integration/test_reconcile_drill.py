@@ -69,9 +69,9 @@ import pytest
 
 from georep import limits
 from georep.drill import rest
-from georep.drill.delivery_log import parse_position
 from georep.position import Position
 from georep.processes import georep_command
+from georep.pulsar.cursor_text import parse_position
 from tests.integration.gateway_harness import (
     ClusterProcess,
     GatewayProcess,

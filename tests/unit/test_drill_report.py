@@ -15,8 +15,8 @@ from georep.drill.report import (
     Produced,
     classify,
     mode_report,
-    parse_ranges,
 )
+from georep.pulsar.cursor_text import parse_ranges
 
 
 def position(index: int) -> str:

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from georep import cli, limits
+from georep.pulsar.cursor_text import parse_position, parse_ranges
 from georep.spark_reconcile import export, report, schema
 from georep.spark_reconcile.errors import InputError
 from georep.spark_reconcile.inputs import check_exports
@@ -156,13 +157,13 @@ def test_reconcile_command_exits_2_without_a_stack_trace(tmp_path, capsys) -> No
 
 # --- schema helpers and export rows -------------------------------------------------
 def test_positions_ranges_and_partitions_parse() -> None:
-    assert schema.parse_position(" 12:-1 ") == (12, -1)
-    assert schema.parse_ranges("[(3:5..3:7], (3:9..4:0]]") == [((3, 5), (3, 7)), ((3, 9), (4, 0))]
+    assert parse_position(" 12:-1 ") == (12, -1)
+    assert parse_ranges("[(3:5..3:7], (3:9..4:0]]") == [((3, 5), (3, 7)), ((3, 9), (4, 0))]
     assert schema.split_partition("persistent://t/n/x-partition-10") == ("persistent://t/n/x", 10)
     assert schema.split_partition("persistent://t/n/x-partition-01")[1] == -1
     for bad in ("3:5", "[(3:5,3:7]]", "[3:5..3:7]"):
         with pytest.raises(ValueError):
-            schema.parse_ranges(bad)
+            parse_ranges(bad)
 
 
 def test_origin_of_a_message() -> None:
