@@ -133,10 +133,25 @@ class Origin:
 
 def origin_of(metadata: pb.MessageMetadata) -> Origin | None:
     """The origin a replicated entry carries; None for an entry that was not replicated
-    (or whose origin properties are malformed)."""
+    (or whose origin properties are malformed). A copy made by a georep gateway carries
+    georep's properties; a copy made by real Pulsar's own replicator carries
+    ``replicated_from`` and Pulsar's source position, which say the same.
+
+    >>> m = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
+    >>> m.replicated_from = "A"
+    >>> _ = m.properties.add(key=PULSAR_SOURCE_POSITION_PROPERTY, value="7:5")
+    >>> origin_of(m)
+    Origin(cluster='A', ledger_id=7, entry_id=5)
+    """
     found = {kv.key: kv.value for kv in metadata.properties if kv.key in _ORIGIN_PROPERTIES}
     cluster = found.get(ORIGIN_CLUSTER_PROPERTY)
     position = found.get(ORIGIN_POSITION_PROPERTY)
+    if (not cluster or position is None) and metadata.replicated_from:
+        cluster = metadata.replicated_from
+        position = next(
+            (kv.value for kv in metadata.properties if kv.key == PULSAR_SOURCE_POSITION_PROPERTY),
+            None,
+        )
     if not cluster or position is None:
         return None
     ledger_text, _, entry_text = position.partition(":")
