@@ -385,6 +385,14 @@ sync_pending_applies_max = 1_000
 #: whenever it has caught up: it must stay below what the broker lets one consumer hold.
 sync_reader_ack_every_messages = 1_000
 
+#: Beside a real Pulsar cluster (markers on a side topic): a source subscription's state
+#: is written again after this many seconds even when unchanged, so the side topic's
+#: retained part always holds it (Pulsar trims rolled-over ledgers nobody holds).
+sync_side_resend_interval_s = 60.0
+#: Entries one apply may acknowledge on a real Pulsar cluster (one ACK per
+#: ``link_ack_ids_per_command_max``); past it the lowest go first, the rest next time.
+sync_pulsar_apply_entries_max = 1_000_000
+
 invariant(sync_seconds_min <= sync_poll_interval_s_default <= sync_seconds_max)
 invariant(sync_seconds_min <= snapshot_interval_s_default <= sync_seconds_max)
 # The reader holds at most this plus one entry; the broker sends while below its limit.

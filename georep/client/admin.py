@@ -156,6 +156,17 @@ class ClusterAdminClient:
             return []
         return sorted((stats or {}).get("subscriptions", {}))
 
+    async def internal_stats(self, topic: TopicName) -> dict:
+        """``internalStats`` of ``topic``: its ledgers and every cursor (Pulsar's
+        ``markDeletePosition`` / ``individuallyDeletedMessages`` spelling)."""
+        _, document = await self._request("GET", f"{_path(topic)}/internalStats")
+        return document if isinstance(document, dict) else {}
+
+    async def topic_stats(self, topic: TopicName) -> dict:
+        """``stats`` of ``topic``: per subscription its consumers and flags."""
+        _, document = await self._request("GET", f"{_path(topic)}/stats")
+        return document if isinstance(document, dict) else {}
+
     async def sync_state(self, topic: TopicName) -> dict:
         """Every subscription's acknowledgement state on ``topic`` (a non-partitioned
         topic or one partition), unpersisted acknowledgements included, the gateway's own

@@ -12,6 +12,7 @@ Example (``examples/gateway-a.toml`` has a commented one)::
 
     [local]                                 # the cluster this gateway sits beside
     name = "A"
+    kind = "georep"                         # or "pulsar": real Apache Pulsar
     service_url = "pulsar://127.0.0.1:6650"
     admin_url = "http://127.0.0.1:8080"
     token_env = "CLUSTER_A_TOKEN"           # or token_file; none: GEOREP_ADMIN_TOKENS
@@ -72,7 +73,7 @@ from georep.rest.tokens import (
     Token,
     TokenError,
 )
-from georep.subsync.settings import SyncSettings, parse_sync
+from georep.subsync.settings import SyncMode, SyncSettings, parse_sync
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,9 @@ _GATEWAY_KEYS = {
     "discovery_interval_s",
     "retry_backoff_s_max",
 }
-_CLUSTER_KEYS = {"name", "service_url", "admin_url", "token", "token_file", "token_env"}
+_CLUSTER_KEYS = {"name", "kind", "service_url", "admin_url", "token", "token_file", "token_env"}
+#: What a cluster is: georep's own, or real Apache Pulsar (docs/SUBSYNC.md).
+CLUSTER_KINDS = ("georep", "pulsar")
 _RATE_KEYS = {"messages_per_s", "bytes_per_s"}
 
 
@@ -100,6 +103,9 @@ class ClusterEndpoint:
     service_url: str
     admin_url: str
     token: Token | None = field(default=None, repr=False)
+    #: ``georep`` (default) or ``pulsar``: a real Pulsar cluster, whose subscriptions are
+    #: synced through admin v2 and an acknowledging consumer, markers on a side topic.
+    kind: str = "georep"
 
     @property
     def token_text(self) -> str | None:
@@ -187,6 +193,15 @@ def parse(
                     f"[remotes.{name}] {key} {getattr(remote, key)!r} is the local"
                     " cluster's: a gateway would replicate a cluster into itself"
                 )
+    sync = parse_sync(_table(document, "subscription_sync"))
+    if local.kind == "pulsar":
+        for namespace, settings in [("", sync.default), *sync.namespaces.items()]:
+            if settings.mode is SyncMode.PULSAR_COMPATIBLE:
+                where = f'.namespaces."{namespace}"' if namespace else ""
+                raise ConfigError(
+                    f"[subscription_sync{where}] mode pulsar-compatible: beside a real Pulsar"
+                    " cluster that is Pulsar's own replicated subscriptions; use full"
+                )
     host, port = _listen(gateway.get("listen", DEFAULT_LISTEN))
     metadata = gateway.get("metadata")
     if metadata is None:
@@ -225,7 +240,7 @@ def parse(
         bytes_per_s=_rate("bytes_per_s", rates.get("bytes_per_s")),
         seed_namespace_policies=_seeds(policies, "namespaces", remotes, local.name),
         seed_topic_policies=_seeds(policies, "topics", remotes, local.name),
-        sync=parse_sync(_table(document, "subscription_sync")),
+        sync=sync,
         allowed_hosts=tuple(hosts),
     )
 
@@ -284,7 +299,10 @@ def _endpoint(
             token = Token(shared) if shared is not None else None
     except (TokenError, IndexError) as error:
         raise ConfigError(f"[{where}] token: {error or 'empty file'}") from None
-    return ClusterEndpoint(name, service_url, admin_url, token)
+    kind = table.get("kind", "georep")
+    if kind not in CLUSTER_KINDS:
+        raise ConfigError(f"[{where}] kind {kind!r}: use one of {', '.join(CLUSTER_KINDS)}")
+    return ClusterEndpoint(name, service_url, admin_url, token, kind)
 
 
 def _url(what: str, value: Any, schemes: tuple[str, ...]) -> str:

@@ -49,7 +49,9 @@ from georep.gateway.errors import GatewayError
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
+from georep.subsync import pulsar_port
 from georep.subsync.core import SyncCore
+from georep.subsync.ports import GeorepPort, SyncPort
 from georep.subsync.settings import SyncSettings
 from georep.subsync.topic_sync import TopicSync
 
@@ -121,6 +123,12 @@ class ReplicationManager:
             for name, endpoint in self.remotes.items()
         }
         self.replicators: dict[Key, Replicator] = {}
+        #: How subscription sync reads and changes the local cluster's subscriptions.
+        self.sync_port: SyncPort = (
+            pulsar_port.PulsarPort(self.local_admin, self.local_link)
+            if local.kind == "pulsar"
+            else GeorepPort(self.local_admin)
+        )
         self.sync_settings = sync_settings or SyncSettings()
         #: topic partition -> its subscription sync (subsync/topic_sync.py)
         self.syncs: dict[str, TopicSync] = {}
@@ -270,7 +278,8 @@ class ReplicationManager:
         wanted: dict[str, str] = {}
         for namespace, topics in sorted(self._topics.items()):
             for topic in topics:
-                wanted[topic] = namespace
+                if not pulsar_port.is_side_topic(topic):  # it carries the sync itself
+                    wanted[topic] = namespace
         over = max(0, len(wanted) - limits.sync_topics_count_max)
         self.syncs_over_limit = over
         wanted = dict(list(wanted.items())[: limits.sync_topics_count_max])
@@ -288,12 +297,13 @@ class ReplicationManager:
                 namespace_sync=self.sync_settings.for_namespace(namespace),
                 settings=self.sync_settings,
                 remotes=remotes,
+                in_band=self.sync_port.in_band,
             )
             sync = TopicSync(
                 topic=topic,
                 core=core,
                 local_link=self.local_link,
-                local_admin=self.local_admin,
+                port=self.sync_port,
                 connected=self._connected_to(topic),
             )
             self.syncs[topic] = sync

@@ -146,8 +146,15 @@ class SyncCore:
         namespace_sync: NamespaceSync,
         settings: SyncSettings,
         remotes: frozenset[str] = frozenset(),
+        in_band: bool = True,
     ) -> None:
         self.local_cluster = local_cluster
+        #: Markers sit in the topic (georep's clusters) or travel on a side topic (real
+        #: Pulsar): then only acknowledged ranges are written, no snapshot is taken, and
+        #: each subscription's state is written again every
+        #: ``limits.sync_side_resend_interval_s``, so that the side topic's retained
+        #: part always holds it.
+        self.in_band = in_band
         self.namespace_sync = namespace_sync
         self.settings = settings
         #: The clusters this topic replicates to (snapshot participants, answer routes).
@@ -234,10 +241,53 @@ class SyncCore:
             if kind is MarkerKind.SNAPSHOT:
                 self._cache_snapshot(message)
             return []
+        return self._on_remote_marker(where, kind, message, source, metadata.publish_time, now)
+
+    def on_side_marker(
+        self, kind_number: int, payload: bytes, source: str, written_ms: int, now: float
+    ) -> list[WriteMarker | Apply]:
+        """A marker another cluster's gateway wrote on the namespace's side topic (a real
+        Pulsar cluster hides in-band markers from every reader; docs/SUBSYNC.md). Only
+        acknowledged ranges travel that way: they name their positions in each origin's
+        own terms, so where the marker sits means nothing."""
+        if source == self.local_cluster:
+            return []
+        try:
+            kind, message = decode(kind_number, payload)
+        except MarkerError as error:
+            self.bad_markers += 1
+            log.warning("side marker of kind %d from %s ignored: %s", kind_number, source, error)
+            return []
+        self.markers_read[kind.name] = self.markers_read.get(kind.name, 0) + 1
+        if kind is not MarkerKind.SUBSCRIPTION_ACK_RANGES:
+            self.bad_markers += 1
+            return []
+        return self._on_remote_marker(None, kind, message, source, written_ms, now)
+
+    def _on_remote_marker(
+        self,
+        where: Position | None,
+        kind: MarkerKind,
+        message,
+        source: str,
+        publish_time: int,
+        now: float,
+    ) -> list[WriteMarker | Apply]:
         self.silent.discard(source)
-        written_ms = metadata.publish_time or None
+        written_ms = publish_time or None
+        if kind is MarkerKind.SUBSCRIPTION_ACK_RANGES:
+            name = message.subscription_name
+            receiver = self.receivers.get((name, source))
+            if receiver is None:
+                receiver = self.receivers[(name, source)] = AckRangesReceiver(self.local_cluster)
+            plan = receiver.on_marker(message, self.forward)
+            if plan is None:
+                return []
+            return [self._apply_plan(name, source, plan, written_ms, receiver)]
+        if where is None:
+            return []  # snapshots and updates mean where they sit in the topic
         if kind is MarkerKind.SNAPSHOT_REQUEST:
-            fresh = now * 1000 - metadata.publish_time <= self.settings.snapshot_timeout_s * 1000
+            fresh = now * 1000 - publish_time <= self.settings.snapshot_timeout_s * 1000
             if source in self.remotes and fresh:
                 answer = respond(message, self.local_cluster, where)
                 return [WriteMarker(MarkerKind.SNAPSHOT_RESPONSE, answer, (source,))]
@@ -256,15 +306,6 @@ class SyncCore:
                         )
                     ]
             return []
-        if kind is MarkerKind.SUBSCRIPTION_ACK_RANGES:
-            name = message.subscription_name
-            receiver = self.receivers.get((name, source))
-            if receiver is None:
-                receiver = self.receivers[(name, source)] = AckRangesReceiver(self.local_cluster)
-            plan = receiver.on_marker(message, self.forward)
-            if plan is None:
-                return []
-            return [self._apply_plan(name, source, plan, written_ms, receiver)]
         return []
 
     def _apply_plan(
@@ -346,6 +387,13 @@ class SyncCore:
                 source.last_normalized = normalized
                 self._something_new = True
             if self.mode is SyncMode.FULL:
+                written_at = source.stats.last_written_at
+                if (
+                    not self.in_band
+                    and written_at is not None
+                    and (now - written_at >= limits.sync_side_resend_interval_s)
+                ):
+                    source.last_content = None
                 marker = self._ack_ranges(name, state, source)
                 if marker is not None:
                     out.append(marker)
@@ -399,7 +447,7 @@ class SyncCore:
             self.silent |= set(self.controller.unanswered)
             self._something_new = True  # what prompted it is still not in a snapshot
             log.info("snapshot timed out; not answered by %s", sorted(self.controller.unanswered))
-        if self.mode is SyncMode.OFF:
+        if self.mode is SyncMode.OFF or not self.in_band:
             return []
         out: list[WriteMarker] = []
         if self.silent & self.remotes and (

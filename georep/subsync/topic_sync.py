@@ -11,6 +11,12 @@ interfaces: the binary protocol and the admin REST)::
     applier  POST .../subscription/<s>/sync on L: the states SyncCore asks to apply,
              one at a time, in order, retried until they succeed
 
+The poller and the applier go through the cluster's :class:`~georep.subsync.ports.SyncPort`.
+Beside a real Pulsar cluster (``pulsar_port.py``), which hides in-band markers, the
+writer publishes on the namespace's side topic instead, and a second reader (non-durable
+``georep.sync`` on the side topic, from the earliest entry) hands the markers about T
+written by other clusters' gateways to ``SyncCore.on_side_marker``.
+
 The replicators carry the markers between clusters (origin.py routes them). Nothing
 lives only in memory that cannot be rebuilt: after a restart (or a lost connection) the
 reader starts again from the beginning of T, the indexes and caches are rebuilt from
@@ -29,14 +35,15 @@ from collections.abc import Callable
 
 from georep import limits
 from georep.broker.topic_name import TopicName
-from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import InitialPosition, LinkConsumer
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots.markers import encode
-from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
+from georep.subsync import pulsar_port
+from georep.subsync.core import Apply, SyncCore, WriteMarker
+from georep.subsync.ports import SyncPort
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,7 @@ class TopicSync:
         topic: str,
         core: SyncCore,
         local_link: PulsarLink,
-        local_admin: ClusterAdminClient,
+        port: SyncPort,
         connected: Callable[[str], bool],
         retry_s: float = 1.0,
         clock: Callable[[], float] = time.time,
@@ -60,7 +67,7 @@ class TopicSync:
         self.topic_name = TopicName.parse(topic)
         self.core = core
         self._link = local_link
-        self._admin = local_admin
+        self._port = port
         self._connected = connected
         self._retry_s = retry_s
         self._clock = clock
@@ -95,25 +102,24 @@ class TopicSync:
 
     async def _run(self) -> None:
         while True:
-            consumer = None
+            consumer = side = None
             try:
-                consumer = await self._link.subscribe(
-                    self.topic,
-                    READER_SUBSCRIPTION,
-                    durable=False,
-                    initial_position=InitialPosition.EARLIEST,
-                    consumer_name=f"georep-sync-{self.core.local_cluster}",
-                )
-                self._producer = await self._link.create_producer(
-                    self.topic, f"{WRITER_PREFIX}{self.core.local_cluster}"
-                )
+                consumer = await self._reader(self.topic)
+                if self._port.in_band:
+                    writes_to = self.topic
+                    writer = f"{WRITER_PREFIX}{self.core.local_cluster}"
+                else:
+                    writes_to = pulsar_port.side_topic(self.topic_name)
+                    writer = pulsar_port.side_producer_name(self.core.local_cluster, self.topic)
+                    side = await self._reader(writes_to)
+                self._producer = await self._link.create_producer(writes_to, writer)
                 self._next_sequence = self._producer.last_sequence_id + 1
                 self.core.reset()
                 self.core.set_sequence_floor(int(self._clock() * 1_000_000))
                 self._applies.clear()
                 self.connected = True
                 self.last_error = None
-                await self._serve(consumer)
+                await self._serve(consumer, side)
             except asyncio.CancelledError:
                 raise
             except (LinkError, ConnectionError) as error:
@@ -125,19 +131,30 @@ class TopicSync:
             finally:
                 self.connected = False
                 producer, self._producer = self._producer, None
-                for closing in (producer, consumer):
+                for closing in (producer, consumer, side):
                     if closing is not None:
                         with contextlib.suppress(Exception):
                             await closing.close()
             await asyncio.sleep(self._retry_s)
 
-    async def _serve(self, consumer: LinkConsumer) -> None:
+    async def _reader(self, topic: str) -> LinkConsumer:
+        return await self._link.subscribe(
+            topic,
+            READER_SUBSCRIPTION,
+            durable=False,
+            initial_position=InitialPosition.EARLIEST,
+            consumer_name=f"georep-sync-{self.core.local_cluster}",
+        )
+
+    async def _serve(self, consumer: LinkConsumer, side: LinkConsumer | None) -> None:
         loop = asyncio.get_running_loop()
         tasks = [
             loop.create_task(self._read(consumer), name=f"{self} read"),
             loop.create_task(self._poll(), name=f"{self} poll"),
             loop.create_task(self._apply_loop(), name=f"{self} apply"),
         ]
+        if side is not None:
+            tasks.append(loop.create_task(self._read_side(side), name=f"{self} side"))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -167,6 +184,28 @@ class TopicSync:
                 actions += self.core.drain_arrivals()
             await self._perform(actions)
 
+    async def _read_side(self, side: LinkConsumer) -> None:
+        """Markers about this topic partition from the side topic (one message each)."""
+        unacked = 0
+        while True:
+            entry = await side.receive()
+            unacked += entry.messages
+            if side.queued == 0 or unacked >= limits.sync_reader_ack_every_messages:
+                side.ack_cumulative(entry.position)
+                unacked = 0
+            try:
+                topic, kind, source = pulsar_port.side_properties(entry.metadata)
+            except pulsar_port.SideMessageError as error:
+                self.core.bad_markers += 1
+                log.warning("%s: side entry %s ignored: %s", self, entry.position, error)
+                continue
+            if topic != self.topic or entry.metadata.num_messages_in_batch > 1:
+                continue
+            actions = self.core.on_side_marker(
+                kind, entry.payload, source, entry.metadata.publish_time, self._clock()
+            )
+            await self._perform(actions)
+
     async def _poll(self) -> None:
         while True:
             now = self._clock()
@@ -178,11 +217,11 @@ class TopicSync:
             self._was_connected = connected
             actions = list(self.core.tick(now, connected))
             try:
-                states = await self._admin.sync_state(self.topic_name)
+                states = await self._port.states(self.topic_name)
             except LinkError as error:
-                self.last_error = f"sync-state: {error}"
+                self.last_error = f"subscription states: {error}"
             else:
-                actions += self.core.on_state(_states(states), now)
+                actions += self.core.on_state(states, now)
             await self._perform(actions)
             # A topic without a synced subscription (most of them) is asked less often:
             # a subscription opted in later is noticed within the idle interval.
@@ -210,9 +249,17 @@ class TopicSync:
             producer_name=producer.name,
             sequence_id=self._next_sequence,
             publish_time=int(self._clock() * 1000),
-            marker_type=int(action.kind),
         )
-        metadata.replicate_to.extend(action.replicate_to)
+        if self._port.in_band:
+            metadata.marker_type = int(action.kind)
+            metadata.replicate_to.extend(action.replicate_to)
+        else:
+            for key, value in (
+                (pulsar_port.TOPIC_PROPERTY, self.topic),
+                (pulsar_port.KIND_PROPERTY, str(int(action.kind))),
+                (pulsar_port.SOURCE_PROPERTY, self.core.local_cluster),
+            ):
+                metadata.properties.add(key=key, value=value)
         self._next_sequence += 1
         await producer.send(metadata, encode(action.kind, action.message))
         name = action.kind.name
@@ -226,14 +273,7 @@ class TopicSync:
                 continue
             action = self._applies[0]
             try:
-                answer = await self._admin.sync_subscription(
-                    self.topic_name,
-                    action.subscription,
-                    mark_delete=action.mark_delete,
-                    ranges=action.ranges,
-                    batches=action.batches,
-                    replicated=True,
-                )
+                applied = await self._port.apply(self.topic_name, action)
             except LinkError as error:
                 self.apply_failures += 1
                 self.last_error = f"applying {action.subscription}: {error}"
@@ -246,9 +286,7 @@ class TopicSync:
                 continue
             self._applies.popleft()
             self._apply_room.set()
-            mark_delete = answer.get("markDelete")
-            where = (mark_delete["ledgerId"], mark_delete["entryId"]) if mark_delete else None
-            self.core.note_applied(action, where, answer.get("rangesCount", 0), self._clock())
+            self.core.note_applied(action, applied.mark_delete, applied.ranges, self._clock())
 
     def stats(self) -> dict:
         return {
@@ -260,19 +298,3 @@ class TopicSync:
             "applyFailures": self.apply_failures,
             **self.core.stats(),
         }
-
-
-def _states(answer) -> dict[str, SubscriptionState]:
-    """The admin client's sync-state answer as the core's states."""
-    out = {}
-    for name, state in answer["subscriptions"].items():
-        out[name] = SubscriptionState(
-            mark_delete=tuple(state.mark_delete),
-            ranges=tuple((tuple(f), tuple(t)) for f, t in state.ranges),
-            batches={
-                tuple(p): (size, frozenset(acked)) for p, (size, acked) in state.batches.items()
-            },
-            consumers=state.consumers,
-            replicated=state.replicated,
-        )
-    return out

@@ -49,6 +49,13 @@ def admin_url(cluster: ClusterProcess) -> str:
     return f"http://127.0.0.1:{cluster.admin_port}"
 
 
+def endpoint_urls(cluster: Any) -> tuple[str, str]:
+    """(service URL, admin URL) of a georep ClusterProcess or a real Pulsar standalone."""
+    if hasattr(cluster, "service_url"):
+        return cluster.service_url, cluster.admin_url
+    return cluster.url, admin_url(cluster)
+
+
 def http(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, Any]:
     """(status, parsed JSON or text) of one HTTP request; never raises on a status."""
     data = None if body is None else json.dumps(body).encode()
@@ -97,7 +104,9 @@ class GatewayProcess(ChildProcess):
         policies: dict[str, list[str]] | None = None,
         token: str | None = None,
         extra_toml: str = "",
+        kind: str = "georep",
     ) -> None:
+        """``kind = "pulsar"``: every cluster is a real Pulsar standalone."""
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.local = local
@@ -117,15 +126,15 @@ class GatewayProcess(ChildProcess):
             "",
             "[local]",
             f'name = "{local.name}"',
-            f'service_url = "{local.url}"',
-            f'admin_url = "{admin_url(local)}"',
+            f'kind = "{kind}"',
+            'service_url = "{}"\nadmin_url = "{}"'.format(*endpoint_urls(local)),
         ]
         for remote in remotes:
             lines += [
                 "",
                 f"[remotes.{remote.name}]",
-                f'service_url = "{remote.url}"',
-                f'admin_url = "{admin_url(remote)}"',
+                f'kind = "{kind}"',
+                'service_url = "{}"\nadmin_url = "{}"'.format(*endpoint_urls(remote)),
             ]
         if policies:
             lines += ["", "[policies.namespaces]"]

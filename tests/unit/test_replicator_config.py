@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +49,12 @@ def test_a_good_file(tmp_path) -> None:
     assert config.seed_namespace_policies == {"public/default": ("B",)}
     assert config.discovery_interval_s == 1.5
     assert config.open
+    assert config.local.kind == "georep"
+    pulsar = load(
+        write(tmp_path, GOOD.replace('name = "A"', 'name = "A"\nkind = "pulsar"')),
+        {"B_TOKEN": "b-token-0123456789abcdef"},
+    )
+    assert pulsar.local.kind == "pulsar"
 
 
 def test_tokens_from_files_and_the_environment(tmp_path) -> None:
@@ -80,6 +87,7 @@ def test_tokens_from_files_and_the_environment(tmp_path) -> None:
         (("http://10.0.0.2:8080", "http://127.0.0.1:8080"), "is the local cluster's"),
         (('name = "A"', 'name = ".."'), "path step"),
         (("discovery_interval_s = 1.5", 'allowed_hosts = "x"'), "allowed_hosts"),
+        (('name = "A"', 'name = "A"\nkind = "kafka"'), "kind 'kafka': use one of georep, pulsar"),
     ],
 )
 def test_mistakes_are_named(tmp_path, change, words) -> None:
@@ -113,3 +121,20 @@ def test_allowed_hosts(tmp_path) -> None:
                                           "GEOREP_ALLOWED_HOSTS": "other.example"})  # fmt: skip
     hosts = config.access.allowed_hosts
     assert {"gw.example", "other.example", "localhost", "127.0.0.1"} <= hosts
+
+
+def test_pulsar_compatible_mode_is_refused_beside_real_pulsar(tmp_path) -> None:
+    text = GOOD.replace('name = "A"', 'name = "A"\nkind = "pulsar"')
+    text += '[subscription_sync.namespaces."public/default"]\nmode = "pulsar-compatible"\n'
+    with pytest.raises(ConfigError) as caught:
+        load(write(tmp_path, text), {"B_TOKEN": "b-token-0123456789abcdef"})
+    assert 'namespaces."public/default"] mode pulsar-compatible' in str(caught.value)
+    assert "Pulsar's own replicated subscriptions" in str(caught.value)
+
+
+def test_the_example_beside_real_pulsar_loads() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "gateway-pulsar.toml"
+    config = load(example, {})
+    assert config.local.kind == "pulsar" and config.remotes["B"].kind == "pulsar"
+    assert config.seed_namespace_policies == {"payments/eu": ("B",)}
+    assert "orders/eu" in config.sync.namespaces

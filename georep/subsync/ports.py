@@ -1,0 +1,78 @@
+"""What subscription sync needs of the local cluster, and how georep's own clusters give it.
+
+A gateway syncs subscriptions on the cluster beside it through one :class:`SyncPort`:
+
+- ``states``: every subscription's acknowledgement state on a topic partition;
+- ``apply``: bring one subscription up to the state another cluster sent;
+- ``in_band``: whether markers may sit in the topic itself. A georep cluster shows them to
+  the gateway's reader; a real Pulsar broker hides every marker from every reader, so
+  beside real Pulsar the markers travel on a side topic (``pulsar_port.py``).
+
+:class:`GeorepPort` is the georep cluster's answer: its own admin paths
+(``/admin/georep/v1/.../sync-state`` and ``.../subscription/{s}/sync``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from georep.broker.topic_name import TopicName
+from georep.client.admin import ClusterAdminClient
+from georep.position import Position
+from georep.subsync.core import Apply, SubscriptionState
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What the cluster said after an apply: its mark-delete position (None: not said)
+    and how many acknowledged ranges the subscription holds (or acknowledgements sent)."""
+
+    mark_delete: Position | None
+    ranges: int
+
+
+class SyncPort(Protocol):
+    in_band: bool
+
+    async def states(self, topic: TopicName) -> dict[str, SubscriptionState]: ...
+
+    async def apply(self, topic: TopicName, action: Apply) -> Applied: ...
+
+
+class GeorepPort:
+    """A georep cluster: state and apply over its own admin paths, markers in band."""
+
+    in_band = True
+
+    def __init__(self, admin: ClusterAdminClient) -> None:
+        self._admin = admin
+
+    async def states(self, topic: TopicName) -> dict[str, SubscriptionState]:
+        answer = await self._admin.sync_state(topic)
+        out = {}
+        for name, state in answer["subscriptions"].items():
+            out[name] = SubscriptionState(
+                mark_delete=Position(*state.mark_delete),
+                ranges=tuple((Position(*f), Position(*t)) for f, t in state.ranges),
+                batches={
+                    Position(*p): (size, frozenset(acked))
+                    for p, (size, acked) in state.batches.items()
+                },
+                consumers=state.consumers,
+                replicated=state.replicated,
+            )
+        return out
+
+    async def apply(self, topic: TopicName, action: Apply) -> Applied:
+        answer = await self._admin.sync_subscription(
+            topic,
+            action.subscription,
+            mark_delete=action.mark_delete,
+            ranges=action.ranges,
+            batches=action.batches,
+            replicated=True,
+        )
+        mark_delete = answer.get("markDelete")
+        where = Position(mark_delete["ledgerId"], mark_delete["entryId"]) if mark_delete else None
+        return Applied(where, answer.get("rangesCount", 0))

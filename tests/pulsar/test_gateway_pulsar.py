@@ -1,0 +1,222 @@
+"""The gateway beside two real Pulsar standalones, in both deployments, after kill -9.
+
+- ``georep/gsync``, **sync only**: Pulsar's own geo-replication carries the data and the
+  side topic; the gateways sync subscriptions.
+- ``georep/grepl``, **replicate and sync**: Pulsar's geo-replication off; the gateways
+  replicate by policy (Pulsar's deduplication on, as the replicator needs) and sync.
+- ``georep/geo``, **Pulsar alone**: its geo-replication and replicated subscriptions,
+  no gateway: the anchor, on the same run.
+
+The same application runs on each: a Shared subscription on A acknowledges messages out
+of order, leaving every seventh one. Once B holds what A acknowledged (for Pulsar alone:
+once its mark-delete position caught up, or 30 s), A is killed with SIGKILL and the
+consumers move to B. On both georep deployments they receive exactly what A left
+unacknowledged; Pulsar alone redelivers what A acknowledged above its mark-delete
+position. A is started again afterwards, for the session's other tests.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+
+import pulsar
+import pytest
+
+from georep.pulsar.admin import PulsarAdmin, link_geo_replication
+from georep.pulsar.cursor_text import acknowledged, parse_position, parse_ranges
+from tests.integration.gateway_harness import GatewayProcess, wait_for
+
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
+
+TENANT = "georep"
+SYNC_ONLY = "georep/gsync"
+REPLICATE = "georep/grepl"
+PULSAR_ALONE = "georep/geo"
+MESSAGES = 200
+SYNC_TOML = f"""
+[subscription_sync]
+poll_interval_s = 0.1
+[subscription_sync.namespaces."{SYNC_ONLY}"]
+[subscription_sync.namespaces."{REPLICATE}"]
+"""
+
+
+def quiet_client(url: str) -> pulsar.Client:
+    return pulsar.Client(
+        url,
+        operation_timeout_seconds=30,
+        logger=pulsar.FileLogger(pulsar.LoggerLevel.Error, "/dev/null"),
+    )
+
+
+@pytest.fixture(scope="module")
+def gateways(pulsar_pair, tmp_path_factory):
+    a, b = pulsar_pair["A"], pulsar_pair["B"]
+    link_geo_replication([a, b], TENANT, SYNC_ONLY.split("/")[1])
+    for cluster in (a, b):
+        admin = PulsarAdmin(cluster.admin_url)
+        admin.ensure_namespace(TENANT, REPLICATE.split("/")[1])
+        # The replicator's sequence ids are deduplicated by the receiving broker.
+        admin.request("POST", f"/admin/v2/namespaces/{REPLICATE}/deduplication", True)
+    root = tmp_path_factory.mktemp("pulsar-gateways")
+    started = {}
+    try:
+        for local, remote in ((a, b), (b, a)):
+            gateway = GatewayProcess(
+                root / local.name,
+                local=local,
+                remotes=[remote],
+                policies={REPLICATE: [remote.name]},
+                extra_toml=SYNC_TOML,
+                kind="pulsar",
+            )
+            gateway.start()
+            started[local.name] = gateway
+        yield started
+    finally:
+        for gateway in started.values():
+            gateway.kill()
+
+
+def positions_and_payloads(url: str, topic: str) -> dict[tuple[int, int], bytes]:
+    """Every message of ``topic`` on a cluster, by position (unbatched messages)."""
+    with_client = quiet_client(url)
+    try:
+        reader = with_client.create_reader(topic, pulsar.MessageId.earliest)
+        out = {}
+        while True:
+            try:
+                message = reader.read_next(3000)
+            except pulsar.Timeout:
+                return out
+            message_id = message.message_id()
+            out[(message_id.ledger_id(), message_id.entry_id())] = message.data()
+    finally:
+        with_client.close()
+
+
+def unacknowledged_on(cluster, topic: str, copies: dict[tuple[int, int], bytes]) -> set[bytes]:
+    """The payloads of ``copies`` that subscription ``s`` on ``cluster`` has not acked."""
+    cursor = PulsarAdmin(cluster.admin_url).internal_stats(topic)["cursors"].get("s")
+    if cursor is None:
+        return set(copies.values())
+    mark_delete = parse_position(cursor["markDeletePosition"])
+    ranges = parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
+    return {
+        payload
+        for where, payload in copies.items()
+        if not acknowledged(where, mark_delete, ranges)  # type: ignore[arg-type]
+    }
+
+
+def drain(url: str, topic: str) -> list[bytes]:
+    client = quiet_client(url)
+    try:
+        consumer = client.subscribe(
+            topic,
+            "s",
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
+        got = []
+        while True:
+            try:
+                message = consumer.receive(3000)
+            except pulsar.Timeout:
+                return got
+            got.append(message.data())
+            consumer.acknowledge(message)
+    finally:
+        client.close()
+
+
+def test_failover_after_kill_9_zero_duplicates_beside_pulsar_which_has_them(pulsar_pair, gateways):
+    a, b = pulsar_pair["A"], pulsar_pair["B"]
+    run = uuid.uuid4().hex[:8]
+    topics = {
+        name: f"persistent://{namespace}/orders-{run}"
+        for name, namespace in (
+            ("sync only", SYNC_ONLY),
+            ("replicate and sync", REPLICATE),
+            ("Pulsar alone", PULSAR_ALONE),
+        )
+    }
+    client = quiet_client(a.service_url)
+    expected: dict[str, set[bytes]] = {}
+    acked: dict[str, set[bytes]] = {}
+    try:
+        consumers = {
+            name: client.subscribe(
+                topic,
+                "s",
+                consumer_type=pulsar.ConsumerType.Shared,
+                replicate_subscription_state_enabled=True,
+            )
+            for name, topic in topics.items()
+        }
+        for name, topic in topics.items():
+            producer = client.create_producer(topic, batching_enabled=False)
+            for index in range(MESSAGES):
+                producer.send(f"{name}-{index}".encode())
+            producer.close()
+        for name, consumer in consumers.items():
+            messages = [consumer.receive(10_000) for _ in range(MESSAGES)]
+            random.Random(5).shuffle(messages)  # out of order on purpose
+            expected[name], acked[name] = set(), set()
+            for message in messages:
+                if int(message.data().split(b"-")[-1]) % 7 == 3:
+                    expected[name].add(message.data())
+                else:
+                    consumer.acknowledge(message)
+                    acked[name].add(message.data())
+
+        for name in ("sync only", "replicate and sync"):
+            topic = topics[name]
+            copies = wait_for(
+                lambda topic=topic: (
+                    found
+                    if len(found := positions_and_payloads(b.service_url, topic)) >= MESSAGES
+                    else None
+                ),
+                timeout_s=120,
+            )
+            wait_for(
+                lambda topic=topic, copies=copies, name=name: (
+                    unacknowledged_on(b, topic, copies) == expected[name]
+                ),
+                timeout_s=120,
+            )
+        # Pulsar alone: give its snapshots time to carry the mark-delete position over.
+        topic = topics["Pulsar alone"]
+        copies = wait_for(
+            lambda: (
+                found
+                if len(found := positions_and_payloads(b.service_url, topic)) >= MESSAGES
+                else None
+            ),
+            timeout_s=120,
+        )
+        below_first_gap = {f"Pulsar alone-{i}".encode() for i in range(3)}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if not below_first_gap & unacknowledged_on(b, topic, copies):
+                break
+            time.sleep(0.5)
+        a.kill()  # SIGKILL: the consumers move to B
+        got = {name: drain(b.service_url, topic) for name, topic in topics.items()}
+    finally:
+        client.close()
+        if not a.running:
+            a.start()
+    for name in ("sync only", "replicate and sync"):
+        assert len(got[name]) == len(set(got[name])), f"{name}: a message delivered twice"
+        assert set(got[name]) == expected[name], f"{name}: lost or redelivered"
+    redelivered = acked["Pulsar alone"] & set(got["Pulsar alone"])
+    print(
+        f"after kill -9 of A: Pulsar alone redelivered {len(redelivered)} of"
+        f" {len(acked['Pulsar alone'])} acknowledged messages; georep: 0 in both deployments"
+    )
+    assert expected["Pulsar alone"] <= set(got["Pulsar alone"]), "Pulsar lost a message"
+    assert redelivered, "Pulsar syncs only its mark-delete position: it redelivers the rest"
