@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 from georep.processes import ManagedProcess, georep_command
-from georep.pulsar.cursor_text import acknowledged, parse_position, parse_ranges
+from georep.pulsar.cursor_text import acknowledged, parse_cursor, parse_position
 
 SIZE = 1024
 TENANT = "bench"
@@ -148,12 +148,10 @@ class Monitor:
                 cursor = None
             self.polls += 1
             if cursor is not None:
-                state = (cursor["markDeletePosition"], cursor["individuallyDeletedMessages"])
+                state = parse_cursor(cursor)
                 if state != last:
                     last = state
-                    self.samples.append(
-                        (time.time(), parse_position(state[0]), parse_ranges(state[1]))
-                    )
+                    self.samples.append((time.time(), *state))
             self._stop.wait(self.interval_s)
 
     def first_seen(self, where) -> float | None:

@@ -40,7 +40,7 @@ from typing import Any
 from georep import limits
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.position import Position
-from georep.pulsar.cursor_text import acknowledged, parse_position, parse_ranges
+from georep.pulsar.cursor_text import acknowledged, parse_cursor, parse_position
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +142,7 @@ class CursorState:
 
     @classmethod
     def from_internal_stats(cls, cursor: Mapping[str, Any]) -> CursorState:
-        return cls(
-            parse_position(str(cursor["markDeletePosition"])),
-            parse_ranges(str(cursor.get("individuallyDeletedMessages") or "[]")),
-        )
+        return cls(*parse_cursor(cursor))
 
     def covers(self, position: Position) -> bool:
         """Whether ``position`` is acknowledged.

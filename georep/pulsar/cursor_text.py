@@ -9,6 +9,9 @@ kept as its two ends, as Pulsar writes them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from georep.position import Position
 
 Range = tuple[Position, Position]
@@ -51,6 +54,19 @@ def parse_ranges(text: str) -> list[Range]:
             raise ValueError(f"range {part!r} is not (L:E..L:E]")
         ranges.append((parse_position(lower), parse_position(upper)))
     return ranges
+
+
+def parse_cursor(cursor: Mapping[str, Any]) -> tuple[Position, list[Range]]:
+    """One cursor of ``internalStats``: (mark-delete position, ranges above it);
+    KeyError, TypeError or ValueError when it is not one.
+
+    >>> parse_cursor({"markDeletePosition": "3:4", "individuallyDeletedMessages": "[]"})
+    (Position(ledger_id=3, entry_id=4), [])
+    """
+    return (
+        parse_position(cursor["markDeletePosition"]),
+        parse_ranges(cursor.get("individuallyDeletedMessages") or "[]"),
+    )
 
 
 def acknowledged(position: Position, mark_delete: Position, ranges: list[Range]) -> bool:

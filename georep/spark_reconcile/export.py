@@ -77,7 +77,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from georep import limits
-from georep.pulsar.cursor_text import parse_position, parse_ranges
+from georep.pulsar.cursor_text import parse_cursor, parse_position
 from georep.rest.tokens import ADMIN_TOKENS_ENV, TokenError, client_token
 from georep.spark_reconcile import schema
 from georep.spark_reconcile.errors import ExportError
@@ -498,8 +498,7 @@ def _capture_subscriptions(
         raise ExportError(f"internalStats of {name}: cursors is not an object")
     for subscription, cursor in sorted(cursors.items()):
         try:
-            mark_delete = parse_position(cursor["markDeletePosition"])
-            ranges = parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
+            mark_delete, ranges = parse_cursor(cursor)
             batch_acks, truncated = batch_acks_of(batches.get(subscription), mark_delete, ranges)
         except (KeyError, TypeError, ValueError) as error:
             raise ExportError(

@@ -42,7 +42,7 @@ from georep.client.errors import LinkError, ServerError
 from georep.client.link import PulsarLink
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
-from georep.pulsar.cursor_text import acknowledged, parse_position, parse_ranges
+from georep.pulsar.cursor_text import acknowledged, parse_cursor
 from georep.subsync.core import Apply, SubscriptionState
 from georep.subsync.ports import Applied
 
@@ -114,8 +114,7 @@ Position(ledger_id=3, entry_id=7)),), 1, True)
         if subscription is None or name.startswith(_NOT_APPLICATIONS):
             continue
         try:
-            mark_delete = parse_position(cursor["markDeletePosition"])
-            ranges = parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
+            mark_delete, ranges = parse_cursor(cursor)
         except (KeyError, TypeError, ValueError) as error:
             log.warning("cursor %s: unreadable state (%s); left out", name, error)
             continue
@@ -145,10 +144,7 @@ def entries_to_acknowledge(action: Apply, cursor: dict | None) -> list[Position]
     >>> [str(p) for p in entries_to_acknowledge(action, cursor)]
     ['3:3', '3:6', '5:0', '5:1']
     """
-    mark_delete, ranges = Position(-1, -1), []
-    if cursor is not None:
-        mark_delete = parse_position(cursor["markDeletePosition"])
-        ranges = parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
+    mark_delete, ranges = parse_cursor(cursor) if cursor is not None else (Position(-1, -1), [])
     out: list[Position] = []
     for first, last in action.ranges:
         if first[0] != last[0]:

@@ -25,7 +25,7 @@ import pulsar
 import pytest
 
 from georep.pulsar.admin import PulsarAdmin, link_geo_replication
-from georep.pulsar.cursor_text import acknowledged, parse_position, parse_ranges
+from georep.pulsar.cursor_text import acknowledged, parse_cursor
 from tests.integration.gateway_harness import GatewayProcess, wait_for
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
@@ -102,8 +102,7 @@ def unacknowledged_on(cluster, topic: str, copies: dict[tuple[int, int], bytes])
     cursor = PulsarAdmin(cluster.admin_url).internal_stats(topic)["cursors"].get("s")
     if cursor is None:
         return set(copies.values())
-    mark_delete = parse_position(cursor["markDeletePosition"])
-    ranges = parse_ranges(cursor.get("individuallyDeletedMessages") or "[]")
+    mark_delete, ranges = parse_cursor(cursor)
     return {
         payload
         for where, payload in copies.items()
