@@ -244,8 +244,8 @@ class SyncCore:
         return self._on_remote_marker(where, kind, message, source, metadata.publish_time, now)
 
     def on_side_marker(
-        self, kind_number: int, payload: bytes, source: str, written_ms: int, now: float
-    ) -> list[WriteMarker | Apply]:
+        self, kind_number: int, payload: bytes, source: str, written_ms: int
+    ) -> list[Apply]:
         """A marker another cluster's gateway wrote on the namespace's side topic (a real
         Pulsar cluster hides in-band markers from every reader; docs/SUBSYNC.md). Only
         acknowledged ranges travel that way: they name their positions in each origin's
@@ -262,11 +262,11 @@ class SyncCore:
         if kind is not MarkerKind.SUBSCRIPTION_ACK_RANGES:
             self.bad_markers += 1
             return []
-        return self._on_remote_marker(None, kind, message, source, written_ms, now)
+        return self._on_ack_ranges(message, source, written_ms or None)
 
     def _on_remote_marker(
         self,
-        where: Position | None,
+        where: Position,
         kind: MarkerKind,
         message,
         source: str,
@@ -276,16 +276,7 @@ class SyncCore:
         self.silent.discard(source)
         written_ms = publish_time or None
         if kind is MarkerKind.SUBSCRIPTION_ACK_RANGES:
-            name = message.subscription_name
-            receiver = self.receivers.get((name, source))
-            if receiver is None:
-                receiver = self.receivers[(name, source)] = AckRangesReceiver(self.local_cluster)
-            plan = receiver.on_marker(message, self.forward)
-            if plan is None:
-                return []
-            return [self._apply_plan(name, source, plan, written_ms, receiver)]
-        if where is None:
-            return []  # snapshots and updates mean where they sit in the topic
+            return self._on_ack_ranges(message, source, written_ms)
         if kind is MarkerKind.SNAPSHOT_REQUEST:
             fresh = now * 1000 - publish_time <= self.settings.snapshot_timeout_s * 1000
             if source in self.remotes and fresh:
@@ -307,6 +298,16 @@ class SyncCore:
                     ]
             return []
         return []
+
+    def _on_ack_ranges(self, message, source: str, written_ms: int | None) -> list[Apply]:
+        name = message.subscription_name
+        receiver = self.receivers.get((name, source))
+        if receiver is None:
+            receiver = self.receivers[(name, source)] = AckRangesReceiver(self.local_cluster)
+        plan = receiver.on_marker(message, self.forward)
+        if plan is None:
+            return []
+        return [self._apply_plan(name, source, plan, written_ms, receiver)]
 
     def _apply_plan(
         self,

@@ -31,11 +31,11 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from georep import limits
 from georep.broker.topic_name import TopicName
-from georep.client.consumer import InitialPosition, LinkConsumer
+from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer
@@ -166,6 +166,18 @@ class TopicSync:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
+    @staticmethod
+    def _acknowledge_as_read(consumer: LinkConsumer, entry: ReceivedEntry, unacked: int) -> int:
+        """The broker stops dispatching to a consumer past
+        ``limits.consumer_unacked_messages_max`` unacknowledged messages; a reader's
+        cursor is non-durable, so acknowledging only keeps it flowing. Returns the
+        messages still unacknowledged."""
+        unacked += entry.messages
+        if consumer.queued == 0 or unacked >= limits.sync_reader_ack_every_messages:
+            consumer.ack_cumulative(entry.position)
+            return 0
+        return unacked
+
     async def _read(self, consumer: LinkConsumer) -> None:
         unacked = 0
         while True:
@@ -173,13 +185,7 @@ class TopicSync:
             actions = self.core.on_entry(
                 entry.position, entry.metadata, entry.payload, self._clock()
             )
-            unacked += entry.messages
-            if consumer.queued == 0 or unacked >= limits.sync_reader_ack_every_messages:
-                # The broker stops dispatching to a consumer past
-                # limits.consumer_unacked_messages_max unacknowledged messages; the
-                # reader's cursor is non-durable, so acknowledging only keeps it flowing.
-                consumer.ack_cumulative(entry.position)
-                unacked = 0
+            unacked = self._acknowledge_as_read(consumer, entry, unacked)
             if consumer.queued == 0:
                 actions += self.core.drain_arrivals()
             await self._perform(actions)
@@ -189,10 +195,7 @@ class TopicSync:
         unacked = 0
         while True:
             entry = await side.receive()
-            unacked += entry.messages
-            if side.queued == 0 or unacked >= limits.sync_reader_ack_every_messages:
-                side.ack_cumulative(entry.position)
-                unacked = 0
+            unacked = self._acknowledge_as_read(side, entry, unacked)
             try:
                 topic, kind, source = pulsar_port.side_properties(entry.metadata)
             except pulsar_port.SideMessageError as error:
@@ -202,7 +205,7 @@ class TopicSync:
             if topic != self.topic or entry.metadata.num_messages_in_batch > 1:
                 continue
             actions = self.core.on_side_marker(
-                kind, entry.payload, source, entry.metadata.publish_time, self._clock()
+                kind, entry.payload, source, entry.metadata.publish_time
             )
             await self._perform(actions)
 
@@ -230,7 +233,7 @@ class TopicSync:
                 interval = max(interval, limits.sync_idle_poll_interval_s)
             await asyncio.sleep(interval)
 
-    async def _perform(self, actions: list[WriteMarker | Apply]) -> None:
+    async def _perform(self, actions: Sequence[WriteMarker | Apply]) -> None:
         for action in actions:
             if isinstance(action, WriteMarker):
                 await self._write(action)

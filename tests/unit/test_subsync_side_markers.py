@@ -56,7 +56,7 @@ def test_acked_ranges_cross_on_the_side_and_map_onto_pulsars_copies():
     assert [w.kind for w in written] == [MarkerKind.SUBSCRIPTION_ACK_RANGES]
     assert a.tick(5.0, {"B": True}) == []  # out of band: never a snapshot
     payload = encode(written[0].kind, written[0].message)
-    applies = b.on_side_marker(int(written[0].kind), payload, "A", 1000, 1.0)
+    applies = b.on_side_marker(int(written[0].kind), payload, "A", 1000)
     assert len(applies) == 1 and isinstance(applies[0], Apply)
     covered = {
         (ledger, entry)
@@ -65,8 +65,8 @@ def test_acked_ranges_cross_on_the_side_and_map_onto_pulsars_copies():
     }
     assert covered == {(8, 2), (8, 3), (8, 6), (8, 7), (8, 8)}
     # Its own markers coming back, and snapshot kinds, change nothing.
-    assert a.on_side_marker(int(written[0].kind), payload, "A", 1000, 1.0) == []
-    assert b.on_side_marker(int(MarkerKind.SNAPSHOT_REQUEST), b"", "A", 1000, 1.0) == []
+    assert a.on_side_marker(int(written[0].kind), payload, "A", 1000) == []
+    assert b.on_side_marker(int(MarkerKind.SNAPSHOT_REQUEST), b"", "A", 1000) == []
 
 
 def test_an_unchanged_state_is_written_again_after_the_resend_interval():
