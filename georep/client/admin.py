@@ -278,7 +278,7 @@ def _position(document: Any) -> Position:
     ledger_id, entry_id = document["ledgerId"], document["entryId"]
     if not (isinstance(ledger_id, int) and isinstance(entry_id, int)):
         raise ValueError(f"not a position: {document!r}")
-    return (ledger_id, entry_id)
+    return Position(ledger_id, entry_id)
 
 
 def _position_document(position: Position) -> dict[str, int]:

@@ -50,19 +50,16 @@ class GeorepPort:
 
     async def states(self, topic: TopicName) -> dict[str, SubscriptionState]:
         answer = await self._admin.sync_state(topic)
-        out = {}
-        for name, state in answer["subscriptions"].items():
-            out[name] = SubscriptionState(
-                mark_delete=Position(*state.mark_delete),
-                ranges=tuple((Position(*f), Position(*t)) for f, t in state.ranges),
-                batches={
-                    Position(*p): (size, frozenset(acked))
-                    for p, (size, acked) in state.batches.items()
-                },
+        return {
+            name: SubscriptionState(
+                mark_delete=state.mark_delete,
+                ranges=state.ranges,
+                batches=state.batches,
                 consumers=state.consumers,
                 replicated=state.replicated,
             )
-        return out
+            for name, state in answer["subscriptions"].items()
+        }
 
     async def apply(self, topic: TopicName, action: Apply) -> Applied:
         answer = await self._admin.sync_subscription(

@@ -31,6 +31,7 @@ source now, and what the other cluster sent is dropped).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 
@@ -177,8 +178,9 @@ class PulsarPort:
         self.partial_batches_skipped = 0
 
     async def states(self, topic: TopicName) -> dict[str, SubscriptionState]:
-        internal = await self._admin.internal_stats(topic)
-        stats = await self._admin.topic_stats(topic)
+        internal, stats = await asyncio.gather(
+            self._admin.internal_stats(topic), self._admin.topic_stats(topic)
+        )
         return pulsar_states(internal, stats)
 
     async def apply(self, topic: TopicName, action: Apply) -> Applied:
