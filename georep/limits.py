@@ -360,6 +360,21 @@ invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
 invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
 invariant(0 < snapshot_interval_s_default < snapshot_timeout_s_default)
 
+# --- the broker's change feed (broker/change_feed.py) ----------------------------------
+#: Topics a namespace's change feed remembers; past it the oldest change is forgotten
+#: and a reader behind it is told to read everything once (``reset``).
+change_feed_topics_max = 100_000
+#: Seconds a long poll that saw a first change waits for more, so a burst answers once.
+change_feed_gather_s = 0.005
+#: Longest wait a long poll may ask for (``waitMs``), and the largest ``after``.
+change_feed_wait_ms_max = 60_000
+change_feed_sequence_max = 2**63 - 1
+#: The gateway's long poll: how long it asks the broker to wait.
+sync_change_wait_s = 20.0
+
+invariant(change_feed_gather_s < 1.0)
+invariant(0 < sync_change_wait_s * 1000 <= change_feed_wait_ms_max)
+
 # --- subscription sync in the gateway (georep/subsync) --------------------------------
 #: Seconds between reads of the local cluster's subscription states (acks become
 #: markers at most this much later).
@@ -369,15 +384,23 @@ sync_seconds_min = 0.01
 sync_seconds_max = 3_600.0
 #: Namespaces a [subscription_sync] table may name.
 sync_namespaces_count_max = 1_000
-#: Topic partitions one gateway syncs (one reader and one marker writer each).
-sync_topics_count_max = 1_000
+#: Topic partitions one gateway syncs (one reader each), by default; the gateway's
+#: ``[limits] sync_topics_max`` may ask for up to ``sync_topics_count_ceiling``. Past it,
+#: topics are not synced: a WARNING, ``/metrics`` and a degraded ``/health`` say so.
+sync_topics_count_max = 20_000
+sync_topics_count_ceiling = 1_000_000
 #: Replicated subscriptions synced per topic partition; more are left out (stats say so).
 sync_subscriptions_per_topic_max = 100
 #: Runs an origin index keeps (per origin cluster and partition); past it the oldest go,
 #: and ranges mapping there are treated as already applied.
 sync_index_runs_max = 1_000_000
-#: Seconds between reads of a topic's subscription states while none of them is synced.
-sync_idle_poll_interval_s = 1.0
+#: Beside real Pulsar (no change feed): seconds between bulk reads of a namespace's
+#: subscription stats, which say which topics' subscriptions moved.
+sync_pulsar_scan_interval_s = 1.0
+#: Seconds a sync whose reader or writer cannot attach waits before trying again, at
+#: first and at most (doubling in between, with jitter).
+sync_retry_s_initial = 1.0
+sync_retry_s_max = 30.0
 #: States waiting to be applied on the local cluster per topic partition; the reader
 #: waits past it.
 sync_pending_applies_max = 1_000
@@ -394,6 +417,8 @@ sync_side_resend_interval_s = 60.0
 sync_pulsar_apply_entries_max = 1_000_000
 
 invariant(sync_seconds_min <= sync_poll_interval_s_default <= sync_seconds_max)
+invariant(0 < sync_retry_s_initial <= sync_retry_s_max)
+invariant(sync_topics_count_max <= sync_topics_count_ceiling)
 invariant(sync_seconds_min <= snapshot_interval_s_default <= sync_seconds_max)
 # The reader holds at most this plus one entry; the broker sends while below its limit.
 invariant(sync_reader_ack_every_messages < consumer_unacked_messages_max)
@@ -444,8 +469,17 @@ replicator_retry_backoff_s_initial = 0.2
 replicator_retry_backoff_s_max = 30.0
 #: Seconds between a replicator's stats samples (backlog query, rates).
 replicator_stats_interval_s_default = 2.0
-#: Replicators (topic partition x remote cluster) one gateway runs.
-gateway_replicators_count_max = 10_000
+#: Replicators (topic partition x remote cluster) one gateway runs, by default; the
+#: gateway's ``[limits] replicators_max`` may ask for up to the ceiling. Past it, topics
+#: are not replicated: a WARNING, ``/metrics`` and a degraded ``/health`` say so.
+gateway_replicators_count_max = 40_000
+gateway_replicators_count_ceiling = 1_000_000
+#: Replicators and syncs opening (subscribing, creating producers) at once: thousands of
+#: them starting together are paced, so neither the gateway nor a cluster sees a storm.
+gateway_opening_count_max = 32
+#: Entries ``GET /stats`` returns per page (``?limit=``), by default and at most.
+gateway_stats_page_default = 100
+gateway_stats_page_max = 10_000
 #: Remote clusters one gateway knows, and clusters one policy may name.
 remote_clusters_count_max = 64
 #: Replication policies the gateway's metadata store may hold (namespaces and topics).

@@ -9,7 +9,7 @@ storage that breaks one shows here first.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from georep.position import Position
@@ -67,6 +67,8 @@ class TopicLog(Protocol):
     name: str
     config: ManagedLedgerConfig
     cursors: Mapping[str, Any]
+    #: Told the name of each cursor whose state changes (``ManagedLedger``).
+    cursor_listener: Callable[[str], None] | None
 
     @property
     def first_position(self) -> Position | None: ...

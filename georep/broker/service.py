@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from georep import limits
 from georep.broker.catalog import Catalog
+from georep.broker.change_feed import ChangeFeed
 from georep.broker.errors import (
     NamespaceNotFound,
     NotAllowed,
@@ -77,6 +78,8 @@ class BrokerService:
         self.catalog = catalog
         self.namespaces = namespaces
         self.topics: dict[str, PersistentTopic] = {}
+        #: Which topics' subscriptions changed, per namespace (subscription sync's feed).
+        self.change_feed = ChangeFeed()
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self.closing = False
         self.stats = {"trim_passes": 0, "expiry_passes": 0}
@@ -177,6 +180,7 @@ class BrokerService:
                 name,
                 ledger,
                 on_dead=self._topic_died,
+                on_subscription_change=self.change_feed.note,
                 rate_window_s=self.config.stats_rate_window_s,
             )
             topic.apply_policies(policies, base)

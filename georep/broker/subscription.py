@@ -353,14 +353,21 @@ class Subscription:
             self.sub_type = consumer.sub_type
             self.dispatcher = new_dispatcher(self, consumer.sub_type)
         self.dispatcher.add_consumer(consumer)
+        self._consumers_changed()
 
     async def remove_consumer(self, consumer: Consumer) -> None:
         """The consumer closed or its connection went away: redeliver what it held.
         Returns once the acknowledgements taken so far are persisted."""
         self._detach(consumer)
+        self._consumers_changed()
         await self.updates.flush()
         if not self.durable and not self.consumers and not self.closed:
             await self.topic.delete_subscription(self.name)
+
+    def _consumers_changed(self) -> None:
+        """With consumers a subscription is a sync source, without them a standby."""
+        if self.durable:
+            self.topic.subscription_changed(self.name)
 
     def _detach(self, consumer: Consumer) -> None:
         consumer.closed = True

@@ -29,7 +29,7 @@ from georep import limits, names
 from georep.broker.consumer import Consumer
 from georep.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from georep.broker.deduplication import MessageDeduplication
-from georep.broker.entry import parse_metadata
+from georep.broker.entry import is_georep_name, parse_metadata
 from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
 from georep.broker.message_expiry import MessageExpiryMonitor
 from georep.broker.ports import TopicLog
@@ -61,11 +61,17 @@ class PersistentTopic:
         ledger: TopicLog,
         *,
         on_dead: Callable[[PersistentTopic], None] = lambda _topic: None,
+        on_subscription_change: Callable[[str], None] = lambda _topic: None,
         rate_window_s: int = limits.stats_rate_window_s_default,
     ) -> None:
         self.name = name
         self.ledger = ledger
         self._on_dead = on_dead
+        #: Told this topic's name when an application subscription's state or consumers
+        #: change (the broker's change feed, ``change_feed.py``).
+        self._on_subscription_change = on_subscription_change
+        self._full_name = str(name)
+        ledger.cursor_listener = self.subscription_changed
         #: Window of every rate in this topic's stats (see ``rate_meter.py``): what its
         #: producers published, and what all its subscriptions dispatched.
         self.rate_window_s = rate_window_s
@@ -99,6 +105,11 @@ class PersistentTopic:
                 await ledger.delete_cursor(cursor_name)
         await topic.dedup.recover()
         return topic
+
+    def subscription_changed(self, name: str) -> None:
+        """Subscription (or cursor) ``name`` changed; only applications' are told on."""
+        if not (is_georep_name(name) or is_system_cursor(name)):
+            self._on_subscription_change(self._full_name)
 
     # -- producers --
 

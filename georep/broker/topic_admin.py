@@ -333,6 +333,17 @@ class BrokerAdmin:
         """Every subscription's acknowledgement state (``subscription_sync.py``)."""
         return await subscription_sync.sync_state(await self._topic(topic))
 
+    async def sync_changes(
+        self, namespace: str, *, epoch: str | None, after: int, wait_s: float
+    ) -> dict:
+        changes = await self.service.change_feed.changes(namespace, epoch, after, wait_s)
+        return {
+            "epoch": changes.epoch,
+            "sequence": changes.sequence,
+            "topics": list(changes.topics),
+            "reset": changes.reset,
+        }
+
     async def sync_subscription(
         self,
         topic: TopicName,

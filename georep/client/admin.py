@@ -102,17 +102,30 @@ class ClusterAdminClient:
             self._session = None
 
     async def _request(
-        self, method: str, path: str, *, body: Any = None, allowed: tuple[int, ...] = ()
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        allowed: tuple[int, ...] = (),
+        params: Mapping[str, str] | None = None,
+        extra_s: float = 0.0,
     ) -> tuple[int, Any]:
         """(status, parsed JSON or None). Statuses in ``allowed`` and 2xx are answers;
-        anything else raises."""
+        anything else raises. ``extra_s``: seconds the server may hold the request on
+        purpose (a long poll), added to the deadline."""
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}{path}"
+        timeout = None
+        if extra_s:
+            timeout = aiohttp.ClientTimeout(total=(self._timeout.total or 0) + extra_s)
         try:
             # A POST says JSON even without a body (rest/access.py).
             headers = {"Content-Type": "application/json"} if method == "POST" else None
-            async with self._session.request(method, url, json=body, headers=headers) as response:
+            async with self._session.request(
+                method, url, json=body, headers=headers, params=params, timeout=timeout
+            ) as response:
                 text = await response.text()
                 status = response.status
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
@@ -192,6 +205,55 @@ class ClusterAdminClient:
             raise AdminRequestFailed(
                 f"{self.cluster_name}: GET {path}: malformed answer ({error!r})", 200
             ) from None
+
+    async def sync_changes(
+        self, namespace: str, *, epoch: str | None, after: int, wait_s: float
+    ) -> dict:
+        """The change feed of ``namespace`` (georep clusters only; a long poll of up to
+        ``wait_s``): ``{"epoch", "sequence", "topics", "reset"}`` as
+        ``broker/change_feed.py`` says. AdminRequestFailed as for :meth:`sync_state`."""
+        tenant, _, name = namespace.partition("/")
+        path = f"{GEOREP_V1}/namespaces/{_segment(tenant)}/{_segment(name)}/sync-changes"
+        params = {"after": str(after), "waitMs": str(int(wait_s * 1000))}
+        if epoch:
+            params["epoch"] = epoch
+        _, document = await self._request("GET", path, params=params, extra_s=wait_s)
+        try:
+            return {
+                "epoch": str(document["epoch"]),
+                "sequence": int(document["sequence"]),
+                "topics": [str(topic) for topic in document["topics"]],
+                "reset": bool(document["reset"]),
+            }
+        except (KeyError, TypeError, ValueError) as error:
+            raise AdminRequestFailed(
+                f"{self.cluster_name}: GET {path}: malformed answer ({error!r})", 200
+            ) from None
+
+    async def metrics_text(self) -> str:
+        """The broker's Prometheus page (``/metrics/``), as text."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+        url = f"{self.admin_url}/metrics/"
+        try:
+            async with self._session.get(url) as response:
+                text = await response.text()
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            raise AdminRequestFailed(f"{self.cluster_name}: GET /metrics/: {error!r}") from None
+        if status != 200:
+            raise AdminRequestFailed(
+                f"{self.cluster_name}: GET /metrics/ answered {status}: {text[:300]}", status
+            )
+        return text
+
+    async def partitioned_stats(self, topic: TopicName) -> dict:
+        """``partitioned-stats?perPartition=true`` of a partitioned ``topic`` (a base
+        name): every partition's ``stats`` in one answer, under ``partitions``."""
+        _, document = await self._request(
+            "GET", f"{_path(topic)}/partitioned-stats", params={"perPartition": "true"}
+        )
+        return document if isinstance(document, dict) else {}
 
     # -- changes --
 

@@ -278,6 +278,12 @@ class LinkConnection:
             raise LinkClosed(f"{self.url}: {self.close_reason}")
         self._queue_out(frames.encode_command(command))
 
+    def abandon(self, command: pb.BaseCommand) -> None:
+        """Send ``command`` and ignore its answer (closing what a failed request may have
+        opened); nothing when the connection is closed (the broker dropped it all)."""
+        if self.state is not State.CLOSED:
+            self._queue_out(frames.encode_command(command))
+
     def _queue_out(self, data: bytes) -> None:
         """Frames written in one event-loop turn go to the socket in one write."""
         self._out.append(data)

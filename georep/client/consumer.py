@@ -140,6 +140,10 @@ class LinkConsumer:
             await connection.request(command, request_id)
         except BaseException:
             connection.unregister_consumer(consumer_id)
+            # The broker may still attach it after we gave up (a timed-out or cancelled
+            # SUBSCRIBE): close it, or it stands in the way of the retry on an
+            # Exclusive subscription ("already has a consumer").
+            connection.abandon(commands.close_consumer(consumer_id, connection.next_request_id()))
             raise
         if consumer.receiver_queue:  # an acknowledger (0) never asks for messages
             connection.send_command(

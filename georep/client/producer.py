@@ -117,6 +117,9 @@ class LinkProducer:
                 frame = await connection.request(command, request_id)
         except BaseException:
             connection.unregister_producer(producer_id)
+            # As for a consumer (consumer.py): a producer the broker made after we gave up
+            # would hold the name the retry asks for.
+            connection.abandon(commands.close_producer(producer_id, connection.next_request_id()))
             raise
         success = frame.command.producer_success
         producer.name = success.producer_name

@@ -34,6 +34,10 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     [subscription_sync]                     # see georep/subsync/settings.py
     mode = "full"                           # full | pulsar-compatible | off
 
+    [limits]                                # past either: WARNING, /metrics, /health degraded
+    replicators_max = 40000                 # topic partitions x remotes (limits.py: default)
+    sync_topics_max = 20000                 # topic partitions synced
+
 Secrets (``rest/tokens.py`` names the variables): a cluster's token comes from a file
 (``token_file``) or an environment variable (``token_env``); a literal ``token`` is
 accepted for local experiments and warned about; with none of them, the first token of
@@ -79,7 +83,15 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LISTEN = "127.0.0.1:8090"
 
-_SECTIONS = {"gateway", "local", "remotes", "rate_limits", "policies", "subscription_sync"}
+_SECTIONS = {
+    "gateway",
+    "local",
+    "remotes",
+    "rate_limits",
+    "policies",
+    "subscription_sync",
+    "limits",
+}
 _GATEWAY_KEYS = {
     "listen",
     "metadata",
@@ -93,6 +105,7 @@ _CLUSTER_KEYS = {"name", "kind", "service_url", "admin_url", "token", "token_fil
 #: What a cluster is: georep's own, or real Apache Pulsar (docs/SUBSYNC.md).
 CLUSTER_KINDS = ("georep", "pulsar")
 _RATE_KEYS = {"messages_per_s", "bytes_per_s"}
+_LIMIT_KEYS = {"replicators_max", "sync_topics_max"}
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,9 @@ class GatewayConfig:
     sync: SyncSettings = field(default_factory=SyncSettings)
     #: ``Host`` names the REST answers to beside the defaults (``rest/access.py``).
     allowed_hosts: tuple[str, ...] = ()
+    #: Replicators and synced topic partitions this gateway runs at most ([limits]).
+    replicators_max: int = limits.gateway_replicators_count_max
+    sync_topics_max: int = limits.sync_topics_count_max
 
     @property
     def open(self) -> bool:
@@ -211,6 +227,8 @@ def parse(
     check_keys(rates, _RATE_KEYS, "[rate_limits]")
     policies = _table(document, "policies")
     check_keys(policies, {"namespaces", "topics"}, "[policies]")
+    caps = _table(document, "limits")
+    check_keys(caps, _LIMIT_KEYS, "[limits]")
     admin_tokens = _tokens(environ.get(GATEWAY_TOKENS_ENV), gateway.get("token_file"), base_dir)
     read_only = _tokens(
         environ.get(GATEWAY_READ_ONLY_TOKENS_ENV), gateway.get("read_only_token_file"), base_dir
@@ -242,7 +260,23 @@ def parse(
         seed_topic_policies=_seeds(policies, "topics", remotes, local.name),
         sync=sync,
         allowed_hosts=tuple(hosts),
+        replicators_max=_count(
+            "[limits] replicators_max",
+            caps.get("replicators_max", limits.gateway_replicators_count_max),
+            limits.gateway_replicators_count_ceiling,
+        ),
+        sync_topics_max=_count(
+            "[limits] sync_topics_max",
+            caps.get("sync_topics_max", limits.sync_topics_count_max),
+            limits.sync_topics_count_ceiling,
+        ),
     )
+
+
+def _count(what: str, value: Any, count_max: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= count_max:
+        raise ConfigError(f"{what} must be a whole number from 0 to {count_max}")
+    return value
 
 
 # --- pieces -----------------------------------------------------------------------------

@@ -58,6 +58,8 @@ class Gateway:
                 settings=self.settings,
                 discovery_interval_s=config.discovery_interval_s,
                 sync_settings=config.sync,
+                replicators_max=config.replicators_max,
+                sync_topics_max=config.sync_topics_max,
             )
             self._runner = web.AppRunner(create_app(self), access_log=None)
             await self._runner.setup()

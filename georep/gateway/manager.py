@@ -25,8 +25,16 @@ gateway that was down while its policy changed) are deleted too.
 
 New topics and partitions are picked up on the next pass; a cluster added to a policy
 gets a replicator whose cursor starts at the EARLIEST retained entry of each topic (see
-``replicator.py``). At most ``limits.gateway_replicators_count_max`` replicators run;
-past it, topics are left out and the stats say how many.
+``replicator.py``).
+
+Scale (docs/ARCHITECTURE.md "Scale"): replicators and syncs open their consumers and
+producers through one semaphore (``limits.gateway_opening_count_max`` at a time), so a
+gateway started beside 10,000 topics opens them at a pace the cluster answers. Subscription
+sync is told which topics changed by one :class:`ChangeWatch` per namespace; beside real
+Pulsar one :class:`SideChannel` per namespace carries every partition's markers. At most
+``replicators_max`` replicators and ``sync_topics_max`` syncs run (``[limits]`` of the
+configuration; ``limits.py`` has the defaults); past either, topics are left out, a
+WARNING says how many, and ``/health`` answers degraded.
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -50,9 +59,11 @@ from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
 from georep.subsync import pulsar_port
+from georep.subsync.change_watch import ChangeWatch
 from georep.subsync.core import SyncCore
 from georep.subsync.ports import GeorepPort, SyncPort
 from georep.subsync.settings import SyncSettings
+from georep.subsync.side_channel import SideChannel
 from georep.subsync.topic_sync import TopicSync
 
 log = logging.getLogger(__name__)
@@ -100,8 +111,17 @@ class ReplicationManager:
         clock: Callable[[], float] = time.time,
         replicator_factory: Callable[..., Replicator] = Replicator,
         sync_settings: SyncSettings | None = None,
+        replicators_max: int = limits.gateway_replicators_count_max,
+        sync_topics_max: int = limits.sync_topics_count_max,
     ) -> None:
         self.local = local
+        self.replicators_max = replicators_max
+        self.sync_topics_max = sync_topics_max
+        #: Names this process's readers and writers where they must differ from another
+        #: process's (the side topic's: side_channel.py).
+        self.instance = uuid.uuid4().hex[:8]
+        #: Replicators and syncs opening consumers and producers, at most this many at once.
+        self.opening = asyncio.Semaphore(limits.gateway_opening_count_max)
         self.remotes = dict(remotes)
         self.store = store
         self.settings = settings or ReplicatorSettings()
@@ -132,6 +152,10 @@ class ReplicationManager:
         self.sync_settings = sync_settings or SyncSettings()
         #: topic partition -> its subscription sync (subsync/topic_sync.py)
         self.syncs: dict[str, TopicSync] = {}
+        #: namespace -> its syncs, its change watch, its side channel (beside Pulsar)
+        self._namespace_syncs: dict[str, dict[str, TopicSync]] = {}
+        self.watches: dict[str, ChangeWatch] = {}
+        self.side_channels: dict[str, SideChannel] = {}
         self.syncs_over_limit = 0
         self._topics: dict[str, list[str]] = {}  # namespace -> last known topics
         self._partitions: dict[str, int] = {}  # base topic -> partitions (0: none)
@@ -156,8 +180,15 @@ class ReplicationManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        watches, self.watches = list(self.watches.values()), {}
+        await asyncio.gather(*(w.stop() for w in watches), return_exceptions=True)
         syncs, self.syncs = list(self.syncs.values()), {}
+        self._namespace_syncs = {}
         await asyncio.gather(*(s.stop() for s in syncs), return_exceptions=True)
+        sides, self.side_channels = list(self.side_channels.values()), {}
+        await asyncio.gather(*(c.stop() for c in sides), return_exceptions=True)
+        if isinstance(self.sync_port, pulsar_port.PulsarPort):
+            await self.sync_port.scan.stop()
         replicators, self.replicators = list(self.replicators.values()), {}
         await asyncio.gather(*(r.stop() for r in replicators), return_exceptions=True)
         links = [self.local_link, *self.remote_links.values()]
@@ -233,7 +264,7 @@ class ReplicationManager:
                 targets = [c for c in wanted if c in self.remotes]
                 if not targets:
                     continue
-                if len(desired) + len(targets) > limits.gateway_replicators_count_max:
+                if len(desired) + len(targets) > self.replicators_max:
                     over_limit += 1
                     continue
                 partitions = await self._partitions_of(name, topics)
@@ -266,6 +297,13 @@ class ReplicationManager:
         stats.namespaces = len(self._topics)
         stats.topics = len(listed_topics)
         stats.unknown_clusters = unknown
+        if over_limit and over_limit != stats.over_limit:
+            log.warning(
+                "%d topic partitions are not replicated: this gateway runs at most %d"
+                " replicators ([limits] replicators_max)",
+                over_limit,
+                self.replicators_max,
+            )
         stats.over_limit = over_limit
         stats.pending_deletions = len(self._pending_deletions)
 
@@ -280,11 +318,20 @@ class ReplicationManager:
             for topic in topics:
                 if not pulsar_port.is_side_topic(topic):  # it carries the sync itself
                     wanted[topic] = namespace
-        over = max(0, len(wanted) - limits.sync_topics_count_max)
+        over = max(0, len(wanted) - self.sync_topics_max)
+        if over and over != self.syncs_over_limit:
+            log.warning(
+                "%d topic partitions are not synced: this gateway syncs at most %d"
+                " ([limits] sync_topics_max)",
+                over,
+                self.sync_topics_max,
+            )
         self.syncs_over_limit = over
-        wanted = dict(list(wanted.items())[: limits.sync_topics_count_max])
+        wanted = dict(list(wanted.items())[: self.sync_topics_max])
         for topic in [t for t in self.syncs if t not in wanted]:
-            await self.syncs.pop(topic).stop()
+            sync = self.syncs.pop(topic)
+            self._namespace_syncs.get(sync.topic_name.namespace, {}).pop(topic, None)
+            await sync.stop()
         for topic, namespace in wanted.items():
             remotes = frozenset(targets.get(topic, ()))
             sync = self.syncs.get(topic)
@@ -305,9 +352,45 @@ class ReplicationManager:
                 local_link=self.local_link,
                 port=self.sync_port,
                 connected=self._connected_to(topic),
+                opening=self.opening,
+                side=None if self.sync_port.in_band else self._side_channel(namespace),
             )
             self.syncs[topic] = sync
+            self._namespace_syncs.setdefault(namespace, {})[topic] = sync
             sync.start()
+            sync.state_changed()  # read once: it may have changed before the watch began
+        await self._watch_namespaces()
+
+    def _side_channel(self, namespace: str) -> SideChannel:
+        channel = self.side_channels.get(namespace)
+        if channel is None:
+            channel = self.side_channels[namespace] = SideChannel(
+                namespace,
+                local_cluster=self.local.name,
+                instance=self.instance,
+                link=self.local_link,
+                opening=self.opening,
+            )
+        return channel
+
+    async def _watch_namespaces(self) -> None:
+        """One change watch per namespace with syncs; side channels of namespaces without
+        syncs closed."""
+        for namespace in [n for n, syncs in self._namespace_syncs.items() if not syncs]:
+            del self._namespace_syncs[namespace]
+        for namespace in [n for n in self.watches if n not in self._namespace_syncs]:
+            await self.watches.pop(namespace).stop()
+        for namespace in [n for n, c in self.side_channels.items() if c.idle]:
+            await self.side_channels.pop(namespace).stop()
+        for namespace in self._namespace_syncs:
+            if namespace not in self.watches:
+                watch = ChangeWatch(
+                    namespace,
+                    port=self.sync_port,
+                    syncs=lambda namespace=namespace: self._namespace_syncs.get(namespace, {}),
+                )
+                self.watches[namespace] = watch
+                watch.start()
 
     def _connected_to(self, topic: str) -> Callable[[str], bool]:
         def connected(remote: str) -> bool:
@@ -353,6 +436,7 @@ class ReplicationManager:
             local_admin=self.local_admin,
             partitions=partitions,
             settings=self.settings,
+            opening=self.opening,
         )
         self.replicators[key] = replicator
         self._pending_deletions.discard(key)
@@ -401,13 +485,47 @@ class ReplicationManager:
 
     # -- stats --
 
-    def sync_stats(self) -> dict:
+    def sync_stats(self, topics: list[str] | None = None) -> dict:
+        """Subscription sync's summary, with the stats of ``topics`` (None: every synced
+        topic partition; ``GET /stats`` pages them)."""
+        chosen = sorted(self.syncs) if topics is None else topics
         return {
             "mode": self.sync_settings.default.mode.value,
             "subscriptions": self.sync_settings.default.subscriptions.value,
+            "topicsSynced": len(self.syncs),
+            "topicsConnected": sum(1 for s in self.syncs.values() if s.connected),
+            "topicsFailing": sum(1 for s in self.syncs.values() if s.failing),
             "topicsOverLimit": self.syncs_over_limit,
-            "topics": [self.syncs[topic].stats() for topic in sorted(self.syncs)],
+            "topicsLimit": self.sync_topics_max,
+            "watches": [self.watches[n].to_json() for n in sorted(self.watches)],
+            "sideChannels": [self.side_channels[n].to_json() for n in sorted(self.side_channels)],
+            "topics": [self.syncs[topic].stats() for topic in chosen if topic in self.syncs],
         }
 
-    def replicator_stats(self) -> list[dict]:
-        return [self.replicators[key].stats() for key in sorted(self.replicators)]
+    def replicator_stats(self, keys: list[Key] | None = None) -> list[dict]:
+        chosen = sorted(self.replicators) if keys is None else keys
+        return [self.replicators[key].stats() for key in chosen if key in self.replicators]
+
+    def problems(self) -> list[str]:
+        """What keeps this gateway from doing all it was asked (``/health`` degraded)."""
+        out = []
+        if self.stats.over_limit:
+            out.append(
+                f"{self.stats.over_limit} topic partitions not replicated:"
+                f" more than {self.replicators_max} replicators ([limits] replicators_max)"
+            )
+        if self.syncs_over_limit:
+            out.append(
+                f"{self.syncs_over_limit} topic partitions not synced:"
+                f" more than {self.sync_topics_max} ([limits] sync_topics_max)"
+            )
+        failing = sum(1 for s in self.syncs.values() if s.failing)
+        if failing:
+            out.append(f"{failing} topic partitions' subscription sync cannot attach")
+        for watch in self.watches.values():
+            if watch.failing:
+                out.append(f"changes of {watch.namespace} unknown: {watch.last_error}")
+        for channel in self.side_channels.values():
+            if not channel.connected and channel.failures:
+                out.append(f"side topic {channel.topic} not read: {channel.last_error}")
+        return out

@@ -96,6 +96,28 @@ class ReplicationCollector:
         )
         errors.add_metric([self.manager.local.name], float(self.manager.stats.errors))
         yield errors
+        yield _gauge(
+            "georep_gateway_topics_over_limit",
+            "Topic partitions left out past a limit ([limits] replicators_max, sync_topics_max)",
+            ["local_cluster", "kind"],
+            [
+                ([self.manager.local.name, "replication"], self.manager.stats.over_limit),
+                ([self.manager.local.name, "sync"], self.manager.syncs_over_limit),
+            ],
+        )
+        yield _gauge(
+            "georep_gateway_problems",
+            "Reasons /health answers degraded",
+            ["local_cluster"],
+            [([self.manager.local.name], len(self.manager.problems()))],
+        )
+
+
+def _gauge(name: str, text: str, labels: list[str], rows) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, text, labels=labels)
+    for values, value in rows:
+        gauge.add_metric(values, float(value))
+    return gauge
 
 
 _SNAPSHOTS = {
@@ -130,7 +152,18 @@ class SyncCollector:
             labels=applied_labels,
         )
         local = self.manager.local.name
-        for topic in self.manager.sync_stats()["topics"]:
+        summary = self.manager.sync_stats()
+        yield _gauge(
+            "georep_subsync_topics",
+            "Topic partitions synced, by state (connected; failing: cannot attach)",
+            ["local_cluster", "state"],
+            [
+                ([local, "synced"], summary["topicsSynced"]),
+                ([local, "connected"], summary["topicsConnected"]),
+                ([local, "failing"], summary["topicsFailing"]),
+            ],
+        )
+        for topic in summary["topics"]:
             labels = [local, topic["topic"]]
             for name, (_, key) in _SNAPSHOTS.items():
                 snapshots[name].add_metric(labels, float(topic["snapshots"][key]))

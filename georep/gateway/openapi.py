@@ -70,8 +70,12 @@ _REPLICATOR = {
 SCHEMAS: dict[str, dict[str, Any]] = {
     "Error": {"type": "object", "required": ["reason"],
               "properties": {"reason": {"type": "string"}}},
-    "Health": {"type": "object", "properties": {"status": {"const": "ok"},
-                                                "cluster": {"type": "string"}}},
+    "Health": {"type": "object", "properties": {
+        "status": {"enum": ["ok", "degraded"]},
+        "cluster": {"type": "string"},
+        "problems": {"type": "array", "items": {"type": "string"},
+                     "description": "Why degraded: limits reached, syncs that cannot attach"},
+    }},
     "PrometheusText": {"type": "string"},
     "OpenAPIDocument": {"type": "object"},
     "Clusters": {"type": "object",
@@ -99,6 +103,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "properties": {
             "localCluster": {"type": "string"},
+            "page": {"type": "object", "description": "offset, limit and totals of this page"},
             "replicators": {"type": "array", "items": _REPLICATOR},
             "discovery": {"type": "object"},
             "subscriptionSync": {

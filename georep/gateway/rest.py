@@ -125,8 +125,17 @@ def _version_query(request: web.Request) -> int | None:
 
 # --- handlers -----------------------------------------------------------------------------
 async def health(request: web.Request) -> web.Response:
+    """Alive (200) always; ``degraded`` with the reasons while a limit is reached or a
+    sync cannot attach (``ReplicationManager.problems``)."""
     gateway = request.app[GATEWAY]
-    return json_response({"status": "ok", "cluster": gateway.config.local.name})
+    problems = gateway.manager.problems() if gateway.manager is not None else []
+    return json_response(
+        {
+            "status": "degraded" if problems else "ok",
+            "cluster": gateway.config.local.name,
+            "problems": problems,
+        }
+    )
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -234,26 +243,59 @@ async def delete_topic_policy(request: web.Request) -> web.Response:
 
 
 async def get_stats(request: web.Request) -> web.Response:
+    """One page of replicators and synced topic partitions, in topic order:
+    ``?topic=`` (a prefix), ``?offset=`` and ``?limit=`` (at most
+    ``limits.gateway_stats_page_max``) choose the topic partitions of the page; the
+    summaries (discovery, sync totals, watches) always come whole."""
     manager = request.app[GATEWAY].manager
-    topic = request.query.get("topic")
-    replicators = manager.replicator_stats()
-    sync = manager.sync_stats()
-    if topic:
-        replicators = [r for r in replicators if r["topic"].startswith(topic)]
-        sync["topics"] = [t for t in sync["topics"] if t["topic"].startswith(topic)]
+    prefix = request.query.get("topic", "")
+    offset = _count_query(request, "offset", 0, limits.gateway_namespace_topics_max)
+    limit = _count_query(
+        request, "limit", limits.gateway_stats_page_default, limits.gateway_stats_page_max
+    )
+    topics = sorted(
+        {key[0] for key in manager.replicators} | set(manager.syncs),
+    )
+    matching = [t for t in topics if t.startswith(prefix)]
+    page = matching[offset : offset + limit]
+    chosen = set(page)
+    keys = sorted(key for key in manager.replicators if key[0] in chosen)
     return json_response(
         {
             "localCluster": manager.local.name,
-            "replicators": replicators,
+            "page": {
+                "offset": offset,
+                "limit": limit,
+                "topics": len(matching),
+                "next": offset + limit if offset + limit < len(matching) else None,
+            },
+            "replicators": manager.replicator_stats(keys),
             "discovery": manager.stats.to_json(),
-            "subscriptionSync": sync,
+            "subscriptionSync": manager.sync_stats(page),
         }
     )
+
+
+def _count_query(request: web.Request, name: str, default: int, count_max: int) -> int:
+    text = request.query.get(name)
+    if text is None:
+        return default
+    # ASCII digits only: str.isdigit also takes "²", which int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) > count_max:
+        raise PolicyError(f"?{name} must be a whole number from 0 to {count_max}")
+    return int(text)
 
 
 # --- the table ------------------------------------------------------------------------------
 _VERSION = QueryParameter(
     "version", "delete only at this version", {"type": "integer", "minimum": 1}
+)
+_TOPIC_PREFIX = QueryParameter("topic", "only topic partitions starting so", {"type": "string"})
+_OFFSET = QueryParameter("offset", "topic partitions skipped", {"type": "integer", "minimum": 0})
+_LIMIT = QueryParameter(
+    "limit",
+    f"topic partitions in the page (default {limits.gateway_stats_page_default})",
+    {"type": "integer", "minimum": 0, "maximum": limits.gateway_stats_page_max},
 )
 ROUTES: tuple[Route, ...] = (
     Route("GET", "/health", health, Role.PUBLIC, "Liveness", "service", response="Health"),
@@ -285,8 +327,9 @@ ROUTES: tuple[Route, ...] = (
           "Remove a topic's policy: its namespace's applies again", "policies",
           query=(_VERSION,)),
     Route("GET", f"{V1}/stats", get_stats, Role.READ,
-          "Replicator stats (Pulsar's replication stats names), discovery, subscription sync",
-          "stats", response="Stats"),
+          "Replicator stats (Pulsar's replication stats names), discovery, subscription sync;"
+          " one page of topic partitions", "stats", response="Stats",
+          query=(_TOPIC_PREFIX, _OFFSET, _LIMIT)),
 )  # fmt: skip
 
 

@@ -182,6 +182,12 @@ class SyncCore:
         self._arrived: set[str] = set()
         self._something_new = False
         self._sequence = 0
+        #: The last entry the reader handed in.
+        self.last_read: Position | None = None
+        #: A state named entries the reader had not read yet (its markers could not say
+        #: them in their origins' terms): read the state again once it has.
+        self._awaiting_read: Position | None = None
+        self.state_stale = False
 
     @property
     def mode(self) -> SyncMode:
@@ -192,6 +198,10 @@ class SyncCore:
     def on_entry(
         self, where: Position, metadata: wire.MessageMetadata, payload: bytes, now: float
     ) -> list[WriteMarker | Apply]:
+        self.last_read = where
+        if self._awaiting_read is not None and where >= self._awaiting_read:
+            self._awaiting_read = None
+            self.state_stale = True
         if metadata.HasField("marker_type"):
             return self._on_marker(where, metadata, payload, now)
         origin = origin_of(metadata)
@@ -400,6 +410,9 @@ class SyncCore:
                     out.append(marker)
             source.stats.last_mark_delete = state.mark_delete
             source.stats.ranges = len(state.ranges)
+            highest = max([state.mark_delete, *(high for _, high in state.ranges)])
+            if self.last_read is None or highest > self.last_read:
+                self._awaiting_read = max(highest, self._awaiting_read or highest)
             if len(out) > written:
                 source.stats.last_written_at = now
         return out
@@ -472,6 +485,16 @@ class SyncCore:
             return out
         self._something_new = False
         return [*out, WriteMarker(MarkerKind.SNAPSHOT_REQUEST, request)]
+
+    def wants_clock(self) -> bool:
+        """Whether :meth:`tick` may have something to do before the next change: a
+        snapshot in flight (it times out), one due (something new and a synced
+        subscription), or a probe of silent remotes. An idle topic needs no clock."""
+        if self.controller.pending:
+            return True
+        if self.mode is SyncMode.OFF or not self.in_band:
+            return False
+        return bool(self.silent & self.remotes) or (self._something_new and bool(self.sources))
 
     def reconnected(self, remote: str) -> None:
         """The replicator towards ``remote`` connected again: ask it in snapshots again."""

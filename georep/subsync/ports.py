@@ -4,12 +4,17 @@ A gateway syncs subscriptions on the cluster beside it through one :class:`SyncP
 
 - ``states``: every subscription's acknowledgement state on a topic partition;
 - ``apply``: bring one subscription up to the state another cluster sent;
+- ``changes``: which topics of a namespace had subscriptions change since the last
+  call (``change_watch.py`` asks, one watch per namespace), so that an idle topic is never
+  asked for its states;
 - ``in_band``: whether markers may sit in the topic itself. A georep cluster shows them to
   the gateway's reader; a real Pulsar broker hides every marker from every reader, so
   beside real Pulsar the markers travel on a side topic (``pulsar_port.py``).
 
 :class:`GeorepPort` is the georep cluster's answer: its own admin paths
-(``/admin/georep/v1/.../sync-state`` and ``.../subscription/{s}/sync``).
+(``/admin/georep/v1/.../sync-state``, ``.../subscription/{s}/sync``, and the namespace's
+change feed ``/admin/georep/v1/namespaces/{t}/{ns}/sync-changes``, a long poll that the
+broker answers as acknowledgements happen: ``broker/change_feed.py``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from georep import limits
 from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
 from georep.position import Position
@@ -32,12 +38,31 @@ class Applied:
     ranges: int
 
 
+#: What a port remembers between two ``changes`` of one namespace (its own business).
+ChangeMark = object
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """An answer of ``SyncPort.changes``: where to go on from, and the topics (full
+    names) whose subscriptions changed; None: any may have (read them all once)."""
+
+    mark: ChangeMark
+    topics: frozenset[str] | None
+
+
 class SyncPort(Protocol):
     in_band: bool
 
     async def states(self, topic: TopicName) -> dict[str, SubscriptionState]: ...
 
     async def apply(self, topic: TopicName, action: Apply) -> Applied: ...
+
+    async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
+        """Waits for the next changes in ``namespace`` after ``mark`` (None: the first
+        call, answered at once with every topic). LinkError when the cluster could not
+        say: changes may have been missed, so the next call starts again from None."""
+        ...
 
 
 class GeorepPort:
@@ -47,6 +72,14 @@ class GeorepPort:
 
     def __init__(self, admin: ClusterAdminClient) -> None:
         self._admin = admin
+
+    async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
+        epoch, after = mark if isinstance(mark, tuple) else (None, 0)
+        answer = await self._admin.sync_changes(
+            namespace, epoch=epoch, after=after, wait_s=limits.sync_change_wait_s
+        )
+        mark = (answer["epoch"], answer["sequence"])
+        return Changed(mark, None if answer["reset"] else frozenset(answer["topics"]))
 
     async def states(self, topic: TopicName) -> dict[str, SubscriptionState]:
         answer = await self._admin.sync_state(topic)

@@ -20,7 +20,17 @@ table; docs/SUBSYNC.md "Beside real Pulsar"):
 - **Markers** go on the namespace's side topic (:func:`side_topic`) as ordinary
   messages: payload the marker, properties the topic partition, the kind and the source
   cluster. Pulsar's geo-replication (or the gateway's replicators) carry it like any
-  topic of the namespace.
+  topic of the namespace. One reader and one writer per namespace (``side_channel.py``).
+- **Changes** come from one read of the broker's Prometheus page every
+  ``limits.sync_pulsar_scan_interval_s`` (:class:`MetricsScan`), shared by every
+  namespace: per subscription its backlog, consumers, last acknowledgement and last
+  mark-delete move; a topic any of whose application subscriptions shows another value
+  than at the previous read has changed, and only its ``internalStats`` and ``stats`` are
+  read. Measured on Pulsar 4.0.7 (``bench/README.md``): ``broker-stats/topics`` is
+  refreshed only every ``statsUpdateFrequencyInSecs`` (60 s by default), and
+  ``partitioned-stats`` or ``stats`` cost a request per topic, so the Prometheus page
+  (topic-level metrics are on by default) is the one bulk read that is both fresh and
+  one request.
 
 What cannot be synced here, and why: partially acknowledged batches (``internalStats``
 does not show batch indexes, so a batch counts as acknowledged only when all of it is,
@@ -32,8 +42,10 @@ source now, and what the other cluster sent is dropped).
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import collections
+import contextlib
 import logging
+import re
 
 from georep import limits
 from georep.broker.topic_name import TopicName
@@ -45,7 +57,7 @@ from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.pulsar.cursor_text import acknowledged, parse_cursor
 from georep.subsync.core import Apply, SubscriptionState
-from georep.subsync.ports import Applied
+from georep.subsync.ports import Applied, Changed, ChangeMark
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +87,14 @@ def is_side_topic(topic: str) -> bool:
     return topic.rpartition("/")[2] == SIDE_TOPIC
 
 
-def side_producer_name(local_cluster: str, topic: str) -> str:
-    """One producer per synced topic partition writes on the side topic; names must
-    differ, and stay short whatever the topic's length."""
-    digest = hashlib.sha256(topic.encode()).hexdigest()[:16]
-    return f"georep.sync.{local_cluster}.{digest}"
+def side_producer_name(local_cluster: str, instance: str) -> str:
+    """The name this gateway process reads and writes the side topic under: one reader
+    and one writer per namespace (``side_channel.py``), never another process's.
+
+    >>> side_producer_name("A", "3f9c")
+    'georep.sync.A.3f9c'
+    """
+    return f"georep.sync.{local_cluster}.{instance}"
 
 
 class SideMessageError(ValueError):
@@ -90,9 +105,13 @@ def side_properties(metadata: wire.MessageMetadata) -> tuple[str, int, str]:
     """(topic partition, marker kind, source cluster) of a side message."""
     found = {kv.key: kv.value for kv in metadata.properties}
     try:
-        return found[TOPIC_PROPERTY], int(found[KIND_PROPERTY]), found[SOURCE_PROPERTY]
-    except (KeyError, ValueError):
-        raise SideMessageError(f"not a side message: {sorted(found)}") from None
+        topic, kind, source = found[TOPIC_PROPERTY], found[KIND_PROPERTY], found[SOURCE_PROPERTY]
+    except KeyError:
+        raise SideMessageError(f"not a side message: {sorted(found)[:8]}") from None
+    # ASCII digits only: a producer's properties are untrusted (str.isdigit takes "²").
+    if not (kind.isascii() and kind.isdigit() and len(kind) <= 9):
+        raise SideMessageError(f"side message kind {kind[:20]!r} is not a number")
+    return topic, int(kind), source
 
 
 def pulsar_states(internal: dict, stats: dict) -> dict[str, SubscriptionState]:
@@ -167,15 +186,146 @@ class ApplyRefused(LinkError):
     retriable = False
 
 
+#: The Prometheus families that say a subscription moved, and their label syntax.
+_SIGNALS = (
+    "pulsar_subscription_back_log{",
+    "pulsar_subscription_consumers_count{",
+    "pulsar_subscription_last_acked_timestamp{",
+    "pulsar_subscription_last_mark_delete_advanced_timestamp{",
+)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+#: Scans whose changes are kept for watches that fell behind.
+_SCANS_KEPT = 16
+
+
+def subscription_signals(text: str, namespaces: set[str]) -> dict[tuple[str, str], tuple]:
+    """(topic, subscription) -> the values of its ``_SIGNALS`` on a Prometheus page, for
+    applications' subscriptions of ``namespaces``.
+
+    >>> page = '\\n'.join([
+    ...     'pulsar_subscription_back_log{cluster="A",namespace="t/ns",topic="persistent://t/ns/x",'
+    ...     'subscription="app"} 4',
+    ...     'pulsar_subscription_back_log{cluster="A",namespace="t/ns",topic="persistent://t/ns/x",'
+    ...     'subscription="georep.sync"} 0',
+    ...     'pulsar_topics_count{cluster="A"} 3'])
+    >>> subscription_signals(page, {"t/ns"})
+    {('persistent://t/ns/x', 'app'): ('4',)}
+    """
+    found: dict[tuple[str, str], list[str]] = {}
+    for line in text.splitlines():
+        if not line.startswith(_SIGNALS):
+            continue
+        labels_end = line.rfind("}")
+        labels = dict(_LABEL.findall(line, line.index("{"), labels_end))
+        topic, subscription = labels.get("topic"), labels.get("subscription")
+        if (
+            topic is None
+            or subscription is None
+            or labels.get("namespace") not in namespaces
+            or subscription.startswith(_NOT_APPLICATIONS)
+            or is_side_topic(topic)
+        ):
+            continue
+        found.setdefault((topic, subscription), []).append(line[labels_end + 1 :].strip())
+    return {key: tuple(values) for key, values in found.items()}
+
+
+class MetricsScan:
+    """Which topics' subscriptions moved, from one Prometheus page per interval for every
+    namespace watched (see the module docstring)."""
+
+    def __init__(self, admin: ClusterAdminClient, interval_s: float) -> None:
+        self._admin = admin
+        self._interval_s = interval_s
+        self.namespaces: set[str] = set()
+        self.number = 0
+        self._signals: dict[tuple[str, str], tuple] = {}
+        #: (scan number, namespace -> topics changed in it; None: the scan failed)
+        self._scans: collections.deque[tuple[int, dict[str, set[str]] | None]] = collections.deque(
+            maxlen=_SCANS_KEPT
+        )
+        self._scanned = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.last_error: str | None = None
+        self.stats = {"scans": 0, "failures": 0, "bytes": 0}
+
+    async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
+        self.namespaces.add(namespace)
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="metrics scan")
+        if not isinstance(mark, int):
+            return Changed(self.number, None)
+        while self.number <= mark:
+            self._scanned.clear()
+            await self._scanned.wait()
+        topics: set[str] = set()
+        kept = [number for number, _ in self._scans]
+        if not kept or kept[0] > mark + 1:
+            return Changed(self.number, None)  # fell behind what is kept
+        for number, changed in self._scans:
+            if number <= mark:
+                continue
+            if changed is None:
+                raise LinkError(f"subscription stats: {self.last_error}")
+            topics |= changed.get(namespace, set())
+        return Changed(self.number, frozenset(topics))
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                changed: dict[str, set[str]] | None = await self._scan()
+            except LinkError as error:
+                self.stats["failures"] += 1
+                if str(error) != self.last_error:
+                    log.warning("reading subscription stats: %s", error)
+                self.last_error = str(error)
+                changed = None
+            self.number += 1
+            self._scans.append((self.number, changed))
+            self._scanned.set()
+            await asyncio.sleep(self._interval_s)
+
+    async def _scan(self) -> dict[str, set[str]]:
+        text = await self._admin.metrics_text()
+        self.stats["scans"] += 1
+        self.stats["bytes"] += len(text)
+        signals = subscription_signals(text, self.namespaces)
+        previous, self._signals = self._signals, signals
+        changed: dict[str, set[str]] = {}
+        for key in signals.keys() | previous.keys():
+            if signals.get(key) != previous.get(key):
+                topic = key[0]
+                changed.setdefault(TopicName.parse(topic).namespace, set()).add(topic)
+        self.last_error = None
+        return changed
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 class PulsarPort:
     """A real Pulsar cluster: state over admin v2, apply by acknowledging, markers aside."""
 
     in_band = False
 
-    def __init__(self, admin: ClusterAdminClient, link: PulsarLink) -> None:
+    def __init__(
+        self,
+        admin: ClusterAdminClient,
+        link: PulsarLink,
+        *,
+        scan_interval_s: float = limits.sync_pulsar_scan_interval_s,
+    ) -> None:
         self._admin = admin
         self._link = link
+        self.scan = MetricsScan(admin, scan_interval_s)
         self.partial_batches_skipped = 0
+
+    async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
+        return await self.scan.changes(namespace, mark)
 
     async def states(self, topic: TopicName) -> dict[str, SubscriptionState]:
         internal, stats = await asyncio.gather(

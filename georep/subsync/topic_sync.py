@@ -5,23 +5,30 @@ interfaces: the binary protocol and the admin REST)::
 
     reader   non-durable subscription georep.sync on T, from the earliest entry:
              every entry (markers included) -> SyncCore.on_entry
-    poller   every poll_interval_s: GET .../sync-state of T -> SyncCore.on_state,
-             and SyncCore.tick (snapshots)
-    writer   producer georep.sync.<L> on T: the markers SyncCore asks for
-    applier  POST .../subscription/<s>/sync on L: the states SyncCore asks to apply,
-             one at a time, in order, retried until they succeed
+    states   when T's subscriptions changed (state_changed(), told by the namespace's
+             ChangeWatch, change_watch.py), after the reader read a marker or entries a
+             state was waiting for, and once after each (re)attach: the port's
+             states of T -> SyncCore.on_state; at most one read per poll_interval_s
+    clock    SyncCore.tick, only while the core wants_clock() (a snapshot in flight or
+             due, a silent remote to probe): an idle topic sleeps until told
+    writer   the markers SyncCore asks for: in band, producer georep.sync.<L> on T,
+             opened on the first marker; beside real Pulsar, the namespace's
+             SideChannel (side_channel.py), which also hands this partition's side
+             markers to SyncCore.on_side_marker
+    applier  the states SyncCore asks to apply, one at a time, in order, retried
+             until they succeed, through the port
 
-The poller and the applier go through the cluster's :class:`~georep.subsync.ports.SyncPort`.
-Beside a real Pulsar cluster (``pulsar_port.py``), which hides in-band markers, the
-writer publishes on the namespace's side topic instead, and a second reader (non-durable
-``georep.sync`` on the side topic, from the earliest entry) hands the markers about T
-written by other clusters' gateways to ``SyncCore.on_side_marker``.
+Reader, writer and applier go through the cluster's
+:class:`~georep.subsync.ports.SyncPort`. Attaching waits for the gateway's ``opening``
+semaphore, so thousands of syncs starting together are paced. A sync that cannot attach
+retries with a growing delay (``limits.sync_retry_s_initial`` to ``_max``), says so at
+WARNING once per new error, and counts its failures (``/metrics``, ``/health``).
 
-The replicators carry the markers between clusters (origin.py routes them). Nothing
-lives only in memory that cannot be rebuilt: after a restart (or a lost connection) the
-reader starts again from the beginning of T, the indexes and caches are rebuilt from
-what T holds, and markers read again are harmless (MDPs never move backwards, ranges
-only add, stale snapshot answers are ignored, old requests are not answered).
+A reconnecting reader resumes where it stopped (the sync's indexes and caches are
+kept); only a new TopicSync reads T from its beginning. Nothing lives only in memory
+that cannot be rebuilt from T: after a gateway restart the indexes and caches are rebuilt
+from what T holds, and markers read again are harmless (MDPs never move backwards,
+ranges only add, stale snapshot answers are ignored, old requests are not answered).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Callable, Sequence
 
@@ -39,16 +47,20 @@ from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots.markers import encode
-from georep.subsync import pulsar_port
 from georep.subsync.core import Apply, SyncCore, WriteMarker
 from georep.subsync.ports import SyncPort
+from georep.subsync.side_channel import SideChannel
 
 log = logging.getLogger(__name__)
 
 READER_SUBSCRIPTION = "georep.sync"
 WRITER_PREFIX = "georep.sync."
+#: Side markers waiting for this partition's sync; past it the oldest is dropped (each
+#: carries a whole state, and states are written again: a later one supersedes it).
+SIDE_INBOX_MAX = 1_000
 
 
 class TopicSync:
@@ -60,7 +72,8 @@ class TopicSync:
         local_link: PulsarLink,
         port: SyncPort,
         connected: Callable[[str], bool],
-        retry_s: float = 1.0,
+        opening: asyncio.Semaphore | None = None,
+        side: SideChannel | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.topic = topic
@@ -69,20 +82,32 @@ class TopicSync:
         self._link = local_link
         self._port = port
         self._connected = connected
-        self._retry_s = retry_s
+        self._opening = opening or asyncio.Semaphore(limits.gateway_opening_count_max)
+        self._side = side
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
         self._producer: LinkProducer | None = None
+        self._producer_lock = asyncio.Lock()
         self._next_sequence = 0
         self._applies: collections.deque[Apply] = collections.deque()
         self._apply_wakeup = asyncio.Event()
         self._apply_room = asyncio.Event()
         self._apply_room.set()
+        self._state_wanted = asyncio.Event()
+        self._side_inbox: collections.deque[tuple[int, bytes, str, int]] = collections.deque()
+        self._side_arrived = asyncio.Event()
         self._was_connected: dict[str, bool] = {}
+        self._last_states: dict = {}
+        self._last_states_at: float | None = None
         self.markers_written: dict[str, int] = {}
         self.apply_failures = 0
+        self.attach_failures = 0
+        self.side_dropped = 0
+        self.state_reads = 0
         self.last_error: str | None = None
+        self.failing_since: float | None = None
         self.connected = False
+        self.core.set_sequence_floor(int(clock() * 1_000_000))
 
     def __repr__(self) -> str:
         return f"TopicSync({self.topic} on {self.core.local_cluster})"
@@ -90,71 +115,90 @@ class TopicSync:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=repr(self))
+            if self._side is not None:
+                self._side.attach(self.topic, self)
 
     async def stop(self) -> None:
+        if self._side is not None:
+            self._side.detach(self.topic)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
 
+    def state_changed(self) -> None:
+        """T's subscriptions changed (or may have): read their states soon."""
+        self._state_wanted.set()
+
+    def deliver_side_marker(self, kind: int, payload: bytes, source: str, written_ms: int) -> None:
+        """A marker about T from the namespace's side topic (never waits)."""
+        if len(self._side_inbox) >= SIDE_INBOX_MAX:
+            self._side_inbox.popleft()
+            self.side_dropped += 1
+        self._side_inbox.append((kind, payload, source, written_ms))
+        self._side_arrived.set()
+
     # -- the loop --
 
     async def _run(self) -> None:
+        delay = limits.sync_retry_s_initial
         while True:
-            consumer = side = None
+            consumer = None
             try:
-                consumer = await self._reader(self.topic)
-                if self._port.in_band:
-                    writes_to = self.topic
-                    writer = f"{WRITER_PREFIX}{self.core.local_cluster}"
-                else:
-                    writes_to = pulsar_port.side_topic(self.topic_name)
-                    writer = pulsar_port.side_producer_name(self.core.local_cluster, self.topic)
-                    side = await self._reader(writes_to)
-                self._producer = await self._link.create_producer(writes_to, writer)
-                self._next_sequence = self._producer.last_sequence_id + 1
-                self.core.reset()
-                self.core.set_sequence_floor(int(self._clock() * 1_000_000))
-                self._applies.clear()
+                async with self._opening:
+                    consumer = await self._reader()
                 self.connected = True
                 self.last_error = None
-                await self._serve(consumer, side)
+                self.failing_since = None
+                delay = limits.sync_retry_s_initial
+                self.state_changed()  # what changed while detached
+                await self._serve(consumer)
             except asyncio.CancelledError:
                 raise
             except (LinkError, ConnectionError) as error:
-                self.last_error = str(error)
-                log.info("%s: %s; retrying", self, error)
+                self._failed(str(error))
             except Exception as error:  # a bug: say so, and do not spin on it
-                self.last_error = repr(error)
                 log.exception("%s: failed", self)
+                self._failed(repr(error))
             finally:
                 self.connected = False
                 producer, self._producer = self._producer, None
-                for closing in (producer, consumer, side):
+                for closing in (producer, consumer):
                     if closing is not None:
                         with contextlib.suppress(Exception):
                             await closing.close()
-            await asyncio.sleep(self._retry_s)
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, limits.sync_retry_s_max)
 
-    async def _reader(self, topic: str) -> LinkConsumer:
+    def _failed(self, error: str) -> None:
+        self.attach_failures += 1
+        if self.failing_since is None:
+            self.failing_since = self._clock()
+        if error != self.last_error:
+            log.warning("%s: %s; retrying", self, error)
+        self.last_error = error
+
+    async def _reader(self) -> LinkConsumer:
+        last = self.core.last_read
         return await self._link.subscribe(
-            topic,
+            self.topic,
             READER_SUBSCRIPTION,
             durable=False,
             initial_position=InitialPosition.EARLIEST,
+            start_message_id=tuple(last) if last is not None else None,
             consumer_name=f"georep-sync-{self.core.local_cluster}",
         )
 
-    async def _serve(self, consumer: LinkConsumer, side: LinkConsumer | None) -> None:
+    async def _serve(self, consumer: LinkConsumer) -> None:
         loop = asyncio.get_running_loop()
         tasks = [
             loop.create_task(self._read(consumer), name=f"{self} read"),
-            loop.create_task(self._poll(), name=f"{self} poll"),
+            loop.create_task(self._watch(), name=f"{self} states"),
             loop.create_task(self._apply_loop(), name=f"{self} apply"),
         ]
-        if side is not None:
-            tasks.append(loop.create_task(self._read_side(side), name=f"{self} side"))
+        if self._side is not None:
+            tasks.append(loop.create_task(self._read_side(), name=f"{self} side"))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -182,56 +226,85 @@ class TopicSync:
         unacked = 0
         while True:
             entry = await consumer.receive()
-            actions = self.core.on_entry(
-                entry.position, entry.metadata, entry.payload, self._clock()
-            )
             unacked = self._acknowledge_as_read(consumer, entry, unacked)
+            where = Position(*entry.position)
+            last = self.core.last_read
+            if last is not None and where <= last:
+                continue  # a resumed reader starts at the entry it had read
+            actions = self.core.on_entry(where, entry.metadata, entry.payload, self._clock())
+            if entry.metadata.HasField("marker_type") or self.core.state_stale:
+                # A snapshot read back is reached by an MDP already past it only when
+                # the state is read again; a state that outran the reader is built again.
+                self.core.state_stale = False
+                self.state_changed()
             if consumer.queued == 0:
                 actions += self.core.drain_arrivals()
             await self._perform(actions)
 
-    async def _read_side(self, side: LinkConsumer) -> None:
-        """Markers about this topic partition from the side topic (one message each)."""
-        unacked = 0
+    async def _read_side(self) -> None:
+        """Markers about this topic partition from the side topic (side_channel.py)."""
         while True:
-            entry = await side.receive()
-            unacked = self._acknowledge_as_read(side, entry, unacked)
-            try:
-                topic, kind, source = pulsar_port.side_properties(entry.metadata)
-            except pulsar_port.SideMessageError as error:
-                self.core.bad_markers += 1
-                log.warning("%s: side entry %s ignored: %s", self, entry.position, error)
+            if not self._side_inbox:
+                self._side_arrived.clear()
+                await self._side_arrived.wait()
                 continue
-            if topic != self.topic or entry.metadata.num_messages_in_batch > 1:
+            kind, payload, source, written_ms = self._side_inbox.popleft()
+            await self._perform(self.core.on_side_marker(kind, payload, source, written_ms))
+
+    async def _watch(self) -> None:
+        """States when told, the clock while the core wants it (module docstring)."""
+        settings = self.core.settings
+        while True:
+            timeout = self._clock_timeout()
+            if timeout is None:
+                await self._state_wanted.wait()
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._state_wanted.wait(), timeout)
+            now = self._clock()
+            actions = list(self.core.tick(now, self._remotes_connected()))
+            if self._state_wanted.is_set():
+                self._state_wanted.clear()
+                try:
+                    states = await self._port.states(self.topic_name)
+                except LinkError as error:
+                    self.last_error = f"subscription states: {error}"
+                    self._state_wanted.set()  # read again after the pause below
+                else:
+                    self.state_reads += 1
+                    self._last_states, self._last_states_at = states, now
+                    actions += self.core.on_state(states, now)
+                await self._perform(actions)
+                await asyncio.sleep(settings.poll_interval_s)  # at most one read a period
                 continue
-            actions = self.core.on_side_marker(
-                kind, entry.payload, source, entry.metadata.publish_time
-            )
+            if self._resend_due(now):  # side markers written again (limits.py says why)
+                self._last_states_at = now
+                actions += self.core.on_state(self._last_states, now)
             await self._perform(actions)
 
-    async def _poll(self) -> None:
-        while True:
-            now = self._clock()
-            connected = {}
-            for remote in self.core.remotes:
-                connected[remote] = self._connected(remote)
-                if connected[remote] and not self._was_connected.get(remote, False):
-                    self.core.reconnected(remote)
-            self._was_connected = connected
-            actions = list(self.core.tick(now, connected))
-            try:
-                states = await self._port.states(self.topic_name)
-            except LinkError as error:
-                self.last_error = f"subscription states: {error}"
-            else:
-                actions += self.core.on_state(states, now)
-            await self._perform(actions)
-            # A topic without a synced subscription (most of them) is asked less often:
-            # a subscription opted in later is noticed within the idle interval.
-            interval = self.core.settings.poll_interval_s
-            if not self.core.sources:
-                interval = max(interval, limits.sync_idle_poll_interval_s)
-            await asyncio.sleep(interval)
+    def _clock_timeout(self) -> float | None:
+        if self.core.wants_clock():
+            return self.core.settings.poll_interval_s
+        if self._side is not None and self._last_states:
+            return limits.sync_side_resend_interval_s
+        return None
+
+    def _resend_due(self, now: float) -> bool:
+        return (
+            self._side is not None
+            and bool(self._last_states)
+            and self._last_states_at is not None
+            and now - self._last_states_at >= limits.sync_side_resend_interval_s
+        )
+
+    def _remotes_connected(self) -> dict[str, bool]:
+        connected = {}
+        for remote in self.core.remotes:
+            connected[remote] = self._connected(remote)
+            if connected[remote] and not self._was_connected.get(remote, False):
+                self.core.reconnected(remote)
+        self._was_connected = connected
+        return connected
 
     async def _perform(self, actions: Sequence[WriteMarker | Apply]) -> None:
         for action in actions:
@@ -245,28 +318,36 @@ class TopicSync:
                 self._apply_wakeup.set()
 
     async def _write(self, action: WriteMarker) -> None:
-        producer = self._producer
-        if producer is None:
-            raise LinkError(f"{self}: no marker producer")
-        metadata = wire.MessageMetadata(
-            producer_name=producer.name,
-            sequence_id=self._next_sequence,
-            publish_time=int(self._clock() * 1000),
-        )
-        if self._port.in_band:
-            metadata.marker_type = int(action.kind)
-            metadata.replicate_to.extend(action.replicate_to)
+        payload = encode(action.kind, action.message)
+        if self._side is not None:
+            await self._side.write(self.topic, int(action.kind), payload)
         else:
-            for key, value in (
-                (pulsar_port.TOPIC_PROPERTY, self.topic),
-                (pulsar_port.KIND_PROPERTY, str(int(action.kind))),
-                (pulsar_port.SOURCE_PROPERTY, self.core.local_cluster),
-            ):
-                metadata.properties.add(key=key, value=value)
-        self._next_sequence += 1
-        await producer.send(metadata, encode(action.kind, action.message))
+            producer = await self._writer()
+            metadata = wire.MessageMetadata(
+                producer_name=producer.name,
+                sequence_id=self._next_sequence,
+                publish_time=int(self._clock() * 1000),
+                marker_type=int(action.kind),
+            )
+            metadata.replicate_to.extend(action.replicate_to)
+            self._next_sequence += 1
+            await producer.send(metadata, payload)
         name = action.kind.name
         self.markers_written[name] = self.markers_written.get(name, 0) + 1
+
+    async def _writer(self) -> LinkProducer:
+        """The in-band marker producer, opened on the first marker: an idle topic has
+        none."""
+        async with self._producer_lock:
+            producer = self._producer
+            if producer is None or producer.failed:
+                async with self._opening:
+                    producer = await self._link.create_producer(
+                        self.topic, f"{WRITER_PREFIX}{self.core.local_cluster}"
+                    )
+                self._next_sequence = max(self._next_sequence, producer.last_sequence_id + 1)
+                self._producer = producer
+            return producer
 
     async def _apply_loop(self) -> None:
         while True:
@@ -285,19 +366,28 @@ class TopicSync:
                     self._applies.popleft()
                     self._apply_room.set()
                     continue
-                await asyncio.sleep(self._retry_s)
+                await asyncio.sleep(limits.sync_retry_s_initial)
                 continue
             self._applies.popleft()
             self._apply_room.set()
             self.core.note_applied(action, applied.mark_delete, applied.ranges, self._clock())
+
+    @property
+    def failing(self) -> bool:
+        """Not attached, and at least one attempt failed."""
+        return not self.connected and self.failing_since is not None
 
     def stats(self) -> dict:
         return {
             "topic": self.topic,
             "connected": self.connected,
             "lastError": self.last_error,
+            "failingSince": self.failing_since,
+            "attachFailures": self.attach_failures,
+            "stateReads": self.state_reads,
             "markersWritten": dict(self.markers_written),
             "pendingApplies": len(self._applies),
             "applyFailures": self.apply_failures,
+            "sideMarkersDropped": self.side_dropped,
             **self.core.stats(),
         }

@@ -28,6 +28,7 @@ from georep.broker.admin.cluster_admin import (
     format_position,
     format_ranges,
 )
+from georep.broker.change_feed import ChangeFeed
 from georep.broker.topic_name import TopicName
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
@@ -60,6 +61,7 @@ class MemoryCluster:
         self.topics: dict[str, MemoryTopic] = {}
         self.partitioned: dict[str, int] = {}
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.change_feed = ChangeFeed(epoch="memory")
 
     def add_topic(self, name: str, entries: int = 0) -> MemoryTopic:
         topic = self.topics[str(TopicName.parse(name))] = MemoryTopic(entries=entries)
@@ -228,6 +230,18 @@ class MemoryCluster:
             }
         last = {"ledgerId": LEDGER_ID, "entryId": found.entries - 1} if found.entries else None
         return {"lastPosition": last, "subscriptions": subscriptions}
+
+    async def sync_changes(
+        self, namespace: str, *, epoch: str | None, after: int, wait_s: float
+    ) -> Any:
+        self.calls.append(("sync_changes", (namespace, epoch, after, wait_s)))
+        changes = await self.change_feed.changes(namespace, epoch, after, wait_s)
+        return {
+            "epoch": changes.epoch,
+            "sequence": changes.sequence,
+            "topics": list(changes.topics),
+            "reset": changes.reset,
+        }
 
     async def sync_subscription(
         self,

@@ -114,10 +114,12 @@ def test_side_messages_name_their_topic_kind_and_source():
     assert pulsar_port.side_properties(metadata) == ("persistent://t/ns/x", 100, "A")
     assert pulsar_port.is_side_topic("persistent://t/ns/georep-subscription-sync")
     assert not pulsar_port.is_side_topic("persistent://t/ns/orders")
-    names = {
-        pulsar_port.side_producer_name("A", f"persistent://t/ns/{'x' * 300}-{i}") for i in (1, 2)
-    }
-    assert len(names) == 2 and all(len(n) < 40 for n in names)
+    # One name per gateway process: two processes never share a reader or a writer.
+    names = {pulsar_port.side_producer_name("A", instance) for instance in ("1a2b", "3c4d")}
+    assert len(names) == 2 and all(n.startswith("georep.sync.A.") for n in names)
+    metadata.properties[1].value = "1²"  # isdigit() says yes, int() says no: not a side message
+    with pytest.raises(pulsar_port.SideMessageError):
+        pulsar_port.side_properties(metadata)
 
 
 def test_an_apply_acknowledges_only_what_the_cursor_lacks_within_one_ledger():

@@ -197,6 +197,17 @@ class SyncState(TypedDict):
     subscriptions: dict[str, SubscriptionSyncState]
 
 
+class SyncChanges(TypedDict):
+    #: Names this broker's run; a request naming another is answered ``reset``.
+    epoch: str
+    #: The namespace's newest change: the ``after`` of the next request.
+    sequence: int
+    #: Topics whose application subscriptions changed after ``after``, oldest first.
+    topics: list[str]
+    #: Changes were missed: read every topic of the namespace once.
+    reset: bool
+
+
 class SubscriptionSyncResult(TypedDict):
     #: The mark-delete position after the sync (and after stepping over markers).
     markDelete: PositionDocument
@@ -296,6 +307,14 @@ class ClusterAdmin(Protocol):
         """The acknowledgement state of every subscription of ``topic`` (a
         non-partitioned topic or one partition, loaded if need be) as its consumers
         would see it, unpersisted acknowledgements included; NotFound otherwise."""
+        ...
+
+    async def sync_changes(
+        self, namespace: str, *, epoch: str | None, after: int, wait_s: float
+    ) -> SyncChanges:
+        """The topics of ``namespace`` whose application subscriptions changed after
+        sequence ``after`` of run ``epoch``, waiting up to ``wait_s`` for the first
+        (``broker/change_feed.py``)."""
         ...
 
     async def sync_subscription(

@@ -267,6 +267,7 @@ def component_schemas() -> dict[str, Schema]:
             cluster_admin.PersistentTopicInternalStats,
             cluster_admin.MessageIdDocument,
             cluster_admin.SyncState,
+            cluster_admin.SyncChanges,
             cluster_admin.SubscriptionSyncResult,
         ),
     }

@@ -16,6 +16,7 @@ from georep.broker.admin.cluster_admin import (
     NotFound,
     PersistentTopicInternalStats,
     SubscriptionSyncResult,
+    SyncChanges,
     SyncState,
     TopicStats,
 )
@@ -129,6 +130,29 @@ async def acknowledge(request: web.Request) -> web.Response:
 async def sync_state(request: web.Request) -> web.Response:
     state = await request.app[CLUSTER].sync_state(await _topic(request))
     return _checked(SyncState, state)
+
+
+async def sync_changes(request: web.Request) -> web.Response:
+    """``?epoch=E&after=N&waitMs=M``: a long poll of the namespace's change feed."""
+    namespace = await _existing_namespace(request)
+    query = request.query
+    after = _query_count(query.get("after", "0"), "after", limits.change_feed_sequence_max)
+    wait_ms = _query_count(query.get("waitMs", "0"), "waitMs", limits.change_feed_wait_ms_max)
+    changes = await request.app[CLUSTER].sync_changes(
+        namespace, epoch=query.get("epoch") or None, after=after, wait_s=wait_ms / 1000
+    )
+    return _checked(SyncChanges, changes)
+
+
+def _query_count(text: str, what: str, count_max: int) -> int:
+    """A query parameter that is a count: ASCII digits only (``str.isdigit`` also takes
+    ``²``, which ``int`` refuses), at most ``count_max``."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(count_max)):
+        raise InvalidArgument(f"{what} must be a whole number from 0 to {count_max}")
+    value = int(text)
+    if value > count_max:
+        raise InvalidArgument(f"{what} must be a whole number from 0 to {count_max}")
+    return value
 
 
 async def sync_subscription(request: web.Request) -> web.Response:

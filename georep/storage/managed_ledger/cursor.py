@@ -323,6 +323,7 @@ class ManagedCursor:
 
     def _changed(self) -> None:
         self._generation += 1
+        self._ml.cursor_changed(self.name)
         next_unread = self._ml.next_position(self.mark_delete_position)
         if self.read_position < next_unread:
             self.read_position = next_unread

@@ -127,6 +127,9 @@ class ManagedLedger:
         self.name = name
         self.config = config
         self.cursors: dict[str, ManagedCursor] = {}
+        #: Told the name of every cursor whose state changes, is created or deleted
+        #: (the broker's change feed, ``broker/change_feed.py``).
+        self.cursor_listener: Callable[[str], None] | None = None
         self._bk = bookkeeper
         self._store = store
         self._clock = clock
@@ -732,6 +735,7 @@ class ManagedLedger:
             self._check_writable()
             cursor = await ManagedCursor.create(self, name, position.predecessor())
             self.cursors[name] = cursor
+            self.cursor_changed(name)
             return cursor
 
     async def delete_cursor(self, name: str) -> None:
@@ -740,10 +744,15 @@ class ManagedLedger:
         cursor = self.cursors.pop(name, None)
         if cursor is None:
             raise NoSuchCursor(f"managed ledger {self.name} has no cursor {name!r}")
+        self.cursor_changed(name)
         ledger_id = await cursor.close(flush=False)
         await self._store.delete_managed_cursor(self.name, name)
         if ledger_id is not None:
             await _delete_quietly(self._bk, [ledger_id])
+
+    def cursor_changed(self, name: str) -> None:
+        if self.cursor_listener is not None:
+            self.cursor_listener(name)
 
     # --- the port a cursor persists through (cursor.CursorStorage) --------------------
     async def create_cursor_ledger(self, cursor_name: str) -> LedgerHandle:

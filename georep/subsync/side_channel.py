@@ -1,0 +1,221 @@
+"""A namespace's side topic beside real Pulsar: one reader and one writer per gateway,
+shared by every synced topic partition of the namespace.
+
+A real Pulsar broker hides markers from every reader, so beside real Pulsar the sync's
+markers travel as ordinary messages on ``persistent://<namespace>/georep-subscription-sync``
+(``pulsar_port.py``). Subscription names are per topic in Pulsar: readers of the one
+side topic may not share one, and reading it once per partition would cost the side
+topic's whole retained part per partition. So the gateway holds, per namespace:
+
+- a reader: non-durable, named for this gateway process (``georep.sync.<cluster>.<id>``,
+  never another reader's), from the earliest retained entry when it starts and from
+  where it stopped when it reconnects; each message is handed, by the topic partition
+  its properties name, to that partition's :class:`TopicSync` (``deliver``: never
+  waits, so one busy partition cannot hold up the namespace);
+- a writer: producer ``georep.sync.<cluster>.<id>``, opened on the first marker; every
+  partition's markers go through it (:meth:`SideChannel.write`).
+
+A side message's properties say which partition it is about, its marker kind and the
+cluster whose gateway wrote it. Messages of this gateway's own cluster are skipped by
+the sync core; messages that are not side messages are counted and skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from georep import limits
+from georep.client.consumer import InitialPosition, LinkConsumer
+from georep.client.errors import LinkError
+from georep.client.link import PulsarLink
+from georep.client.producer import LinkProducer
+from georep.protocol import pulsar_wire_pb2 as wire
+from georep.subsync import pulsar_port
+
+log = logging.getLogger(__name__)
+
+
+class SideReceiver(Protocol):
+    """What a topic partition's sync is handed from the side topic."""
+
+    def deliver_side_marker(
+        self, kind: int, payload: bytes, source: str, written_ms: int
+    ) -> None: ...
+
+
+class SideChannel:
+    def __init__(
+        self,
+        namespace: str,
+        *,
+        local_cluster: str,
+        instance: str,
+        link: PulsarLink,
+        opening: asyncio.Semaphore,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.namespace = namespace
+        self.topic = f"persistent://{namespace}/{pulsar_port.SIDE_TOPIC}"
+        self.local_cluster = local_cluster
+        self.name = pulsar_port.side_producer_name(local_cluster, instance)
+        self._link = link
+        self._opening = opening
+        self._clock = clock
+        self._receivers: dict[str, SideReceiver] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._producer: LinkProducer | None = None
+        self._producer_lock = asyncio.Lock()
+        self._sequence = int(clock() * 1_000_000)
+        self._last_read: tuple[int, int] | None = None
+        self.connected = False
+        self.failures = 0
+        self.last_error: str | None = None
+        self.stats = {"read": 0, "delivered": 0, "written": 0, "notSide": 0}
+
+    def __repr__(self) -> str:
+        return f"SideChannel({self.topic} on {self.local_cluster})"
+
+    # -- partitions --
+
+    def attach(self, topic: str, receiver: SideReceiver) -> None:
+        self._receivers[topic] = receiver
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=repr(self))
+
+    def detach(self, topic: str) -> None:
+        self._receivers.pop(topic, None)
+
+    @property
+    def idle(self) -> bool:
+        return not self._receivers
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(LinkError):
+                await producer.close()
+
+    # -- writing --
+
+    async def write(self, topic: str, kind: int, payload: bytes) -> None:
+        """One marker about ``topic`` (a partition of this namespace) on the side topic;
+        LinkError when it could not be written (the caller's sync retries)."""
+        producer = await self._writer()
+        metadata = wire.MessageMetadata(
+            producer_name=producer.name,
+            sequence_id=self._sequence,
+            publish_time=int(self._clock() * 1000),
+        )
+        self._sequence += 1
+        for key, value in (
+            (pulsar_port.TOPIC_PROPERTY, topic),
+            (pulsar_port.KIND_PROPERTY, str(kind)),
+            (pulsar_port.SOURCE_PROPERTY, self.local_cluster),
+        ):
+            metadata.properties.add(key=key, value=value)
+        try:
+            await producer.send(metadata, payload)
+        except LinkError:
+            if self._producer is producer:
+                self._producer = None
+            raise
+        self.stats["written"] += 1
+
+    async def _writer(self) -> LinkProducer:
+        async with self._producer_lock:
+            producer = self._producer
+            if producer is None or producer.failed:
+                async with self._opening:
+                    producer = await self._link.create_producer(self.topic, self.name)
+                self._sequence = max(self._sequence, producer.last_sequence_id + 1)
+                self._producer = producer
+            return producer
+
+    # -- reading --
+
+    async def _run(self) -> None:
+        delay = limits.sync_retry_s_initial
+        while True:
+            reader = None
+            try:
+                async with self._opening:
+                    reader = await self._subscribe()
+                self.connected = True
+                self.last_error = None
+                delay = limits.sync_retry_s_initial
+                await self._read(reader)
+            except asyncio.CancelledError:
+                raise
+            except LinkError as error:
+                self._failed(str(error))
+            except Exception as error:  # a bug: say so, and do not spin on it
+                log.exception("%s: failed", self)
+                self._failed(repr(error))
+            finally:
+                self.connected = False
+                if reader is not None:
+                    with contextlib.suppress(Exception):
+                        await reader.close()
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay = min(delay * 2, limits.sync_retry_s_max)
+
+    def _failed(self, error: str) -> None:
+        self.failures += 1
+        if error != self.last_error:
+            log.warning("%s: %s; retrying", self, error)
+        self.last_error = error
+
+    async def _subscribe(self) -> LinkConsumer:
+        return await self._link.subscribe(
+            self.topic,
+            self.name,
+            durable=False,
+            initial_position=InitialPosition.EARLIEST,
+            start_message_id=self._last_read,
+            consumer_name=self.name,
+        )
+
+    async def _read(self, reader: LinkConsumer) -> None:
+        unacked = 0
+        while True:
+            entry = await reader.receive()
+            unacked += entry.messages
+            if reader.queued == 0 or unacked >= limits.sync_reader_ack_every_messages:
+                reader.ack_cumulative(entry.position)
+                unacked = 0
+            if self._last_read is not None and entry.position <= self._last_read:
+                continue  # a reconnected reader starts at the entry it had read
+            self._last_read = entry.position
+            self.stats["read"] += 1
+            try:
+                topic, kind, source = pulsar_port.side_properties(entry.metadata)
+            except pulsar_port.SideMessageError as error:
+                self.stats["notSide"] += 1
+                log.debug("%s: entry %s skipped: %s", self, entry.position, error)
+                continue
+            receiver = self._receivers.get(topic)
+            if receiver is None or entry.metadata.num_messages_in_batch > 1:
+                continue
+            receiver.deliver_side_marker(kind, entry.payload, source, entry.metadata.publish_time)
+            self.stats["delivered"] += 1
+
+    def to_json(self) -> dict:
+        return {
+            "topic": self.topic,
+            "connected": self.connected,
+            "partitions": len(self._receivers),
+            "failures": self.failures,
+            "lastError": self.last_error,
+            **self.stats,
+        }
