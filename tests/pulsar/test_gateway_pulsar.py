@@ -7,8 +7,9 @@
 - ``georep/geo``, **Pulsar alone**: its geo-replication and replicated subscriptions,
   no gateway: the anchor, on the same run.
 
-The same application runs on each: a Shared subscription on A acknowledges messages out
-of order, leaving every seventh one. Once B holds what A acknowledged (for Pulsar alone:
+The same application runs on each, on three topics per namespace, one of them
+partitioned: a Shared subscription on A acknowledges messages out of order, leaving
+every seventh one. Once B holds what A acknowledged (for Pulsar alone:
 once its mark-delete position caught up, or 30 s), A is killed with SIGKILL and the
 consumers move to B. On both georep deployments they receive exactly what A left
 unacknowledged; Pulsar alone redelivers what A acknowledged above its mark-delete
@@ -131,39 +132,59 @@ def drain(url: str, topic: str) -> list[bytes]:
         client.close()
 
 
+def leaves(topic: str, partitions: int) -> list[str]:
+    """The topics holding messages: the partitions of a partitioned topic, else itself."""
+    if not partitions:
+        return [topic]
+    return [f"{topic}-partition-{index}" for index in range(partitions)]
+
+
 def test_failover_after_kill_9_zero_duplicates_beside_pulsar_which_has_them(pulsar_pair, gateways):
+    """Per namespace a partitioned topic (3 partitions) and two topics more, all synced:
+    one side-topic reader per namespace serves them all."""
     a, b = pulsar_pair["A"], pulsar_pair["B"]
     run = uuid.uuid4().hex[:8]
-    topics = {
-        name: f"persistent://{namespace}/orders-{run}"
-        for name, namespace in (
-            ("sync only", SYNC_ONLY),
-            ("replicate and sync", REPLICATE),
-            ("Pulsar alone", PULSAR_ALONE),
-        )
+    shapes = {f"orders-{run}": 3, f"audit-{run}": 0, f"billing-{run}": 0}
+    namespaces = {
+        "sync only": SYNC_ONLY,
+        "replicate and sync": REPLICATE,
+        "Pulsar alone": PULSAR_ALONE,
     }
+    admin_a = PulsarAdmin(a.admin_url)
+    topics: dict[tuple[str, str], int] = {}  # (deployment, topic) -> partitions
+    for name, namespace in namespaces.items():
+        for local, partitions in shapes.items():
+            topic = f"persistent://{namespace}/{local}"
+            topics[(name, topic)] = partitions
+            if partitions:
+                admin_a.request(
+                    "PUT", f"/admin/v2/persistent/{namespace}/{local}/partitions", partitions
+                )
     client = quiet_client(a.service_url)
-    expected: dict[str, set[bytes]] = {}
-    acked: dict[str, set[bytes]] = {}
+    expected: dict[str, set[bytes]] = {name: set() for name in namespaces}
+    acked: dict[str, set[bytes]] = {name: set() for name in namespaces}
     try:
         consumers = {
-            name: client.subscribe(
-                topic,
+            key: client.subscribe(
+                key[1],
                 "s",
                 consumer_type=pulsar.ConsumerType.Shared,
                 replicate_subscription_state_enabled=True,
             )
-            for name, topic in topics.items()
+            for key in topics
         }
-        for name, topic in topics.items():
-            producer = client.create_producer(topic, batching_enabled=False)
+        for name, topic in topics:
+            producer = client.create_producer(
+                topic,
+                batching_enabled=False,
+                message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+            )
             for index in range(MESSAGES):
-                producer.send(f"{name}-{index}".encode())
+                producer.send(f"{name}-{topic}-{index}".encode())
             producer.close()
-        for name, consumer in consumers.items():
+        for (name, _topic), consumer in consumers.items():
             messages = [consumer.receive(10_000) for _ in range(MESSAGES)]
             random.Random(5).shuffle(messages)  # out of order on purpose
-            expected[name], acked[name] = set(), set()
             for message in messages:
                 if int(message.data().split(b"-")[-1]) % 7 == 3:
                     expected[name].add(message.data())
@@ -171,51 +192,59 @@ def test_failover_after_kill_9_zero_duplicates_beside_pulsar_which_has_them(puls
                     consumer.acknowledge(message)
                     acked[name].add(message.data())
 
-        for name in ("sync only", "replicate and sync"):
-            topic = topics[name]
-            copies = wait_for(
-                lambda topic=topic: (
-                    found
-                    if len(found := positions_and_payloads(b.service_url, topic)) >= MESSAGES
-                    else None
-                ),
-                timeout_s=120,
-            )
-            wait_for(
-                lambda topic=topic, copies=copies, name=name: (
-                    unacknowledged_on(b, topic, copies) == expected[name]
-                ),
-                timeout_s=120,
-            )
+        for (name, topic), partitions in topics.items():
+            if name == "Pulsar alone":
+                continue
+            for leaf in leaves(topic, partitions):
+                copies = wait_for(
+                    lambda leaf=leaf, partitions=partitions: (
+                        found
+                        if len(found := positions_and_payloads(b.service_url, leaf))
+                        >= MESSAGES // max(1, partitions)
+                        else None
+                    ),
+                    timeout_s=120,
+                )
+                wait_for(
+                    lambda leaf=leaf, copies=copies, name=name: (
+                        unacknowledged_on(b, leaf, copies) == expected[name] & set(copies.values())
+                    ),
+                    timeout_s=120,
+                )
         # Pulsar alone: give its snapshots time to carry the mark-delete position over.
-        topic = topics["Pulsar alone"]
-        copies = wait_for(
-            lambda: (
-                found
-                if len(found := positions_and_payloads(b.service_url, topic)) >= MESSAGES
-                else None
-            ),
-            timeout_s=120,
-        )
-        below_first_gap = {f"Pulsar alone-{i}".encode() for i in range(3)}
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if not below_first_gap & unacknowledged_on(b, topic, copies):
-                break
-            time.sleep(0.5)
+        for (name, topic), partitions in topics.items():
+            if name != "Pulsar alone":
+                continue
+            for leaf in leaves(topic, partitions):
+                copies = wait_for(
+                    lambda leaf=leaf: positions_and_payloads(b.service_url, leaf) or None,
+                    timeout_s=120,
+                )
+                lowest = sorted(copies)[:2]
+                while time.monotonic() < deadline:
+                    if not {copies[p] for p in lowest} & unacknowledged_on(b, leaf, copies):
+                        break
+                    time.sleep(0.5)
         a.kill()  # SIGKILL: the consumers move to B
-        got = {name: drain(b.service_url, topic) for name, topic in topics.items()}
+        got: dict[str, list[bytes]] = {name: [] for name in namespaces}
+        for name, topic in topics:
+            got[name] += drain(b.service_url, topic)
     finally:
         client.close()
         if not a.running:
             a.start()
-    for name in ("sync only", "replicate and sync"):
-        assert len(got[name]) == len(set(got[name])), f"{name}: a message delivered twice"
-        assert set(got[name]) == expected[name], f"{name}: lost or redelivered"
-    redelivered = acked["Pulsar alone"] & set(got["Pulsar alone"])
+    counts = {}
+    for name in namespaces:
+        duplicates = len(got[name]) - len(set(got[name]))
+        redelivered = acked[name] & set(got[name])
+        lost = expected[name] - set(got[name])
+        counts[name] = (len(redelivered), duplicates, len(lost))
     print(
-        f"after kill -9 of A: Pulsar alone redelivered {len(redelivered)} of"
-        f" {len(acked['Pulsar alone'])} acknowledged messages; georep: 0 in both deployments"
+        "after kill -9 of A, (acknowledged delivered again, delivered twice, lost) of"
+        f" {len(acked['sync only'])} acknowledged per deployment: {counts}"
     )
-    assert expected["Pulsar alone"] <= set(got["Pulsar alone"]), "Pulsar lost a message"
-    assert redelivered, "Pulsar syncs only its mark-delete position: it redelivers the rest"
+    for name in ("sync only", "replicate and sync"):
+        assert counts[name] == (0, 0, 0), f"{name}: {counts[name]}"
+    assert counts["Pulsar alone"][2] == 0, "Pulsar lost a message"
+    assert counts["Pulsar alone"][0], "Pulsar syncs only its mark-delete position"
