@@ -92,6 +92,8 @@ class ClusterAdminClient:
         self._session: aiohttp.ClientSession | None = None
         #: Topics (base names) known to exist with their partitions on this cluster.
         self._ensured: dict[str, int] = {}
+        #: Requests sent (the gateway's ``/stats``: what it costs the cluster).
+        self.requests_sent = 0
 
     def __repr__(self) -> str:
         return f"ClusterAdminClient({self.cluster_name} at {self.admin_url})"
@@ -117,6 +119,7 @@ class ClusterAdminClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}{path}"
+        self.requests_sent += 1
         timeout = None
         if extra_s:
             timeout = aiohttp.ClientTimeout(total=(self._timeout.total or 0) + extra_s)
@@ -235,6 +238,7 @@ class ClusterAdminClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}/metrics/"
+        self.requests_sent += 1
         try:
             async with self._session.get(url) as response:
                 text = await response.text()

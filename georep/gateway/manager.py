@@ -506,6 +506,13 @@ class ReplicationManager:
         chosen = sorted(self.replicators) if keys is None else keys
         return [self.replicators[key].stats() for key in chosen if key in self.replicators]
 
+    def admin_requests(self) -> dict[str, int]:
+        """Admin REST requests this gateway sent, per cluster, since it started."""
+        return {
+            self.local.name: self.local_admin.requests_sent,
+            **{name: admin.requests_sent for name, admin in self.remote_admins.items()},
+        }
+
     def problems(self) -> list[str]:
         """What keeps this gateway from doing all it was asked (``/health`` degraded)."""
         out = []

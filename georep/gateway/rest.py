@@ -271,6 +271,7 @@ async def get_stats(request: web.Request) -> web.Response:
             },
             "replicators": manager.replicator_stats(keys),
             "discovery": manager.stats.to_json(),
+            "adminRequestsSent": manager.admin_requests(),
             "subscriptionSync": manager.sync_stats(page),
         }
     )

@@ -1,0 +1,461 @@
+"""Subscription sync and replication at the shape users run: thousands of topic partitions.
+
+``--target georep``: two ``georep cluster`` processes A and B (``--no-fsync`` by
+default: the bench measures the gateway's per-topic cost, not the disk) and a gateway
+beside each. ``--partitions`` topic partitions on A, as partitioned topics of
+``--partitions-per-topic`` spread over ``--namespaces`` namespaces, each holding one
+message before any gateway starts. A's gateway replicates every namespace to B (a
+namespace policy) and syncs every subscription (``subscriptions = "all"``); B's gateway
+syncs them too (it applies what A sends). Then, in order:
+
+1. **start**: seconds from starting both gateways until every partition is replicated
+   (A's gateway reports each replicator connected with backlog 0 and one message out)
+   and every partition's sync is attached;
+2. **idle**: after ``--settle`` s, ``--idle-seconds`` s with nothing happening: each
+   process's CPU share (of one core) and RSS, and the admin requests each cluster
+   answered per second (its ``georep_admin_requests_total``);
+3. **fresh-ack sync lag**: on ``--sample`` random partitions, one at a time, a consumer
+   of subscription ``s`` on A receives the partition's message and acknowledges it; the
+   lag is from the acknowledgement until B's ``sync-state`` shows ``s`` past the copy
+   (polled every 10 ms: an upper bound by that much plus one request);
+4. **restart**: A's gateway killed (SIGKILL), one more message on every partition, the
+   gateway started again: seconds until every partition is replicated again and every
+   sync attached, and the log lines the gateway wrote meanwhile.
+
+``--target pulsar``: the same shape beside two real Apache Pulsar 4.0.7 standalones with
+Pulsar's own geo-replication (the sync-only deployment of docs/SUBSYNC.md): half of the
+namespaces synced by the gateways, the other half by Pulsar's replicated subscriptions,
+on the same run. Reported: the gateway's idle admin requests to Pulsar per second,
+start time until every sync is attached, and fresh-ack sync lag p50/p99 for both
+(Pulsar's: until B's ``internalStats`` shows the copy acknowledged), with the ratio.
+
+    python bench/scale.py --target georep --partitions 1000
+    python bench/scale.py --target pulsar --partitions 1000
+
+Progress goes to stderr; only the JSON goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import shutil
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from georep.client.consumer import InitialPosition, SubType
+from georep.client.link import PulsarLink
+from georep.processes import ManagedProcess, georep_command
+from georep.protocol import pulsar_wire_pb2 as wire
+
+TENANT = "scale"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def progress(text: str) -> None:
+    print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def http(method: str, url: str, body=None, timeout_s: float = 60):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if data is not None or method == "POST":
+        request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        text = answer.read()
+    return json.loads(text) if text and text[:1] in b"[{" else text
+
+
+def put_quietly(url: str, body=None) -> None:
+    try:
+        http("PUT", url, body)
+    except urllib.error.HTTPError as error:
+        if error.code != 409:
+            raise
+
+
+# --- processes -------------------------------------------------------------------------
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """A process and its children (a Pulsar standalone runs in one JVM; a cluster's
+    bookies run inside it too)."""
+    total = cpu_seconds(pid)
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        for child in children.read_text().split():
+            total += tree_cpu_seconds(int(child))
+    return total
+
+
+async def idle_costs(pids: dict[str, int], seconds: float, counters) -> dict:
+    """CPU share of one core and RSS per process, and ``counters()`` per second, over
+    ``seconds`` of nothing happening."""
+    before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
+    counted = await counters()
+    started = time.monotonic()
+    await asyncio.sleep(seconds)
+    elapsed = time.monotonic() - started
+    after = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
+    counted_after = await counters()
+    cpu = {name: round((after[name] - before[name]) / elapsed, 4) for name in pids}
+    return {
+        "seconds": round(elapsed, 1),
+        "cpu_cores": cpu,
+        "cpu_cores_total": round(sum(cpu.values()), 4),
+        "rss_mib": {name: rss_mib(pid) for name, pid in pids.items()},
+        "requests_per_s": {
+            name: round((counted_after[name] - counted[name]) / elapsed, 2) for name in counted
+        },
+    }
+
+
+# --- topics ----------------------------------------------------------------------------
+def layout(args) -> dict[str, int]:
+    """Base topic -> partitions: ``--partitions`` in all, over the namespaces."""
+    bases: dict[str, int] = {}
+    per_topic = args.partitions_per_topic
+    count = 0
+    index = 0
+    while count < args.partitions:
+        namespace = f"{TENANT}/ns{index % args.namespaces}"
+        partitions = min(per_topic, args.partitions - count)
+        bases[f"persistent://{namespace}/t{index}"] = partitions
+        count += partitions
+        index += 1
+    return bases
+
+
+def leaves(bases: dict[str, int]) -> list[str]:
+    return [f"{base}-partition-{i}" for base, count in bases.items() for i in range(count)]
+
+
+async def produce_one_each(service_url: str, topics: list[str], tag: str) -> None:
+    """One message on each topic partition, ``64`` producers at a time."""
+    link = PulsarLink(service_url)
+    gate = asyncio.Semaphore(64)
+    done = 0
+
+    async def one(topic: str) -> None:
+        nonlocal done
+        async with gate:
+            producer = await link.create_producer(topic, f"scale-{tag}-{random.getrandbits(40)}")
+            metadata = wire.MessageMetadata(
+                producer_name=producer.name, sequence_id=0, publish_time=int(time.time() * 1000)
+            )
+            await producer.send(metadata, f"{tag} {topic}".encode())
+            await producer.close()
+            done += 1
+            if done % 200 == 0:
+                progress(f"producing: {done}/{len(topics)}")
+
+    try:
+        await asyncio.gather(*(one(topic) for topic in topics))
+    finally:
+        await link.close()
+
+
+# --- georep ----------------------------------------------------------------------------
+async def start_cluster(root: Path, name: str, fsync: bool) -> tuple[ManagedProcess, str, str]:
+    extra = [] if fsync else ["--no-fsync"]
+    process = ManagedProcess(
+        georep_command(
+            "cluster", "--name", name, "--data", str(root / name), "--broker-port", "0",
+            "--admin-port", "0", *extra,
+        ),
+        "CLUSTER_READY",
+        log_path=root / f"cluster-{name}.log",
+    )  # fmt: skip
+    await process.start(timeout_s=120)
+    url, admin = process.detail.split()
+    return process, url, admin
+
+
+def gateway_toml(root: Path, local: dict, remote: dict, namespaces: list[str], policy: bool):
+    database = root / f"gateway-{local['name']}.db"
+    lines = [
+        "[gateway]",
+        'listen = "127.0.0.1:0"',
+        f'metadata = "sqlite:///{database}"',
+        "discovery_interval_s = 2.0",
+        "",
+        "[local]",
+        f'name = "{local["name"]}"',
+        f'kind = "{local["kind"]}"',
+        f'service_url = "{local["url"]}"',
+        f'admin_url = "{local["admin"]}"',
+        "",
+        f"[remotes.{remote['name']}]",
+        f'kind = "{remote["kind"]}"',
+        f'service_url = "{remote["url"]}"',
+        f'admin_url = "{remote["admin"]}"',
+        "",
+        "[limits]",
+        "replicators_max = 100000",
+        "sync_topics_max = 100000",
+    ]
+    if policy:
+        lines += ["", "[policies.namespaces]"]
+        lines += [f'"{ns}" = ["{remote["name"]}"]' for ns in namespaces]
+    lines += ["", "[subscription_sync]"]
+    for namespace in namespaces:
+        lines += [f'[subscription_sync.namespaces."{namespace}"]', 'subscriptions = "all"']
+    path = root / f"gateway-{local['name']}.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+async def start_gateway(root: Path, config: Path, name: str) -> tuple[ManagedProcess, str]:
+    process = ManagedProcess(
+        georep_command("--log-level", "WARNING", "gateway", "--config", str(config)),
+        "GATEWAY_READY",
+        log_path=root / f"gateway-{name}.log",
+    )
+    detail = await process.start(timeout_s=120)
+    return process, detail.split()[0]
+
+
+def gateway_stats(url: str) -> dict:
+    """Every page of the gateway's stats, merged."""
+    replicators, syncs, offset = [], [], 0
+    while True:
+        page = http("GET", f"{url}/admin/georep/v1/stats?limit=10000&offset={offset}")
+        replicators += page["replicators"]
+        syncs += page["subscriptionSync"]["topics"]
+        if page["page"]["next"] is None:
+            page["replicators"], page["subscriptionSync"]["topics"] = replicators, syncs
+            return page
+        offset = page["page"]["next"]
+
+
+def replicated_and_synced(url: str, partitions: int, messages: int, replicate: bool) -> dict:
+    stats = gateway_stats(url)
+    done = sum(
+        1
+        for r in stats["replicators"]
+        if r["connected"] and r["replicationBacklog"] == 0 and r["msgOutCounter"] >= messages
+    )
+    summary = stats["subscriptionSync"]
+    return {
+        "replicated": done if replicate else partitions,
+        "synced": summary["topicsConnected"],
+        "failing": summary["topicsFailing"],
+    }
+
+
+async def wait_all(url: str, partitions: int, messages: int, label: str, replicate=True) -> float:
+    started = time.monotonic()
+    while True:
+        state = await asyncio.to_thread(replicated_and_synced, url, partitions, messages, replicate)
+        elapsed = time.monotonic() - started
+        progress(
+            f"{label}: {state['replicated']}/{partitions} replicated,"
+            f" {state['synced']}/{partitions} synced ({elapsed:.0f} s)"
+        )
+        if state["replicated"] >= partitions and state["synced"] >= partitions:
+            return elapsed
+        await asyncio.sleep(1.0)
+
+
+def admin_requests(admin_url: str) -> float:
+    text = http("GET", f"{admin_url}/metrics")
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("georep_admin_requests_total{")
+    )
+
+
+async def georep_lag(a: dict, b: dict, sample: list[str]) -> list[float]:
+    """Fresh-ack sync lag on each sampled partition (module docstring, step 3)."""
+    link = PulsarLink(a["url"])
+    lags = []
+    try:
+        for index, topic in enumerate(sample):
+            progress(f"fresh-ack sync lag: {index + 1}/{len(sample)}")
+            consumer = await link.subscribe(
+                topic,
+                "s",
+                sub_type=SubType.SHARED,
+                initial_position=InitialPosition.EARLIEST,
+                receiver_queue=10,
+            )
+            entry = await consumer.receive()
+            # B's subscription s exists (sync creates it) before the ack is timed.
+            await asyncio.sleep(1.0)
+            path = topic.removeprefix("persistent://")
+            acked_at = time.monotonic()
+            consumer.ack_individual([entry.position])
+            while time.monotonic() - acked_at < 30:
+                state = await asyncio.to_thread(
+                    http, "GET", f"{b['admin']}/admin/georep/v1/persistent/{path}/sync-state"
+                )
+                s = state["subscriptions"].get("s")
+                if s is not None and s["markDelete"]["entryId"] >= 0:
+                    lags.append((time.monotonic() - acked_at) * 1000)
+                    break
+                await asyncio.sleep(0.01)
+            await consumer.close()
+    finally:
+        await link.close()
+    return lags
+
+
+async def georep_run(args, root: Path) -> dict:
+    bases = layout(args)
+    topics = leaves(bases)
+    namespaces = sorted({base.rsplit("/", 1)[0].removeprefix("persistent://") for base in bases})
+    processes: list[ManagedProcess] = []
+    try:
+        clusters = {}
+        for name in ("A", "B"):
+            progress(f"starting cluster {name}")
+            process, url, admin = await start_cluster(root, name, args.fsync)
+            processes.append(process)
+            clusters[name] = {"name": name, "kind": "georep", "url": url, "admin": admin}
+            put_quietly(f"{admin}/admin/v2/tenants/{TENANT}", {"allowedClusters": [name]})
+            for namespace in namespaces:
+                put_quietly(f"{admin}/admin/v2/namespaces/{namespace}")
+        a, b = clusters["A"], clusters["B"]
+        for base, partitions in bases.items():
+            put_quietly(f"{a['admin']}/admin/v2/persistent/{base[13:]}/partitions", partitions)
+        progress(f"producing one message on each of {len(topics)} partitions")
+        produced = time.monotonic()
+        await produce_one_each(a["url"], topics, "first")
+        produce_s = time.monotonic() - produced
+        configs = {
+            "A": gateway_toml(root, a, b, namespaces, policy=True),
+            "B": gateway_toml(root, b, a, namespaces, policy=False),
+        }
+        gateways = {}
+        started = time.monotonic()
+        for name in ("A", "B"):
+            gateways[name] = await start_gateway(root, configs[name], name)
+            processes.append(gateways[name][0])
+        await wait_all(gateways["A"][1], len(topics), 1, "start")
+        start_s = time.monotonic() - started
+        progress(f"settling for {args.settle:.0f} s")
+        await asyncio.sleep(args.settle)
+        pids = {
+            "cluster A": processes[0].pid,
+            "cluster B": processes[1].pid,
+            "gateway A": gateways["A"][0].pid,
+            "gateway B": gateways["B"][0].pid,
+        }
+
+        async def counters() -> dict:
+            return {
+                "cluster A admin": await asyncio.to_thread(admin_requests, a["admin"]),
+                "cluster B admin": await asyncio.to_thread(admin_requests, b["admin"]),
+            }
+
+        progress(f"idle for {args.idle_seconds:.0f} s")
+        idle = await idle_costs(pids, args.idle_seconds, counters)
+        sample = random.Random(7).sample(topics, min(args.sample, len(topics)))
+        lags = await georep_lag(a, b, sample)
+
+        progress("restart: kill -9 of gateway A")
+        gateways["A"][0].kill()
+        await gateways["A"][0].wait()
+        await produce_one_each(a["url"], topics, "second")
+        log_path = root / "gateway-A.log"
+        lines_before = len(log_path.read_text(errors="replace").splitlines())
+        restarted = time.monotonic()
+        process, url = await start_gateway(root, configs["A"], "A")
+        processes.append(process)
+        await wait_all(url, len(topics), 1, "restart")
+        restart_s = time.monotonic() - restarted
+        log_lines = len(log_path.read_text(errors="replace").splitlines()) - lines_before
+        return {
+            "partitions": len(topics),
+            "topics": len(bases),
+            "namespaces": len(namespaces),
+            "produce_first_message_s": round(produce_s, 1),
+            "start_until_all_replicated_and_synced_s": round(start_s, 1),
+            "idle": idle,
+            "fresh_ack_sync_lag_ms": {
+                "samples": len(lags),
+                "p50": round(percentile(lags, 0.5), 1) if lags else None,
+                "p99": round(percentile(lags, 0.99), 1) if lags else None,
+                "max": round(max(lags), 1) if lags else None,
+            },
+            "restart_until_all_replicated_and_synced_s": round(restart_s, 1),
+            "restart_gateway_log_lines": log_lines,
+        }
+    finally:
+        for process in reversed(processes):
+            if process.running:
+                await process.terminate()
+
+
+# --- main ------------------------------------------------------------------------------
+async def main(args, root: Path) -> dict:
+    result: dict = {
+        "bench": "scale",
+        "target": args.target,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_average_at_start": os.getloadavg()[0],
+        },
+    }
+    if args.target == "georep":
+        result["georep"] = await georep_run(args, root)
+    else:
+        from bench.scale_pulsar import pulsar_run
+
+        result["pulsar"] = await pulsar_run(args, root)
+    progress("done")
+    print(file=sys.stderr)
+    return result
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", choices=("georep", "pulsar"), default="georep")
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--partitions-per-topic", type=int, default=4)
+    parser.add_argument("--namespaces", type=int, default=10)
+    parser.add_argument("--settle", type=float, default=10.0)
+    parser.add_argument("--idle-seconds", type=float, default=30.0)
+    parser.add_argument("--sample", type=int, default=20)
+    parser.add_argument("--fsync", action="store_true", help="bookies sync their journals")
+    parser.add_argument("--dir", default="bench/out")
+    parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    args = parser.parse_args()
+    base = Path(args.dir).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(dir=base))
+    try:
+        print(json.dumps(asyncio.run(main(args, root)), indent=2))
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    cli()
