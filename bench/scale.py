@@ -47,6 +47,7 @@ import shutil
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -411,6 +412,177 @@ async def georep_run(args, root: Path) -> dict:
                 await process.terminate()
 
 
+# --- beside real Pulsar -------------------------------------------------------------------
+def copy_acknowledged_on(admin_url: str, topic: str) -> bool:
+    """Whether subscription ``s`` on a Pulsar cluster acknowledged the first entry of
+    ``topic`` (the copy of the partition's first message)."""
+    from georep.position import Position
+    from georep.pulsar.cursor_text import acknowledged, parse_cursor
+
+    path = topic.removeprefix("persistent://")
+    try:
+        stats = http("GET", f"{admin_url}/admin/v2/persistent/{path}/internalStats")
+    except urllib.error.HTTPError:
+        return False
+    cursor = (stats.get("cursors") or {}).get("s")
+    ledgers = stats.get("ledgers") or []
+    if cursor is None or not ledgers:
+        return False
+    mark_delete, ranges = parse_cursor(cursor)
+    return acknowledged(Position(ledgers[0]["ledgerId"], 0), mark_delete, ranges)
+
+
+async def pulsar_lag(a_url: str, b_admin: str, sample: list[str], flag: bool, label: str):
+    """Fresh-ack sync lag beside Pulsar: per sampled partition a second message after the
+    subscription exists (Pulsar moves a replicated mark-delete only to a snapshot taken
+    after a message it passes), both acknowledged, then until B shows the first copy
+    acknowledged (internalStats every 10 ms)."""
+    link = PulsarLink(a_url)
+    lags = []
+    try:
+        for index, topic in enumerate(sample):
+            progress(f"{label} fresh-ack sync lag: {index + 1}/{len(sample)}")
+            consumer = await link.subscribe(
+                topic,
+                "s",
+                sub_type=SubType.SHARED,
+                initial_position=InitialPosition.EARLIEST,
+                receiver_queue=10,
+                replicate_subscription_state=flag,
+            )
+            await asyncio.sleep(2.0)  # Pulsar's first snapshot of the subscription
+            await produce_one_each(a_url, [topic], "second")
+            first = await consumer.receive()
+            second = await consumer.receive()
+            acked_at = time.monotonic()
+            consumer.ack_individual([first.position, second.position])
+            while time.monotonic() - acked_at < 60:
+                if await asyncio.to_thread(copy_acknowledged_on, b_admin, topic):
+                    lags.append((time.monotonic() - acked_at) * 1000)
+                    break
+                await asyncio.sleep(0.01)
+            await consumer.close()
+    finally:
+        await link.close()
+    return lags
+
+
+def lag_summary(lags: list[float], sample: int) -> dict:
+    return {
+        "samples": sample,
+        "synced": len(lags),
+        "p50": round(percentile(lags, 0.5), 1) if lags else None,
+        "p99": round(percentile(lags, 0.99), 1) if lags else None,
+    }
+
+
+async def pulsar_run(args, root: Path) -> dict:
+    from georep.pulsar.admin import PulsarAdmin, link_geo_replication
+    from georep.pulsar.standalone import (
+        PULSAR_VERSION,
+        PulsarStandalone,
+        StandaloneSpec,
+        resolve_jars,
+    )
+
+    bases = layout(args)
+    topics = leaves(bases)
+    namespaces = sorted({base.rsplit("/", 1)[0].removeprefix("persistent://") for base in bases})
+    # Pulsar's replicated subscriptions, the anchor: a namespace of its own, same shape.
+    anchor_bases = {
+        base.replace(f"{TENANT}/ns", f"{TENANT}/pulsar-ns"): count for base, count in bases.items()
+    }
+    anchor_namespaces = sorted(
+        {base.rsplit("/", 1)[0].removeprefix("persistent://") for base in anchor_bases}
+    )
+    lib = await asyncio.to_thread(resolve_jars, say=progress)
+    pair = [PulsarStandalone(StandaloneSpec(n, root / f"pulsar-{n}"), lib) for n in "AB"]
+    gateways: list[ManagedProcess] = []
+    try:
+        for standalone in pair:
+            progress(f"starting Pulsar standalone {standalone.name}")
+            await asyncio.to_thread(standalone.start)
+        a, b = pair
+        for namespace in namespaces + anchor_namespaces:
+            await asyncio.to_thread(link_geo_replication, pair, *namespace.split("/"))
+        admin = PulsarAdmin(a.admin_url)
+        for base, partitions in {**bases, **anchor_bases}.items():
+            path = base.removeprefix("persistent://")
+            await asyncio.to_thread(
+                admin.request, "PUT", f"/admin/v2/persistent/{path}/partitions", partitions
+            )
+        progress(f"producing one message on each of {2 * len(topics)} partitions")
+        await produce_one_each(a.service_url, topics + leaves(anchor_bases), "first")
+        ends = {
+            cluster.name: {
+                "name": cluster.name,
+                "kind": "pulsar",
+                "url": cluster.service_url,
+                "admin": cluster.admin_url,
+            }
+            for cluster in pair
+        }
+        started = time.monotonic()
+        urls = {}
+        for local, remote in (("A", "B"), ("B", "A")):
+            config = gateway_toml(root, ends[local], ends[remote], namespaces, policy=False)
+            process, url = await start_gateway(root, config, local)
+            gateways.append(process)
+            urls[local] = url
+        await wait_all(urls["A"], len(topics), 0, "start", replicate=False)
+        start_s = time.monotonic() - started
+        progress(f"settling for {args.settle:.0f} s")
+        await asyncio.sleep(args.settle)
+
+        async def counters() -> dict:
+            stats = {}
+            for name, url in urls.items():
+                path = f"{url}/admin/georep/v1/stats?limit=0"
+                stats[name] = await asyncio.to_thread(http, "GET", path)
+            return {
+                f"gateway {name} to {cluster}": float(count)
+                for name, document in stats.items()
+                for cluster, count in document["adminRequestsSent"].items()
+            }
+
+        pids = {"pulsar A": a.pid, "pulsar B": b.pid}
+        pids.update({f"gateway {name}": p.pid for name, p in zip("AB", gateways, strict=True)})
+        progress(f"idle for {args.idle_seconds:.0f} s")
+        idle = await idle_costs(pids, args.idle_seconds, counters)
+        picks = random.Random(7).sample(range(len(topics)), min(args.sample, len(topics)))
+        georep_lags = await pulsar_lag(
+            a.service_url, b.admin_url, [topics[i] for i in picks], False, "georep"
+        )
+        anchor_topics = leaves(anchor_bases)
+        pulsar_lags = await pulsar_lag(
+            a.service_url, b.admin_url, [anchor_topics[i] for i in picks], True, "pulsar"
+        )
+        georep_summary = lag_summary(georep_lags, len(picks))
+        pulsar_summary = lag_summary(pulsar_lags, len(picks))
+        ratio = None
+        if georep_summary["p99"] and pulsar_summary["p99"]:
+            ratio = round(georep_summary["p99"] / pulsar_summary["p99"], 2)
+        return {
+            "pulsar": PULSAR_VERSION,
+            "deployment": "sync only (Pulsar's geo-replication carries the data)",
+            "partitions": len(topics),
+            "topics": len(bases),
+            "namespaces": len(namespaces),
+            "start_until_all_synced_s": round(start_s, 1),
+            "idle": idle,
+            "fresh_ack_sync_lag_ms": {
+                "georep": georep_summary,
+                "pulsar_replicated_subscriptions": pulsar_summary,
+                "p99_ratio_georep_to_pulsar": ratio,
+            },
+        }
+    finally:
+        for process in gateways:
+            await process.terminate()
+        for standalone in pair:
+            await asyncio.to_thread(standalone.stop)
+
+
 # --- main ------------------------------------------------------------------------------
 async def main(args, root: Path) -> dict:
     result: dict = {
@@ -426,8 +598,6 @@ async def main(args, root: Path) -> dict:
     if args.target == "georep":
         result["georep"] = await georep_run(args, root)
     else:
-        from bench.scale_pulsar import pulsar_run
-
         result["pulsar"] = await pulsar_run(args, root)
     progress("done")
     print(file=sys.stderr)

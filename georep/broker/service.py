@@ -78,6 +78,8 @@ class BrokerService:
         self.catalog = catalog
         self.namespaces = namespaces
         self.topics: dict[str, PersistentTopic] = {}
+        #: managed-ledger name -> (topic, namespace), or None for a ledger of no topic.
+        self._parsed: dict[str, tuple[str, str] | None] = {}
         #: Which topics' subscriptions changed, per namespace (subscription sync's feed).
         self.change_feed = ChangeFeed()
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
@@ -132,14 +134,24 @@ class BrokerService:
     async def topics_of_namespace(self, namespace: str) -> list[str]:
         await self.check_namespace(namespace)
         names = set()
-        for ledger_name in await self._ledger_names():
-            topic = TopicName.from_managed_ledger_name(ledger_name)
-            if topic is not None and topic.namespace == namespace:
-                names.add(str(topic))
+        listed = await self._ledger_names()
+        if len(self._parsed) > 2 * len(listed) + 1_000:
+            self._parsed = {}  # names of deleted ledgers go
+        for ledger_name in listed:
+            # Parsed once per name: a gateway lists every namespace every few seconds, and
+            # at 10,000 topics parsing every name each time was a third of the broker.
+            if ledger_name not in self._parsed:
+                topic = TopicName.from_managed_ledger_name(ledger_name)
+                self._parsed[ledger_name] = (
+                    None if topic is None else (str(topic), topic.namespace)
+                )
+            parsed = self._parsed[ledger_name]
+            if parsed is not None and parsed[1] == namespace:
+                names.add(parsed[0])
+        prefix = f"persistent://{namespace}/"  # the catalog holds canonical names
         for partitioned, count in self.catalog.partitioned.items():
-            topic = TopicName.parse(partitioned)
-            if topic.namespace == namespace:
-                names.update(str(topic.partition(index)) for index in range(count))
+            if partitioned.startswith(prefix) and "/" not in partitioned[len(prefix) :]:
+                names.update(f"{partitioned}-partition-{index}" for index in range(count))
         return sorted(names)
 
     async def _ledger_names(self) -> list[str]:

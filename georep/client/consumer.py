@@ -118,6 +118,7 @@ class LinkConsumer:
         durable: bool = True,
         start_message_id: tuple[int, int] | None = None,
         consumer_name: str = "",
+        replicate_subscription_state: bool = False,
         **options,
     ) -> LinkConsumer:
         consumer = cls(connection, consumer_id, topic, subscription, **options)
@@ -136,6 +137,8 @@ class LinkConsumer:
         )
         if start_message_id is not None:
             command.subscribe.start_message_id.CopyFrom(message_id_data(start_message_id))
+        if replicate_subscription_state:  # Pulsar's replicated subscriptions (a bench's anchor)
+            command.subscribe.replicate_subscription_state = True
         try:
             await connection.request(command, request_id)
         except BaseException:

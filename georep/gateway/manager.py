@@ -281,9 +281,13 @@ class ReplicationManager:
                 log.info("replicator %s -> %s stopped: the topic is gone", *key)
             else:  # the policy no longer names the remote (or is gone)
                 await self._stop_and_delete(key, replicator)
+        started = 0
         for key, partitions in desired.items():
             if key not in self.replicators:
                 self._start(key, partitions)
+                started += 1
+        if started:  # one line a pass, not one per topic: thousands start at once
+            log.info("%d replicators started (%d running)", started, len(self.replicators))
         await self._sync_topics(desired)
         for key in sorted(self._pending_deletions):
             if key not in desired:
@@ -441,7 +445,7 @@ class ReplicationManager:
         self.replicators[key] = replicator
         self._pending_deletions.discard(key)
         replicator.start()
-        log.info("replicator %s -> %s started", topic, remote)
+        log.debug("replicator %s -> %s started", topic, remote)
 
     async def _stop_and_delete(self, key: Key, replicator: Replicator) -> None:
         try:
