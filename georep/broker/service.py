@@ -142,9 +142,7 @@ class BrokerService:
             # at 10,000 topics parsing every name each time was a third of the broker.
             if ledger_name not in self._parsed:
                 topic = TopicName.from_managed_ledger_name(ledger_name)
-                self._parsed[ledger_name] = (
-                    None if topic is None else (str(topic), topic.namespace)
-                )
+                self._parsed[ledger_name] = None if topic is None else (str(topic), topic.namespace)
             parsed = self._parsed[ledger_name]
             if parsed is not None and parsed[1] == namespace:
                 names.add(parsed[0])

@@ -114,8 +114,10 @@ def test_every_partition_replicated_and_synced_idle_costs_no_state_read(world):
     gateway = world.gateways["A"]
     wait_for(lambda: all_replicated(gateway, len(world.topics), 1), timeout_s=300)
     wait_for(
-        lambda: gateway_stats(world.gateways["B"])["subscriptionSync"]["topicsConnected"]
-        >= len(world.topics),
+        lambda: (
+            gateway_stats(world.gateways["B"])["subscriptionSync"]["topicsConnected"]
+            >= len(world.topics)
+        ),
         timeout_s=300,
     )
     health = gateway.get("/health")
