@@ -296,6 +296,8 @@ class Subscription:
         #: The gateway's subscriptions are dispatched markers; others step over them.
         self.receives_markers = is_georep_name(name)
         self.sub_type: int | None = None
+        #: Consumers attached since the topic was loaded (sync-state: ``consumersAttached``).
+        self.consumers_attached = 0
         self.dispatcher: Dispatcher | None = None
         #: entry -> bits of the batch members still unacknowledged (restored from the
         #: cursor; ahead of it by what ``updates`` has not persisted yet)
@@ -353,6 +355,7 @@ class Subscription:
             self.sub_type = consumer.sub_type
             self.dispatcher = new_dispatcher(self, consumer.sub_type)
         self.dispatcher.add_consumer(consumer)
+        self.consumers_attached += 1
         self._consumers_changed()
 
     async def remove_consumer(self, consumer: Consumer) -> None:

@@ -86,6 +86,7 @@ class _View:
     batches: list[tuple[Position, int]]
     batches_truncated: bool
     consumers: int
+    consumers_attached: int
     replicated: bool
     sub_type: str | None
 
@@ -110,6 +111,7 @@ class _View:
             ],
             "batches": batches,
             "consumers": self.consumers,
+            "consumersAttached": self.consumers_attached,
             "replicated": self.replicated,
             "type": self.sub_type,
             "rangesTruncated": self.ranges_truncated,
@@ -176,6 +178,7 @@ def _view(topic: PersistentTopic, name: str) -> _View:
         batches=open_batches[:batches_max],
         batches_truncated=len(open_batches) > batches_max,
         consumers=len(live.consumers) if live is not None else 0,
+        consumers_attached=live.consumers_attached if live is not None else 0,
         replicated=is_replicated(cursor),
         sub_type=SUB_TYPE_NAMES.get(sub_type) if sub_type is not None else None,
     )

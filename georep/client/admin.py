@@ -73,6 +73,8 @@ class SubscriptionState:
     replicated: bool
     sub_type: str | None
     ranges_truncated: bool = False
+    #: Consumers attached since the topic was loaded (0 when the cluster does not say).
+    consumers_attached: int = 0
     batches_truncated: bool = False
 
 
@@ -364,6 +366,7 @@ def _subscription_state(document: Any) -> SubscriptionState:
         ),
         batches=batches,
         consumers=int(document["consumers"]),
+        consumers_attached=int(document.get("consumersAttached", 0)),
         replicated=bool(document["replicated"]),
         sub_type=None if sub_type is None else str(sub_type),
         ranges_truncated=bool(document.get("rangesTruncated", False)),

@@ -27,7 +27,8 @@ REST). What the gateway must do with them is in ``topic_sync.py``.
 
 A subscription is synced from where its consumers are: a standby with no consumers
 writes nothing, so state applied from a remote is not echoed back, and after a
-failover the consumers' new cluster becomes the source.
+failover the consumers' new cluster becomes the source. The first state read after its
+consumers left still goes out (their last acknowledgements), once.
 
 **Receiving side** (any subscription named by a marker from another cluster):
 
@@ -87,6 +88,9 @@ class SubscriptionState:
     batches: Mapping[Position, tuple[int, frozenset[int]]] = field(default_factory=dict)
     consumers: int = 0
     replicated: bool = False
+    #: Consumers attached so far (georep's clusters say; 0 where unknown): more than at
+    #: the previous read means consumers came, even if they left before this read.
+    consumers_attached: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +137,10 @@ class AppliedStats:
 @dataclass(slots=True)
 class _Source:
     cache: SnapshotCache
+    #: Consumers were attached at the previous read: the state after they left (their
+    #: last acknowledgements) is still this cluster's to send, once.
+    active: bool = False
+    consumers_attached: int = 0
     last_normalized: tuple | None = None
     last_content: bytes | None = None
     stats: SourceStats = field(default_factory=SourceStats)
@@ -376,8 +384,14 @@ class SyncCore:
             if source is None:
                 cache = SnapshotCache(self.settings.snapshot_cache_size)
                 source = self.sources[name] = _Source(cache)
-            if state.consumers <= 0:
+            came = state.consumers_attached > source.consumers_attached
+            source.consumers_attached = state.consumers_attached
+            if state.consumers <= 0 and not (source.active or came):
                 continue  # a standby: its state comes from elsewhere, not echoed back
+            # Consumers that acknowledged and left since the previous read: their last
+            # state goes out once (states are read when they change, not at an interval,
+            # so the read after the last acknowledgement may find them gone).
+            source.active = state.consumers > 0
             # Every poll, not only when the MDP moved: a snapshot read back after the MDP
             # had already passed its position is reached all the same.
             reached = source.cache.advance(state.mark_delete)

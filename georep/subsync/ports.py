@@ -89,6 +89,7 @@ class GeorepPort:
                 ranges=state.ranges,
                 batches=state.batches,
                 consumers=state.consumers,
+                consumers_attached=state.consumers_attached,
                 replicated=state.replicated,
             )
             for name, state in answer["subscriptions"].items()

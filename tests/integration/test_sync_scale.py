@@ -16,6 +16,7 @@ message before the gateways start. Checked:
 
 from __future__ import annotations
 
+import json
 import random
 import time
 
@@ -162,7 +163,17 @@ def test_acknowledgements_on_a_sample_show_on_b(world):
             s = status == 200 and state["subscriptions"].get("s")
             return bool(s) and s["markDelete"]["entryId"] >= 0
 
-        wait_for(synced, timeout_s=60)
+        try:
+            wait_for(synced, timeout_s=60)
+        except TimeoutError:
+            stats = world.gateways["A"].get(f"/admin/georep/v1/stats?topic={topic}")
+            status, b_state = http(
+                "GET", f"{admin_url(world.b)}/admin/georep/v1/persistent/{path}/sync-state"
+            )
+            raise AssertionError(
+                f"{topic} not synced to B: A's gateway {json.dumps(stats['subscriptionSync'])};"
+                f" B's state {status} {json.dumps(b_state)}"
+            ) from None
 
 
 def test_restart_beside_every_partition_loses_nothing_stores_nothing_twice(world):

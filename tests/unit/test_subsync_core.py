@@ -88,7 +88,7 @@ def test_requests_are_answered_only_towards_remotes_and_only_while_fresh():
 def test_a_standby_subscription_writes_nothing():
     a = core()
     state = SubscriptionState(mark_delete=(1, 3), consumers=0, replicated=True)
-    assert a.on_state({"s": state}, 1.0) == []
+    assert a.on_state({"standby": state}, 1.0) == []
     unflagged = SubscriptionState(mark_delete=(1, 3), consumers=1, replicated=False)
     assert a.on_state({"t": unflagged}, 1.0) == []
 
@@ -112,3 +112,14 @@ def test_a_snapshot_read_after_the_mdp_passed_it_still_moves_the_remote():
     written = a.on_state({"s": moved}, 2.5)  # the same MDP as before
     updates = [w for w in written if w.kind is MarkerKind.SUBSCRIPTION_UPDATE]
     assert [u.message.clusters[0].position.entry_id for u in updates] == [9]
+
+
+def test_the_state_after_the_consumers_left_goes_out_once():
+    """States are read when they change: the read after an application's last
+    acknowledgement may find its consumers gone. That state is still the source's."""
+    a = core()  # "s" had a consumer at its first read
+    after = SubscriptionState(mark_delete=(1, 0), consumers=0, replicated=True)
+    written = a.on_state({"s": after}, 1.0)
+    assert [w.kind for w in written] == [MarkerKind.SUBSCRIPTION_ACK_RANGES]
+    later = SubscriptionState(mark_delete=(1, 5), consumers=0, replicated=True)
+    assert a.on_state({"s": later}, 2.0) == []  # a standby from now on

@@ -181,6 +181,9 @@ class SubscriptionSyncState(TypedDict):
     batches: list[BatchDocument]
     #: Consumers connected now.
     consumers: int
+    #: Consumers ever attached since the topic was loaded: a reader of the state sees
+    #: that consumers came (and maybe went) since its previous read.
+    consumersAttached: NotRequired[int]
     #: Whether the subscription is replicated (cursor property ``georep.replicated``).
     replicated: bool
     #: ``Exclusive``, ``Shared``, ``Failover`` or ``Key_Shared``; null when not loaded.
