@@ -437,6 +437,10 @@ managed_ledger_rollover_entries_max = 2**replication_entry_id_bits
 #: Characters of the gateway's client version string and of the names it gives
 #: producers and subscriptions (``georep.repl.<cluster>``).
 replication_name_prefix_chars = len("georep.repl.")
+#: Connections a gateway link keeps to each broker; topics are spread over them by a
+#: hash of their name, so that 10,000s of consumers stay under the broker's
+#: ``consumers_per_connection_max`` on each.
+link_connections_per_broker = 8
 #: Redirects one topic lookup may follow before it gives up.
 link_lookup_redirects_max = 8
 #: Deadline of one request on a gateway link (CONNECT, LOOKUP, PRODUCER, SUBSCRIBE, ...).
@@ -467,13 +471,22 @@ replicator_buffered_bytes_max = 64 * MIB
 #: jitter, capped at the maximum. Retries never stop while the policy says replicate.
 replicator_retry_backoff_s_initial = 0.2
 replicator_retry_backoff_s_max = 30.0
-#: Seconds between a replicator's stats samples (backlog query, rates).
+#: Seconds between a replicator's stats samples (backlog query, rates) while entries
+#: flow; with nothing read, the backlog is asked when an entry arrives, or after the
+#: idle interval while some is left.
 replicator_stats_interval_s_default = 2.0
+replicator_stats_idle_interval_s = 30.0
 #: Replicators (topic partition x remote cluster) one gateway runs, by default; the
 #: gateway's ``[limits] replicators_max`` may ask for up to the ceiling. Past it, topics
 #: are not replicated: a WARNING, ``/metrics`` and a degraded ``/health`` say so.
 gateway_replicators_count_max = 40_000
 gateway_replicators_count_ceiling = 1_000_000
+# A gateway's consumers on one broker (a replicator's and a sync reader's per partition)
+# fit its connections there.
+invariant(
+    link_connections_per_broker * consumers_per_connection_max
+    >= gateway_replicators_count_max + sync_topics_count_max
+)
 #: Replicators and syncs opening (subscribing, creating producers) at once: thousands of
 #: them starting together are paced, so neither the gateway nor a cluster sees a storm.
 gateway_opening_count_max = 32

@@ -242,7 +242,9 @@ class PersistentTopic:
             cursor = await self.ledger.open_cursor(name, start=start)
             return Subscription(self, name, cursor, durable=True)
         start = _reader_start(command)
-        cursor = await self.ledger.open_cursor(f"{READER_CURSOR_PREFIX}{name}", start=start)
+        cursor = await self.ledger.open_cursor(
+            f"{READER_CURSOR_PREFIX}{name}", start=start, durable=False
+        )
         return Subscription(self, name, cursor, durable=False)
 
     async def delete_subscription(self, name: str) -> None:

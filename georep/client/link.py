@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import zlib
 
 from georep import limits
 from georep.client.connection import LinkConnection, split_url
@@ -70,28 +71,37 @@ class PulsarLink:
 
     # -- connections --
 
-    async def connection(self, url: str | None = None) -> LinkConnection:
-        """The ready connection to ``url`` (default: the service URL), opened if needed.
-        Concurrent callers share one attempt."""
+    async def connection(self, url: str | None = None, slot: int = 0) -> LinkConnection:
+        """The ready connection number ``slot`` to ``url`` (default: the service URL),
+        opened if needed. Concurrent callers share one attempt."""
         if self.closed:
             raise LinkError(f"{self}: closed")
         url = url or self.service_url
-        current = self._connections.get(url)
+        key = f"{url}#{slot}"
+        current = self._connections.get(key)
         if current is not None and current.is_ready:
             return current
-        opening = self._opening.get(url)
+        opening = self._opening.get(key)
         if opening is None:
-            opening = asyncio.get_running_loop().create_task(self._open(url))
-            self._opening[url] = opening
-            opening.add_done_callback(lambda _t: self._opening.pop(url, None))
+            opening = asyncio.get_running_loop().create_task(self._open(url, key))
+            self._opening[key] = opening
+            opening.add_done_callback(lambda _t: self._opening.pop(key, None))
         return await asyncio.shield(opening)
 
-    async def _open(self, url: str) -> LinkConnection:
+    async def _open(self, url: str, key: str) -> LinkConnection:
         connection = await LinkConnection.open(
             url, token=self._token, connect_timeout_s=self._connect_timeout_s, **self._options
         )
-        self._connections[url] = connection
+        self._connections[key] = connection
         return connection
+
+    @staticmethod
+    def _slot(topic: str) -> int:
+        """Which of a broker's ``limits.link_connections_per_broker`` connections serves
+        ``topic``'s producers and consumers (as Pulsar's ``connectionsPerBroker``): a
+        broker takes at most ``limits.consumers_per_connection_max`` consumers on one,
+        and a gateway beside 10,000 partitions holds two consumers on each."""
+        return zlib.crc32(topic.encode()) % limits.link_connections_per_broker
 
     async def lookup(self, topic: str) -> LinkConnection:
         """The connection to the broker that serves ``topic``."""
@@ -115,7 +125,7 @@ class PulsarLink:
             if response.proxy_through_service_url:
                 target = connection.url
             if response.response == pb.LookupResponse.CONNECT:
-                return await self.connection(target)
+                return await self.connection(target, self._slot(topic))
             connection = await self.connection(target)
             authoritative = response.authoritative
         raise LinkError(

@@ -502,18 +502,23 @@ class Replicator:
     # -- stats --
 
     async def _sample(self, consumer: LinkConsumer) -> None:
-        """Rates and the backlog every ``stats_interval_s`` while entries flow; an idle
-        replicator (backlog 0, nothing read since) asks nothing until an entry arrives:
-        at 10,000 idle topics a CONSUMER_STATS each every 2 s would be 5,000 a second."""
+        """Rates and the backlog every ``stats_interval_s`` while entries flow. Without
+        anything read since the last sample, the backlog is asked again only when an
+        entry arrives, or after ``limits.replicator_stats_idle_interval_s`` while some is
+        left (a remote that is down): at 10,000 topics a CONSUMER_STATS each every 2 s
+        would be 5,000 requests a second to the local broker, most of them idle."""
         while True:
             self._activity.clear()
             self._sample_rates()
             with contextlib.suppress(LinkError):
                 self.backlog_entries = await consumer.backlog()
-            if self.backlog_entries == 0 and not self._activity.is_set():
-                self._sample_rates()  # the rates fall to 0 now, not a sample later
-                await self._activity.wait()
             await asyncio.sleep(self.settings.stats_interval_s)
+            if self._activity.is_set():
+                continue
+            self._sample_rates()  # the rates fall to 0 now, not a sample later
+            wait_s = None if self.backlog_entries == 0 else limits.replicator_stats_idle_interval_s
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._activity.wait(), wait_s)
 
     def _sample_rates(self) -> None:
         now = time.monotonic()

@@ -130,6 +130,8 @@ class ManagedCursor:
         self._error: ManagedLedgerError | None = None
         self._persisted = state
         self._stats = {"persists": 0, "persist_failures": 0, "ledger_switches": 0}
+        #: False for a reader's cursor held in memory only (:meth:`non_durable`).
+        self.durable = True
 
     # --- creating and restoring -----------------------------------------------------
     @classmethod
@@ -152,6 +154,27 @@ class ManagedCursor:
             "managed ledger %s: cursor %r created at %s", managed_ledger.name, name, mark_delete
         )
         return cls(managed_ledger, info, state, ledger, size)
+
+    @classmethod
+    def non_durable(
+        cls, managed_ledger: ManagedLedger, name: str, mark_delete: Position
+    ) -> ManagedCursor:
+        """A cursor held in memory only (a reader's, as Pulsar's non-durable cursors):
+        no ledger, no row; every change is "durable" at once and gone with the process.
+        A reader needs nothing persisted, and a gateway's thousands of sync readers
+        would otherwise cost a ledger and a metadata row each, created and deleted."""
+        info = ManagedCursorInfo(
+            managed_ledger=managed_ledger.name,
+            name=name,
+            cursor_ledger_id=None,
+            mark_delete=tuple(mark_delete),  # type: ignore[arg-type]
+            properties={},
+            created_at=0.0,
+            version=0,
+        )
+        cursor = cls(managed_ledger, info, CursorState(mark_delete), None, 0)  # type: ignore[arg-type]
+        cursor.durable = False
+        return cursor
 
     @classmethod
     async def recover(cls, managed_ledger: ManagedLedger, info: ManagedCursorInfo) -> ManagedCursor:
@@ -373,6 +396,8 @@ class ManagedCursor:
     # --- persisting -----------------------------------------------------------------
     async def _wait_durable(self) -> None:
         generation = self._generation
+        if not self.durable:
+            self._durable_generation = generation
         if generation <= self._durable_generation:
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -708,11 +708,14 @@ class ManagedLedger:
             waiter.set_result(None)
 
     # --- cursors --------------------------------------------------------------------
-    async def open_cursor(self, name: str, *, start: StartAt = "latest") -> ManagedCursor:
+    async def open_cursor(
+        self, name: str, *, start: StartAt = "latest", durable: bool = True
+    ) -> ManagedCursor:
         """The cursor ``name``; created when absent, with its mark-delete position just
         before ``start`` ("earliest": the first stored entry; "latest": after the last
         confirmed entry; a Position: that entry, clamped to the log). An existing cursor
-        is returned as restored, whatever ``start`` says."""
+        is returned as restored, whatever ``start`` says. ``durable=False``: held in
+        memory only (``ManagedCursor.non_durable``), for a reader."""
         self._check_writable()
         check_name("cursor name", name, limits.cursor_name_chars_max)
         if name in self.cursors:
@@ -733,7 +736,10 @@ class ManagedLedger:
                     f"managed ledger {self.name} has {len(self.cursors)} cursors (the maximum)"
                 )
             self._check_writable()
-            cursor = await ManagedCursor.create(self, name, position.predecessor())
+            if durable:
+                cursor = await ManagedCursor.create(self, name, position.predecessor())
+            else:
+                cursor = ManagedCursor.non_durable(self, name, position.predecessor())
             self.cursors[name] = cursor
             self.cursor_changed(name)
             return cursor
@@ -746,6 +752,8 @@ class ManagedLedger:
             raise NoSuchCursor(f"managed ledger {self.name} has no cursor {name!r}")
         self.cursor_changed(name)
         ledger_id = await cursor.close(flush=False)
+        if not cursor.durable:
+            return  # nothing of it was stored
         await self._store.delete_managed_cursor(self.name, name)
         if ledger_id is not None:
             await _delete_quietly(self._bk, [ledger_id])
