@@ -502,23 +502,31 @@ class Replicator:
     # -- stats --
 
     async def _sample(self, consumer: LinkConsumer) -> None:
-        """Rates and the backlog every ``stats_interval_s`` while entries flow. Without
-        anything read since the last sample, the backlog is asked again only when an
-        entry arrives, or after ``limits.replicator_stats_idle_interval_s`` while some is
-        left (a remote that is down): at 10,000 topics a CONSUMER_STATS each every 2 s
-        would be 5,000 requests a second to the local broker, most of them idle."""
+        """Rates and the backlog every ``stats_interval_s`` while entries are read. With
+        nothing read since: idle once a sample showed no backlog (asked again when an
+        entry arrives), else asked again less and less often, up to
+        ``limits.replicator_stats_idle_interval_s`` (a remote that is down). At 10,000
+        topics a CONSUMER_STATS each every 2 s would be 5,000 requests a second to the
+        local broker, nearly all of them idle."""
+        interval_s = self.settings.stats_interval_s
+        idle_s = interval_s
         while True:
             self._activity.clear()
             self._sample_rates()
             with contextlib.suppress(LinkError):
                 self.backlog_entries = await consumer.backlog()
-            await asyncio.sleep(self.settings.stats_interval_s)
+            await asyncio.sleep(interval_s)
             if self._activity.is_set():
+                idle_s = interval_s
                 continue
             self._sample_rates()  # the rates fall to 0 now, not a sample later
-            wait_s = None if self.backlog_entries == 0 else limits.replicator_stats_idle_interval_s
+            if self.backlog_entries == 0:
+                await self._activity.wait()
+                idle_s = interval_s
+                continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._activity.wait(), wait_s)
+                await asyncio.wait_for(self._activity.wait(), idle_s)
+            idle_s = min(idle_s * 2, limits.replicator_stats_idle_interval_s)
 
     def _sample_rates(self) -> None:
         now = time.monotonic()

@@ -4,7 +4,10 @@ Clusters A and B and a gateway beside each; namespace ``many/ns`` replicated Aâ†
 synced, with 240 partitions (40 partitioned topics of 4, 80 topics more), each holding a
 message before the gateways start. Checked:
 
-- every partition is replicated and every partition's sync attaches;
+- every partition is replicated and every partition's sync attaches, except past a
+  limit: B's gateway may sync one partition fewer than there are, and says so
+  (``/health`` degraded, the metric);
+- ``/stats`` comes in pages;
 - an idle namespace costs no state read: while nothing happens, the gateway reads no
   partition's subscription states (the cluster's change feed says nothing changed);
 - an acknowledgement on A on a handful of partitions shows on B;
@@ -61,6 +64,23 @@ def all_replicated(gateway, partitions: int, messages: int) -> bool:
     return len(done) >= partitions and sync["topicsConnected"] >= partitions
 
 
+def wait_replicated(gateway, partitions: int, messages: int) -> None:
+    try:
+        wait_for(lambda: all_replicated(gateway, partitions, messages), timeout_s=300)
+    except TimeoutError:
+        stats = gateway_stats(gateway)
+        behind = [
+            r
+            for r in stats["replicators"]
+            if not (r["connected"] and r["replicationBacklog"] == 0 and r["msgOutCounter"])
+        ]
+        failing = [t for t in stats["subscriptionSync"]["topics"] if not t["connected"]]
+        raise AssertionError(
+            f"{len(behind)} replicators behind, e.g. {json.dumps(behind[:2])};"
+            f" {len(failing)} syncs not attached, e.g. {json.dumps(failing[:2])}"
+        ) from None
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     world = World(tmp_path_factory.mktemp("sync-scale"), names=("A", "B"))
@@ -87,12 +107,13 @@ def world(tmp_path_factory):
         from tests.integration.gateway_harness import GatewayProcess
 
         for name, remote in (("A", world.b), ("B", world.a)):
+            limit = f"\n[limits]\nsync_topics_max = {len(topics) - 1}\n" if name == "B" else ""
             world.gateways[name] = GatewayProcess(
                 world.root / f"gw-{name.lower()}",
                 local=world.clusters[name],
                 remotes=[remote],
                 policies={NAMESPACE: ["B"]} if name == "A" else None,
-                extra_toml=SYNC_TOML,
+                extra_toml=SYNC_TOML + limit,
             )
             world.gateways[name].start()
         yield world
@@ -113,16 +134,32 @@ def produce_once(url: str, topics: list[str], tag: str) -> None:
 
 def test_every_partition_replicated_and_synced_idle_costs_no_state_read(world):
     gateway = world.gateways["A"]
-    wait_for(lambda: all_replicated(gateway, len(world.topics), 1), timeout_s=300)
+    wait_replicated(gateway, len(world.topics), 1)
     wait_for(
         lambda: (
             gateway_stats(world.gateways["B"])["subscriptionSync"]["topicsConnected"]
-            >= len(world.topics)
+            >= len(world.topics) - 1
         ),
         timeout_s=300,
     )
     health = gateway.get("/health")
     assert health["status"] == "ok", health
+    # B syncs one partition fewer than there are: loud, not silent.
+    health = world.gateways["B"].get("/health")
+    assert health["status"] == "degraded", health
+    assert any("1 topic partitions not synced" in p for p in health["problems"]), health
+    status, text = http("GET", f"{world.gateways['B'].url}/metrics")
+    metrics = text.decode() if isinstance(text, bytes) else str(text)
+    assert 'georep_gateway_topics_over_limit{kind="sync",local_cluster="B"} 1.0' in metrics
+
+    # Pages of the stats, in topic order.
+    first = gateway.get("/admin/georep/v1/stats?limit=100")
+    assert len({r["topic"] for r in first["replicators"]}) == 100
+    assert first["page"] == {"offset": 0, "limit": 100, "topics": 240, "next": 100}
+    last = gateway.get("/admin/georep/v1/stats?offset=200&limit=100")
+    assert last["page"]["next"] is None and len(last["subscriptionSync"]["topics"]) == 40
+    status, refused = http("GET", f"{gateway.url}/admin/georep/v1/stats?limit=%C2%B2")
+    assert status == 400, (status, refused)
 
     # Nothing happens: no partition's states are read. Sampled twice, far enough apart
     # for the old per-partition polling (every 0.1 s here) to have read each many times.
@@ -139,7 +176,8 @@ def test_every_partition_replicated_and_synced_idle_costs_no_state_read(world):
 
 
 def test_acknowledgements_on_a_sample_show_on_b(world):
-    sample = random.Random(3).sample(world.topics, 5)
+    synced_on_b = sorted(world.topics)[:-1]  # B's limit leaves the last one out
+    sample = random.Random(3).sample(synced_on_b, 5)
     client = pulsar.Client(world.a.url, operation_timeout_seconds=60)
     try:
         for topic in sample:
@@ -182,7 +220,7 @@ def test_restart_beside_every_partition_loses_nothing_stores_nothing_twice(world
     produce_once(world.a.url, world.topics, "second")
     log_lines = len(gateway.log_path.read_text(errors="replace").splitlines())
     gateway.start()
-    wait_for(lambda: all_replicated(gateway, len(world.topics), 1), timeout_s=300)
+    wait_replicated(gateway, len(world.topics), 1)
     for topic in random.Random(4).sample(world.topics, 20):
         payloads = payloads_on(world.b.url, topic)
         assert payloads == {f"first {topic}".encode(): 1, f"second {topic}".encode(): 1}, topic

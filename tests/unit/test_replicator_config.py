@@ -57,6 +57,17 @@ def test_a_good_file(tmp_path) -> None:
     assert pulsar.local.kind == "pulsar"
 
 
+def test_limits_default_from_limits_py_and_may_be_raised(tmp_path) -> None:
+    from georep import limits
+
+    config = load(write(tmp_path, GOOD), {"B_TOKEN": "b-token-0123456789abcdef"})
+    assert config.replicators_max == limits.gateway_replicators_count_max
+    assert config.sync_topics_max == limits.sync_topics_count_max
+    text = GOOD + "\n[limits]\nreplicators_max = 100000\nsync_topics_max = 50000\n"
+    config = load(write(tmp_path, text), {"B_TOKEN": "b-token-0123456789abcdef"})
+    assert (config.replicators_max, config.sync_topics_max) == (100_000, 50_000)
+
+
 def test_tokens_from_files_and_the_environment(tmp_path) -> None:
     (tmp_path / "tokens").write_text("# admins\nadmin-token-0123456789\n")
     text = GOOD.replace("discovery_interval_s = 1.5", 'token_file = "tokens"')
@@ -88,6 +99,9 @@ def test_tokens_from_files_and_the_environment(tmp_path) -> None:
         (('name = "A"', 'name = ".."'), "path step"),
         (("discovery_interval_s = 1.5", 'allowed_hosts = "x"'), "allowed_hosts"),
         (('name = "A"', 'name = "A"\nkind = "kafka"'), "kind 'kafka': use one of georep, pulsar"),
+        (("[rate_limits]", "[limits]\nreplicators_max = -1\n[rate_limits]"), "whole number"),
+        (("[rate_limits]", "[limits]\nsync_topics_max = 1e9\n[rate_limits]"), "whole number"),
+        (("[rate_limits]", "[limits]\nsync_topic_max = 5\n[rate_limits]"), "sync_topic_max"),
     ],
 )
 def test_mistakes_are_named(tmp_path, change, words) -> None:
