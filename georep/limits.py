@@ -98,6 +98,22 @@ journal_record_bytes_max = bookie_frame_bytes_max
 connection_write_buffer_bytes_max = 8 * MIB
 #: Largest reply delay the ``delay_ms`` fault accepts.
 fault_delay_ms_max = 60_000
+#: Disk usage (used / size of the data directory's file system) at which a bookie warns,
+#: at which it turns read-only, and below which a read-only bookie takes writes again:
+#: BookKeeper's diskUsageWarnThreshold, diskUsageThreshold and diskUsageLwmThreshold.
+disk_usage_warn_fraction_default = 0.90
+disk_usage_read_only_fraction_default = 0.95
+disk_usage_writable_fraction_default = 0.90
+#: Seconds between two looks at the disk (BookKeeper's diskCheckInterval); a bookie whose
+#: journal or checkpoint failed retries at the same pace.
+disk_check_interval_s_default = 1.0
+invariant(
+    0.0
+    < disk_usage_writable_fraction_default
+    <= disk_usage_read_only_fraction_default
+    <= 1.0
+)
+invariant(disk_usage_warn_fraction_default <= disk_usage_read_only_fraction_default)
 invariant(journal_record_bytes_max >= entry_payload_bytes_max + entry_header_bytes + 17)
 invariant(journal_file_bytes_max >= journal_group_bytes_max + journal_record_bytes_max)
 invariant(entry_log_file_bytes_max >= 2 * bookie_frame_bytes_max)

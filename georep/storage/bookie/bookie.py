@@ -46,6 +46,7 @@ from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.journal import Journal
 from georep.storage.bookie.ledger_dirs_monitor import (
     Availability,
+    BookieAvailability,
     DiskState,
     DiskThresholds,
     measure,
@@ -352,11 +353,26 @@ class Bookie:
         if self.availability.checkpoint_failure is not None:
             self._checkpoint_wanted.set()
 
-    def read_only_reason(self) -> str | None:
-        """Why this bookie refuses normal adds now, or None when it takes them."""
+    def _journal_failure(self) -> str | None:
         journal = self._journal
         failed = journal.failed if journal is not None else None
-        return self.availability.reason(str(failed) if failed is not None else None)
+        return str(failed) if failed is not None else None
+
+    def read_only_reason(self) -> str | None:
+        """Why this bookie refuses normal adds now, or None when it takes them."""
+        return self.availability.reason(self._journal_failure())
+
+    def availability_report(self) -> BookieAvailability:
+        journal_failure = self._journal_failure()
+        reason = self.availability.reason(journal_failure)
+        usage = self.availability.disk.usage
+        return BookieAvailability(
+            self._address,
+            reason is not None,
+            reason,
+            self.availability.reason_kind(journal_failure),
+            round(usage.used_fraction, 4) if usage is not None else None,
+        )
 
     # -- metadata duties --
 

@@ -105,6 +105,28 @@ class DiskState:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class BookieAvailability:
+    """What ``/health`` and the metrics say of one bookie."""
+
+    address: str
+    read_only: bool
+    #: Why it refuses normal adds (None while it takes them).
+    reason: str | None
+    #: The reason as a bounded label: ``journal``, ``checkpoint`` or ``disk_usage``.
+    reason_kind: str | None
+    disk_used_fraction: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "address": self.address,
+            "read_only": self.read_only,
+            "reason": self.reason,
+            "reason_kind": self.reason_kind,
+            "disk_used_fraction": self.disk_used_fraction,
+        }
+
+
 @dataclass(slots=True)
 class Availability:
     """Why a bookie refuses writes, if it does: the disk state and the last failures."""
@@ -120,6 +142,13 @@ class Availability:
         if self.checkpoint_failure is not None:
             return f"checkpoint failed: {self.checkpoint_failure}"
         return self.disk.reason()
+
+    def reason_kind(self, journal_failure: str | None = None) -> str | None:
+        if journal_failure is not None:
+            return "journal"
+        if self.checkpoint_failure is not None:
+            return "checkpoint"
+        return "disk_usage" if self.disk.read_only else None
 
     @property
     def takes_recovery_adds(self) -> bool:
