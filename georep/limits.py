@@ -108,16 +108,18 @@ disk_usage_writable_fraction_default = 0.90
 #: journal or checkpoint failed retries at the same pace.
 disk_check_interval_s_default = 1.0
 invariant(
-    0.0
-    < disk_usage_writable_fraction_default
-    <= disk_usage_read_only_fraction_default
-    <= 1.0
+    0.0 < disk_usage_writable_fraction_default <= disk_usage_read_only_fraction_default <= 1.0
 )
 invariant(disk_usage_warn_fraction_default <= disk_usage_read_only_fraction_default)
 invariant(journal_record_bytes_max >= entry_payload_bytes_max + entry_header_bytes + 17)
 invariant(journal_file_bytes_max >= journal_group_bytes_max + journal_record_bytes_max)
 invariant(entry_log_file_bytes_max >= 2 * bookie_frame_bytes_max)
 invariant(connection_write_buffer_bytes_max >= bookie_frame_bytes_max)
+
+# --- text from outside -----------------------------------------------------------------
+#: Digits a decimal integer read from text (origin positions, ports, query parameters,
+#: file names) may have: a u64 has 20, and Python refuses int() of a string past 4,300.
+decimal_digits_max = 20
 
 # --- Pulsar binary protocol (protocol/) -----------------------------------------
 #: Largest message payload a producer may publish: Pulsar's default ``maxMessageSize``.

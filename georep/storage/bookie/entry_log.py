@@ -30,6 +30,7 @@ import struct
 from pathlib import Path
 
 from georep import limits
+from georep.decimal_text import parse_decimal
 from georep.invariant import invariant
 from georep.storage.bookie.disk_io import DiskWriter, cut_back
 from georep.storage.bookie.journal import fsync_directory
@@ -47,7 +48,8 @@ def file_name(log_id: int) -> str:
 
 
 def list_log_ids(directory: Path) -> list[int]:
-    return sorted(int(path.stem) for path in directory.glob("*.log") if path.stem.isdigit())
+    ids = (parse_decimal(path.stem) for path in directory.glob("*.log"))
+    return sorted(log_id for log_id in ids if log_id is not None)
 
 
 class EntryLog:

@@ -56,6 +56,7 @@ from pathlib import Path
 from crc32c import crc32c
 
 from georep import limits
+from georep.decimal_text import parse_decimal
 from georep.invariant import invariant
 from georep.storage.bookie.disk_io import DiskWriter, cut_back
 from georep.storage.errors import JournalFailed
@@ -89,11 +90,8 @@ def file_name(file_id: int) -> str:
 
 
 def list_file_ids(directory: Path) -> list[int]:
-    ids = []
-    for path in directory.glob("*.jnl"):
-        if path.stem.isdigit():
-            ids.append(int(path.stem))
-    return sorted(ids)
+    ids = (parse_decimal(path.stem) for path in directory.glob("*.jnl"))
+    return sorted(file_id for file_id in ids if file_id is not None)
 
 
 @dataclass(frozen=True, slots=True, order=True)
