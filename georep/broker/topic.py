@@ -37,6 +37,7 @@ from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription, asks_replicated, mark_replicated
 from georep.broker.topic_name import TopicName
 from georep.broker.topic_policies import TopicPolicies
+from georep.invariant import invariant
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
 from georep.storage.managed_ledger import ManagedLedgerConfig, Position
@@ -126,6 +127,9 @@ class PersistentTopic:
         durable. Entries reach the ledger in call order, so positions follow it too."""
         if self._fenced or self.closed:
             raise ServiceNotReady(f"topic {self.name} is not taking writes now; retry")
+        # The producer refused every SEND storage cannot take (``producer.py``); storage
+        # failing an entry for its size would make a permanent refusal look transient.
+        invariant(len(data) <= limits.entry_payload_bytes_max, "an entry storage refuses")
         self.dedup.record_pushed(producer_name, highest_sequence_id)
         future = asyncio.get_running_loop().create_future()
         self._appends.append((data, future))
