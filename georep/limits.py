@@ -121,6 +121,12 @@ invariant(connection_write_buffer_bytes_max >= bookie_frame_bytes_max)
 #: file names) may have: a u64 has 20, and Python refuses int() of a string past 4,300.
 decimal_digits_max = 20
 
+#: Characters of one integer in a REST request body (sign included): a u64 has 20 digits.
+json_integer_chars_max = 24
+#: Seconds a REST connection may stay without a whole request (idle, or a request head
+#: sent slowly) before it is closed.
+rest_connection_idle_s_max = 15.0
+
 # --- Pulsar binary protocol (protocol/) -----------------------------------------
 #: Room a frame may use beyond the payload: command, checksum, metadata (Pulsar's
 #: ``MESSAGE_SIZE_FRAME_PADDING``).

@@ -37,6 +37,7 @@ from georep.broker.admin.state import (
 )
 from georep.broker.admin.tenants import ensure_defaults
 from georep.rest.middleware import application, register
+from georep.rest.server import RestRunner
 from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger("georep.broker.admin")
@@ -121,9 +122,8 @@ class AdminServer:
         store: MetadataStore | None = None,
         storage_health: Callable[[], StorageHealth] | None = None,
     ) -> AdminServer:
-        runner = web.AppRunner(
-            create_app(settings, cluster, store=store, storage_health=storage_health),
-            access_log=None,
+        runner = RestRunner(
+            create_app(settings, cluster, store=store, storage_health=storage_health)
         )
         await runner.setup()
         try:
