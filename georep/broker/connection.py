@@ -366,8 +366,9 @@ class ServerConnection:
         producer.close()
 
     def refuse_producer(self, producer: Producer, reason: str) -> None:
-        """Close ``producer`` and refuse its next re-creation with ``reason`` (a message it
-        sent can never be stored: see ``producer.py``)."""
+        """Close ``producer`` and refuse its next re-creation with ``reason``: storage
+        refused what it sent (see ``producer.py`` and ``topic.py``), and the official
+        client fails its pending sends only on a refused re-creation."""
         if len(self._refused_creations) < limits.producers_per_connection_max:
             self._refused_creations[producer.producer_id] = reason
         self.close_producer_from_broker(producer)

@@ -83,9 +83,10 @@ class MessageNeverStored(NotAllowed):
 
 
 class ProducerSendRefused(BrokerError):
-    """Answers the re-creation of a producer whose message was never stored: the official
-    client fails its pending sends with this error, which it treats as final for them, and
-    creates the producer again (then accepted)."""
+    """Answers, once, the re-creation of a producer whose message storage refused (one it
+    can never take, or any while no ensemble can write): the official client fails its
+    pending sends with this error, which it treats as final for them, and creates the
+    producer again (then accepted)."""
 
     server_error = pb.PRODUCER_BLOCKED_QUOTA_EXCEEDED_EXCEPTION
 

@@ -9,7 +9,8 @@ receipt for anything but the oldest pending sequence id makes it drop the connec
 
 Answers: SEND_RECEIPT with the entry's message id; for a duplicate, SEND_RECEIPT with
 message id (-1, -1) as Pulsar does; SEND_ERROR when storage failed (the topic then fences
-itself and closes its producers, which reconnect and resend).
+itself and closes its producers: see ``topic.py`` for when their re-creation is refused
+once, so that the client fails what it holds).
 
 Markers (metadata with ``marker_type``) are the gateway's: a producer named ``georep.*``
 (``entry.GEOREP_NAME_PREFIX``) publishes them like any entry, metadata stored as sent and
