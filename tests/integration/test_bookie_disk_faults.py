@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from georep.storage import protocol
+from georep.storage.client.placement import EnsemblePlacementPolicy
 from georep.storage.entry import verify
+from georep.storage.errors import NotEnoughBookies
+from georep.storage.meta.store import MetadataStore
 from georep.storage.protocol import Status
 from tests.bookie_harness import (
     BookieProcess,
@@ -236,3 +239,36 @@ async def test_over_the_threshold_normal_adds_are_refused_and_recovery_adds_take
         stats = bookie.stats()
         assert stats["read_only"] and stats["disk"]["over_threshold"]
         assert "disk usage" in stats["read_only_reason"]
+
+
+async def test_a_read_only_bookie_is_left_out_of_new_ensembles(tmp_path):
+    """It says so in the metadata store (a lease), placement skips it, and it stays
+    registered (the auditor must not take its ledgers for lost)."""
+    store = await MetadataStore.open(f"sqlite:///{tmp_path}/meta.db")
+    full = {
+        "disk_usage_warn_fraction": 0.0001,
+        "disk_usage_read_only_fraction": 0.0001,
+        "disk_usage_writable_fraction": 0.0001,
+    }
+    options = {"metadata_store": store, "lease_s": 0.6, "disk_check_interval_s": 0.1}
+    try:
+        async with (
+            running_bookie(tmp_path / "b0", **options) as b0,
+            running_bookie(tmp_path / "b1", **options) as b1,
+            running_bookie(tmp_path / "b2", **options, **full) as b2,
+        ):
+            async with asyncio.timeout(30):
+                while await store.read_only_bookies() != {b2.address}:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+            registered = {bookie.address for bookie in await store.list_bookies()}
+            assert registered == {b0.address, b1.address, b2.address}
+            placement = EnsemblePlacementPolicy(store)
+            for _ in range(20):
+                assert b2.address not in await placement.new_ensemble(2)
+            with pytest.raises(NotEnoughBookies):
+                await placement.new_ensemble(3)
+            with pytest.raises(NotEnoughBookies):
+                await placement.replace([b0.address, b1.address], [b0.address])
+        assert await store.read_only_bookies() == set()  # given up on stop
+    finally:
+        await store.close()

@@ -133,6 +133,10 @@ class Bookie:
         self._gc_runs = 0
         self.disk = DiskWriter()
         self.availability = Availability(DiskState(config.disk_thresholds()))
+        #: Set when the bookie may have turned read-only or writable: the lease loop
+        #: publishes the state at once rather than at its next renewal.
+        self._read_only_changed = asyncio.Event()
+        self._published_read_only = False
 
     @property
     def address(self) -> str:
@@ -247,6 +251,10 @@ class Bookie:
             self._storage.close()
             self._storage = None
         if self._store is not None:
+            if self._published_read_only:
+                with contextlib.suppress(Exception):
+                    await self._store.clear_bookie_read_only(self._address)
+                self._published_read_only = False
             if self._registered:
                 try:
                     await self._store.unregister_bookie(self._address)
@@ -345,6 +353,8 @@ class Bookie:
                 self._address,
                 state.usage.used_fraction * 100,
             )
+        if (self.read_only_reason() is not None) != self._published_read_only:
+            self._read_only_changed.set()
         if state.read_only:
             return
         journal = self._journal
@@ -380,13 +390,29 @@ class Bookie:
         store, lease_s = self._store, self.config.lease_s
         invariant(store is not None, "lease loop without a store")
         while True:
-            await asyncio.sleep(lease_s / 3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._read_only_changed.wait(), lease_s / 3)
+            self._read_only_changed.clear()
             try:
                 await store.renew_bookie(self._address, lease_s)  # type: ignore[union-attr]
             except Exception:
                 log.warning("bookie lease renewal failed; re-registering", exc_info=True)
                 with contextlib.suppress(Exception):
                     await store.register_bookie(self._address, lease_s)  # type: ignore[union-attr]
+            await self._publish_read_only(store, lease_s)
+
+    async def _publish_read_only(self, store: MetadataStore, lease_s: float) -> None:
+        """Hold the read-only lease while adds are refused (placement skips this bookie),
+        and give it up once they are taken again (``meta/bookies.py``)."""
+        try:
+            if self.read_only_reason() is not None:
+                await store.mark_bookie_read_only(self._address, lease_s)
+                self._published_read_only = True
+            elif self._published_read_only:
+                await store.clear_bookie_read_only(self._address)
+                self._published_read_only = False
+        except Exception:
+            log.warning("could not publish the read-only state", exc_info=True)
 
     async def _gc_loop(self) -> None:
         while True:
