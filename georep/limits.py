@@ -98,24 +98,76 @@ journal_record_bytes_max = bookie_frame_bytes_max
 connection_write_buffer_bytes_max = 8 * MIB
 #: Largest reply delay the ``delay_ms`` fault accepts.
 fault_delay_ms_max = 60_000
+#: Disk usage (used / size of the data directory's file system) at which a bookie warns,
+#: at which it turns read-only, and below which a read-only bookie takes writes again:
+#: BookKeeper's diskUsageWarnThreshold, diskUsageThreshold and diskUsageLwmThreshold.
+disk_usage_warn_fraction_default = 0.90
+disk_usage_read_only_fraction_default = 0.95
+disk_usage_writable_fraction_default = 0.90
+#: Seconds between two looks at the disk (BookKeeper's diskCheckInterval); a bookie whose
+#: journal or checkpoint failed retries at the same pace.
+disk_check_interval_s_default = 1.0
+invariant(
+    0.0 < disk_usage_writable_fraction_default <= disk_usage_read_only_fraction_default <= 1.0
+)
+invariant(disk_usage_warn_fraction_default <= disk_usage_read_only_fraction_default)
 invariant(journal_record_bytes_max >= entry_payload_bytes_max + entry_header_bytes + 17)
 invariant(journal_file_bytes_max >= journal_group_bytes_max + journal_record_bytes_max)
 invariant(entry_log_file_bytes_max >= 2 * bookie_frame_bytes_max)
 invariant(connection_write_buffer_bytes_max >= bookie_frame_bytes_max)
 
+# --- text from outside -----------------------------------------------------------------
+#: Digits a decimal integer read from text (origin positions, ports, query parameters,
+#: file names) may have: a u64 has 20, and Python refuses int() of a string past 4,300.
+decimal_digits_max = 20
+
+#: Characters of one integer in a REST request body (sign included): a u64 has 20 digits.
+json_integer_chars_max = 24
+#: Seconds a REST connection may stay without a whole request (idle, or a request head
+#: sent slowly) before it is closed.
+rest_connection_idle_s_max = 15.0
+
 # --- Pulsar binary protocol (protocol/) -----------------------------------------
-#: Largest message payload a producer may publish: Pulsar's default ``maxMessageSize``.
-#: The broker announces it in CONNECTED; clients size their batches by it.
-pulsar_message_bytes_max = 5 * MIB
-#: Room a frame may use beyond the payload: command, checksum, metadata.
+#: Room a frame may use beyond the payload: command, checksum, metadata (Pulsar's
+#: ``MESSAGE_SIZE_FRAME_PADDING``).
 pulsar_frame_padding_bytes = 10 * KIB
+#: Largest message payload a producer may publish, as the broker announces it in
+#: CONNECTED (clients check every payload, and size their batches, by it). Derived from
+#: what storage takes so that the two agree: a payload of this size, with metadata up to
+#: ``pulsar_message_metadata_bytes_max`` and the origin a gateway adds to its copy, is
+#: one entry a bookie stores (5 MiB - 10 KiB with the defaults; Pulsar says 5 MiB and
+#: lets its storage take 5 MiB + 10 KiB).
+pulsar_message_bytes_max = entry_payload_bytes_max - pulsar_frame_padding_bytes
+#: Metadata (properties, keys, ...) a stored message may carry beyond its payload: a SEND
+#: whose entry is larger than ``pulsar_message_bytes_max`` plus this can never be stored
+#: (or copied) and is refused to its producer for good.
+pulsar_message_metadata_bytes_max = 5 * KIB
+#: What a gateway's copy adds to an entry's metadata (origin properties, replicated_from,
+#: its producer name) at most, and what its SEND command takes.
+replication_metadata_bytes_max = 1 * KIB
+pulsar_send_command_bytes_max = 1 * KIB
 #: Largest Pulsar frame: the ``totalSize`` prefix (which does not count itself). A larger
-#: prefix is refused before a byte of the body is buffered.
+#: prefix is refused before a byte of the body is buffered (the connection closes); a
+#: smaller SEND whose entry storage cannot take is refused to its producer instead.
 pulsar_frame_bytes_max = pulsar_message_bytes_max + pulsar_frame_padding_bytes
 #: Messages one batched payload may hold (the client's default batch is 1,000).
 pulsar_batch_messages_count_max = 100_000
 
 invariant(pulsar_frame_bytes_max > pulsar_message_bytes_max)
+# The sizes agree: whatever an application may send, and its copy, is one storable entry,
+# and the copy's frame fits the frame a broker announcing the same maximum reads.
+invariant(
+    pulsar_message_bytes_max + pulsar_message_metadata_bytes_max + replication_metadata_bytes_max
+    <= entry_payload_bytes_max
+)
+invariant(
+    pulsar_message_metadata_bytes_max
+    + replication_metadata_bytes_max
+    + pulsar_send_command_bytes_max
+    + 64  # magic, checksum and the three size prefixes
+    <= pulsar_frame_padding_bytes
+)
+invariant(pulsar_frame_bytes_max <= entry_payload_bytes_max + pulsar_frame_padding_bytes)
 # max_message_size travels as an int32 and totalSize as a u32.
 invariant(pulsar_frame_bytes_max < 2**31)
 # Each batched message costs at least 6 bytes (size prefix + payload_size field), so a
@@ -523,6 +575,14 @@ invariant(managed_ledger_rollover_entries_max <= 2**replication_entry_id_bits)
 # Producer names ``georep.repl.<cluster>`` must fit the broker's producer names, and the
 # subscription ``georep.repl.<cluster>`` a subscription name.
 invariant(replication_name_prefix_chars + cluster_name_chars_max <= producer_name_chars_max)
+# A copy's additions (replicator/origin.py): three origin properties (keys of 21-22
+# characters; the cluster, "L:E" of at most 40, the original producer name), replicated_from,
+# the replicator's producer name and the sequence ids, each with its protobuf tag and length.
+invariant(
+    (21 + 22 + 22) + cluster_name_chars_max + 40 + producer_name_chars_max
+    + cluster_name_chars_max + producer_name_chars_max + 2 * 11 + 8 * 4
+    <= replication_metadata_bytes_max
+)  # fmt: skip
 invariant(replication_name_prefix_chars + cluster_name_chars_max <= subscription_name_chars_max)
 invariant(replicator_receive_messages_max <= consumer_unacked_messages_max)
 invariant(replicator_pending_sends_count_max <= pending_publishes_per_connection_max)

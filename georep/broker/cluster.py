@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.broker.server import BrokerServer
@@ -34,6 +35,9 @@ from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import NotEnoughBookies
 from georep.storage.meta.store import MetadataStore
+
+if TYPE_CHECKING:
+    from georep.broker.admin.state import StorageHealth
 
 log = logging.getLogger(__name__)
 
@@ -199,9 +203,22 @@ class Cluster:
             port=config.admin_port,
         )
         self.admin = BrokerAdmin(self.service)
-        self._admin_server = await AdminServer.start(settings, self.admin, store=self.store)
+        self._admin_server = await AdminServer.start(
+            settings,
+            self.admin,
+            store=self.store,
+            storage_health=self.storage_health if self.bookies else None,
+        )
         scheme = "https" if settings.tls_cert_file else "http"
         self.admin_url = f"{scheme}://{settings.host}:{self._admin_server.port}"
+
+    def storage_health(self) -> StorageHealth:
+        """The in-process bookies' availability, for ``/health`` and ``/metrics``."""
+        from georep.broker.admin.state import StorageHealth
+
+        return StorageHealth(
+            [bookie.availability_report() for bookie in self.bookies], self.config.ensemble_size
+        )
 
     async def stop(self) -> None:
         """Stop in reverse order; safe to call on a partly started cluster."""

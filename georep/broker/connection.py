@@ -49,7 +49,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from georep import limits
 from georep.broker.consumer import Consumer
-from georep.broker.errors import BrokerError, NotAllowed, ServiceNotReady, TooManyRequests
+from georep.broker.errors import (
+    BrokerError,
+    NotAllowed,
+    ProducerSendRefused,
+    ServiceNotReady,
+    TooManyRequests,
+)
 from georep.broker.message_id import EARLIEST, LATEST, message_id, position_of
 from georep.broker.producer import Producer
 from georep.broker.topic_name import TopicName
@@ -148,6 +154,8 @@ class ServerConnection:
         self.protocol_version = 0
         self._decoder = frames.FrameDecoder()
         self.producers: dict[int, Producer] = {}
+        #: Producer ids whose next PRODUCER is refused once (``refuse_producer``).
+        self._refused_creations: dict[int, str] = {}
         self.consumers: dict[int, Consumer] = {}
         self._creating_producers: set[int] = set()
         self._creating_consumers: set[int] = set()
@@ -357,6 +365,14 @@ class ServerConnection:
             self.send_command(commands.close_producer(producer.producer_id, _BROKER_REQUEST_ID))
         producer.close()
 
+    def refuse_producer(self, producer: Producer, reason: str) -> None:
+        """Close ``producer`` and refuse its next re-creation with ``reason``: storage
+        refused what it sent (see ``producer.py`` and ``topic.py``), and the official
+        client fails its pending sends only on a refused re-creation."""
+        if len(self._refused_creations) < limits.producers_per_connection_max:
+            self._refused_creations[producer.producer_id] = reason
+        self.close_producer_from_broker(producer)
+
     def close_consumer_from_broker(self, consumer: Consumer) -> None:
         if self.consumers.get(consumer.consumer_id) is consumer:
             del self.consumers[consumer.consumer_id]
@@ -422,6 +438,9 @@ class ServerConnection:
             return
         if producer_id in self._creating_producers:
             raise ServiceNotReady(f"producer {producer_id} is being created")
+        refused = self._refused_creations.pop(producer_id, None)
+        if refused is not None:
+            raise ProducerSendRefused(refused)
         if len(self.producers) >= limits.producers_per_connection_max:
             raise TooManyRequests(
                 f"{limits.producers_per_connection_max} producers on one connection"
@@ -470,6 +489,8 @@ class ServerConnection:
     def _on_send(self, frame: frames.Frame) -> None:
         send = frame.command.send
         producer = self.producers.get(send.producer_id)
+        if producer is None and send.producer_id in self._refused_creations:
+            return  # sent before the client saw CLOSE_PRODUCER: it fails these itself
         if producer is None:
             self.close(f"SEND for producer {send.producer_id}, which this connection lacks")
             return

@@ -76,6 +76,21 @@ class NotAllowed(BrokerError):
     server_error = pb.NOT_ALLOWED_ERROR
 
 
+class MessageNeverStored(NotAllowed):
+    """A SEND storage can never take: its entry is larger than any message may be with
+    its metadata, or it is one chunk of a chunked message (not supported). Permanent for
+    that message; the producer and the topic go on (see ``producer.py``)."""
+
+
+class ProducerSendRefused(BrokerError):
+    """Answers, once, the re-creation of a producer whose message storage refused (one it
+    can never take, or any while no ensemble can write): the official client fails its
+    pending sends with this error, which it treats as final for them, and creates the
+    producer again (then accepted)."""
+
+    server_error = pb.PRODUCER_BLOCKED_QUOTA_EXCEEDED_EXCEPTION
+
+
 class ServiceNotReady(BrokerError):
     """Try again soon: the topic is loading, fenced after a storage failure, or closing."""
 

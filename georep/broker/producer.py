@@ -9,13 +9,27 @@ receipt for anything but the oldest pending sequence id makes it drop the connec
 
 Answers: SEND_RECEIPT with the entry's message id; for a duplicate, SEND_RECEIPT with
 message id (-1, -1) as Pulsar does; SEND_ERROR when storage failed (the topic then fences
-itself and closes its producers, which reconnect and resend).
+itself and closes its producers: see ``topic.py`` for when their re-creation is refused
+once, so that the client fails what it holds).
 
 Markers (metadata with ``marker_type``) are the gateway's: a producer named ``georep.*``
 (``entry.GEOREP_NAME_PREFIX``) publishes them like any entry, metadata stored as sent and
 deduplicated by sequence id as usual; any other producer's marker is refused with
 SEND_ERROR NotAllowed before deduplication sees it (nothing stored, its sequence id not
 taken), and the producer's later sends go on.
+
+A SEND storage can never take (:class:`~georep.broker.errors.MessageNeverStored`): an
+entry (metadata + payload) above ``limits.pulsar_message_bytes_max +
+limits.pulsar_message_metadata_bytes_max``, which only a producer ignoring the announced
+maximum or carrying kilobytes of properties can send, or a chunk of a chunked message
+(``chunking_enabled=True``: not supported, refused at once). Nothing is stored and the
+topic is not fenced (its other producers never notice). A SEND_ERROR would not do: the
+official client answers any send error but a checksum error by reconnecting and sending
+again, for ever. So the broker closes this producer (CLOSE_PRODUCER) and refuses its
+re-creation once with ``ProducerBlockedQuotaExceededException``, which the client
+treats as final for the sends it holds: they fail at once with that error, and the
+client's next re-creation is accepted. Example: a producer sends m1, a 6 MiB chunked
+m2, m3: m1 is stored, m2 and m3 fail in the application, m4 sent after is stored.
 """
 
 from __future__ import annotations
@@ -26,9 +40,10 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from georep import limits
 from georep.broker.deduplication import DupStatus
 from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
-from georep.broker.errors import BrokerError, NotAllowed, PersistenceError
+from georep.broker.errors import BrokerError, MessageNeverStored, NotAllowed, PersistenceError
 from georep.broker.message_id import message_id
 from georep.broker.rate_meter import RateMeter
 from georep.protocol import commands
@@ -95,6 +110,10 @@ class Producer:
         loop = asyncio.get_running_loop()
         dedup = self.topic.dedup
         refusal = self._refusal(frame)
+        if isinstance(refusal, MessageNeverStored):
+            log.warning("%r: %s; closing the producer so its client fails the send", self, refusal)
+            self.connection.refuse_producer(self, str(refusal))
+            return
         status = dedup.check(self.name, sequence_id) if refusal is None else None
         if refusal is not None:
             future = loop.create_future()
@@ -128,6 +147,25 @@ class Producer:
     def _refusal(self, frame: Frame) -> BrokerError | None:
         """Why this SEND may not be stored, or None."""
         metadata = frame.metadata
+        entry_bytes = len(frame.headers_and_payload)
+        stored_max = (
+            limits.entry_payload_bytes_max
+            if is_georep_name(self.name)
+            else limits.pulsar_message_bytes_max + limits.pulsar_message_metadata_bytes_max
+        )
+        if entry_bytes > stored_max:
+            return MessageNeverStored(
+                f"message of {entry_bytes} bytes with its metadata can never be stored:"
+                f" the payload may have {limits.pulsar_message_bytes_max} bytes and the"
+                f" metadata {limits.pulsar_message_metadata_bytes_max}"
+            )
+        if frame.command.send.is_chunk or (
+            metadata is not None and metadata.num_chunks_from_msg > 1
+        ):
+            return MessageNeverStored(
+                "chunked messages are not supported: send messages of at most"
+                f" {limits.pulsar_message_bytes_max} bytes with chunking disabled"
+            )
         if metadata is not None and metadata.HasField("marker_type"):
             if not is_georep_name(self.name):
                 return NotAllowed(

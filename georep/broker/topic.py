@@ -1,13 +1,17 @@
 """A persistent topic: one managed ledger, its producers and its subscriptions.
 
 Publishing: ``publish`` hands the entry to the managed ledger (``append_async``, which
-confirms in order), records the sequence id with deduplication, and when storage confirms
-wakes every subscription's dispatcher. If a write fails the topic *fences*: it refuses
-new publishes and closes every producer (the clients reconnect and resend what they had
-pending), until all writes in flight have completed; then deduplication forgets what was
-pushed and not persisted, and the topic takes producers again. Without the fence a later
-write could succeed after an earlier one failed, and the resent earlier message would
-land after it (or be dropped as a duplicate of a higher sequence id).
+confirms in order), records the sequence id with deduplication, and when storage
+confirms wakes every subscription's dispatcher. If a write fails the topic *fences*: it
+refuses new publishes and closes every producer, until all writes in flight have
+completed; then deduplication forgets what was pushed and not persisted, and the topic
+takes producers again. When storage refused the write (no writable ensemble: full disks,
+too few bookies), each producer's re-creation is refused once with a final error
+(``connection.refuse_producer``), so the official client fails the sends it holds within
+moments instead of resending them for ever; when another owner took the log, the clients
+just reconnect. Without the fence a later write could succeed after an earlier one
+failed, and the resent earlier message would land after it (or be dropped as a duplicate
+of a higher sequence id).
 
 Subscriptions are created on first subscribe and kept while the topic is loaded; their
 cursors persist in the managed ledger. Cursors named ``pulsar.*`` are the broker's own
@@ -37,6 +41,7 @@ from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription, asks_replicated, mark_replicated
 from georep.broker.topic_name import TopicName
 from georep.broker.topic_policies import TopicPolicies
+from georep.invariant import invariant
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
 from georep.storage.managed_ledger import ManagedLedgerConfig, Position
@@ -137,6 +142,9 @@ class PersistentTopic:
         durable. Entries reach the ledger in call order, so positions follow it too."""
         if self._fenced or self.closed:
             raise ServiceNotReady(f"topic {self.name} is not taking writes now; retry")
+        # The producer refused every SEND storage cannot take (``producer.py``); storage
+        # failing an entry for its size would make a permanent refusal look transient.
+        invariant(len(data) <= limits.entry_payload_bytes_max, "an entry storage refuses")
         self.dedup.record_pushed(producer_name, highest_sequence_id)
         future = asyncio.get_running_loop().create_future()
         self._appends.append((data, future))
@@ -186,9 +194,18 @@ class PersistentTopic:
                     future.set_exception(
                         ServiceNotReady(f"topic {self.name}: an earlier write failed")
                     )
+            moved = isinstance(error, ManagedLedgerFenced | ManagedLedgerClosed)
             for producer in list(self.producers.values()):
-                producer.connection.close_producer_from_broker(producer)
-            if isinstance(error, ManagedLedgerFenced | ManagedLedgerClosed):
+                if moved:
+                    producer.connection.close_producer_from_broker(producer)
+                else:
+                    # Storage refused (no writable ensemble: full disks, bookies down).
+                    # The client would resend for ever; refusing the producer's
+                    # re-creation once fails its pending sends in the application.
+                    producer.connection.refuse_producer(
+                        producer, f"topic {self.name}: storage refused a write: {error}"
+                    )
+            if moved:
                 self._on_dead(self)  # another owner has the log: this instance is done
         if self._pending_publishes == 0:
             self._unfence()

@@ -47,6 +47,7 @@ from typing import Protocol
 
 from georep import limits
 from georep.client.errors import LinkClosed, LinkError, RequestTimeout, ServerError
+from georep.decimal_text import parse_decimal
 from georep.invariant import invariant
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
@@ -104,10 +105,11 @@ def split_url(url: str) -> tuple[str, int]:
     """(host, port) of ``pulsar://host:port``; LinkError for anything else."""
     if not url.startswith("pulsar://"):
         raise LinkError(f"unsupported service URL {url!r}: use pulsar://host:port")
-    host, _, port = url.removeprefix("pulsar://").rstrip("/").rpartition(":")
-    if not host or not port.isdigit():
+    host, _, port_text = url.removeprefix("pulsar://").rstrip("/").rpartition(":")
+    port = parse_decimal(port_text)
+    if not host or port is None or port > 65_535:
         raise LinkError(f"service URL {url!r} lacks host:port")
-    return host.strip("[]"), int(port)
+    return host.strip("[]"), port
 
 
 class LinkConnection:

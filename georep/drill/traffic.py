@@ -27,6 +27,7 @@ import threading
 import time
 
 from georep import limits
+from georep.decimal_text import parse_decimal
 from georep.drill.delivery_log import BEFORE, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
 from georep.drill.report import Produced
@@ -330,7 +331,7 @@ class ConsumerGroup:
             topic=self.topic,
             subscription=self.subscription,
             drill_id=properties.get(DRILL_ID_PROPERTY, ""),
-            index=int(index_text) if index_text.isdigit() else -1,
+            index=_index(index_text),
             key=message.partition_key(),
             message_id=own,
             origin_cluster=origin_cluster,
@@ -397,3 +398,9 @@ def read_origins(client, topic: str) -> dict[str, str]:
     finally:
         reader.close()
     return found
+
+
+def _index(text: str) -> int:
+    """A message's drill index property; -1 when it is not a decimal."""
+    index = parse_decimal(text)
+    return -1 if index is None else index

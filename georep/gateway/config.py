@@ -68,6 +68,7 @@ from georep import limits, names
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
 from georep.console import ConfigError, check_keys
+from georep.decimal_text import parse_decimal
 from georep.rest import tokens as token_sources
 from georep.rest.access import ALLOWED_HOSTS_ENV, Access, allowed_hosts
 from georep.rest.tokens import (
@@ -387,10 +388,11 @@ def _tokens(environment_value: str | None, path: Any, base_dir: Path) -> frozens
 
 def _listen(value: Any) -> tuple[str, int]:
     text = _string("[gateway] listen", value, 300)
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 <= int(port) <= 65_535:
+    host, _, port_text = text.rpartition(":")
+    port = parse_decimal(port_text)
+    if not host or port is None or not 0 <= port <= 65_535:
         raise ConfigError(f"[gateway] listen {text!r}: use host:port (port 0: any free port)")
-    return host.strip("[]"), int(port)
+    return host.strip("[]"), port
 
 
 def _positive(what: str, value: Any) -> float:

@@ -20,6 +20,7 @@ from georep.gateway.config import GatewayConfig
 from georep.gateway.manager import ReplicationManager
 from georep.gateway.rest import create_app
 from georep.replicator.replicator import ReplicatorSettings
+from georep.rest.server import RestRunner
 from georep.storage.errors import BadVersion
 from georep.storage.meta.store import MetadataStore
 
@@ -61,7 +62,7 @@ class Gateway:
                 replicators_max=config.replicators_max,
                 sync_topics_max=config.sync_topics_max,
             )
-            self._runner = web.AppRunner(create_app(self), access_log=None)
+            self._runner = RestRunner(create_app(self))
             await self._runner.setup()
             site = web.TCPSite(self._runner, config.listen_host, config.listen_port)
             await site.start()

@@ -44,6 +44,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from georep import limits
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
+from georep.decimal_text import parse_decimal
 from georep.gateway.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
 from georep.rest.auth import Role
 from georep.rest.json_io import json_response, read_json
@@ -118,9 +119,10 @@ def _version_query(request: web.Request) -> int | None:
     text = request.query.get("version")
     if text is None:
         return None
-    if not text.isdigit() or int(text) < 1:
+    version = parse_decimal(text)
+    if version is None or version < 1:
         raise PolicyError("?version must be an integer >= 1")
-    return int(text)
+    return version
 
 
 # --- handlers -----------------------------------------------------------------------------

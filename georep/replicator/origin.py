@@ -31,14 +31,16 @@ entry's metadata; a client that splits a batch shows each message the properties
 own batch header instead, so per-message mapping of batched messages reads the entry
 metadata (as the gateway and ``georep export`` do).
 
-**No loops; chains.** Only messages that originated on the local cluster are replicated: an
-entry with ``replicated_from`` set, or carrying an origin cluster other than the local one,
-is skipped (and acknowledged on the replication cursor). So with A↔B a message from B that
-was replicated into A is never sent back to B, and with A→B→C a message produced on A
-reaches C only if A replicates to C itself: replication policies are per cluster pair, and
-each gateway forwards what its own cluster produced. A producer may narrow where a message
-goes with ``replicate_to`` (Pulsar's ``replication_clusters``): a non-empty list that does
-not name the remote skips it there.
+**No loops; chains.** Only messages that originated on the local cluster are replicated:
+an entry with ``replicated_from`` set, or carrying an origin cluster other than the local
+one, is skipped (and acknowledged on the replication cursor). An origin counts only where
+a replicator wrote it (:func:`origin_of`): ``georep.origin.*`` properties an application
+set, or that do not parse, are ignored, and the entry is replicated as a local message. So
+with A↔B a message from B that was replicated into A is never sent back to B, and with
+A→B→C a message produced on A reaches C only if A replicates to C itself: replication
+policies are per cluster pair, and each gateway forwards what its own cluster produced. A
+producer may narrow where a message goes with ``replicate_to`` (Pulsar's
+``replication_clusters``): a non-empty list that does not name the remote skips it there.
 
 **Markers** (``marker_type``, docs/ARCHITECTURE.md "Snapshots"; ``snapshots/markers.py``)
 written on the local cluster travel like data, by kind: SnapshotRequest, SubscriptionUpdate
@@ -53,6 +55,7 @@ import enum
 from dataclasses import dataclass
 
 from georep import limits
+from georep.decimal_text import parse_decimal
 from georep.invariant import invariant
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.errors import ReplicationStalled
@@ -131,11 +134,34 @@ class Origin:
         return f"{self.ledger_id}:{self.entry_id}"
 
 
+def parse_position_text(text: str) -> tuple[int, int] | None:
+    """``"L:E"`` with ASCII decimal ids (a u64 ledger id, a non-negative i64 entry id) as
+    ``(L, E)``; None for anything else (``"²:1"``, ``"7"``, ``"-1:2"``, ``" 7:5"``).
+
+    >>> parse_position_text("7:5"), parse_position_text("\u00b2:1")
+    ((7, 5), None)
+    """
+    ledger_text, colon, entry_text = text.partition(":")
+    ledger_id, entry_id = parse_decimal(ledger_text), parse_decimal(entry_text)
+    if not colon or ledger_id is None or entry_id is None:
+        return None
+    if ledger_id >= 1 << 64 or entry_id >= 1 << 63:
+        return None
+    return ledger_id, entry_id
+
+
 def origin_of(metadata: pb.MessageMetadata) -> Origin | None:
-    """The origin a replicated entry carries; None for an entry that was not replicated
-    (or whose origin properties are malformed). A copy made by a georep gateway carries
-    georep's properties; a copy made by real Pulsar's own replicator carries
-    ``replicated_from`` and Pulsar's source position, which say the same.
+    """The origin a replicated entry carries; None for an entry that is not a copy.
+
+    **Trust.** Origin properties are read only where a replicator wrote them: georep's
+    ``georep.origin.*`` on an entry whose producer is ``georep.repl.<origin cluster>``
+    (the name every copy a gateway makes carries, see :func:`replicated_metadata`), and
+    Pulsar's source position on an entry with ``replicated_from`` set (a copy real
+    Pulsar's replicator made). Anywhere else the properties are an application's text and
+    mean nothing: the entry is a local message, replicated like any other (its stale
+    ``georep.origin.*`` replaced on the way). A position that does not parse strictly
+    (:func:`parse_position_text`) makes no origin either. So no property a producer sets
+    can stop replication or raise here.
 
     >>> m = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
     >>> m.replicated_from = "A"
@@ -146,7 +172,9 @@ def origin_of(metadata: pb.MessageMetadata) -> Origin | None:
     found = {kv.key: kv.value for kv in metadata.properties if kv.key in _ORIGIN_PROPERTIES}
     cluster = found.get(ORIGIN_CLUSTER_PROPERTY)
     position = found.get(ORIGIN_POSITION_PROPERTY)
-    if (not cluster or position is None) and metadata.replicated_from:
+    if not cluster or position is None or metadata.producer_name != replication_name(cluster):
+        cluster, position = None, None
+    if cluster is None and metadata.replicated_from:
         cluster = metadata.replicated_from
         position = next(
             (kv.value for kv in metadata.properties if kv.key == PULSAR_SOURCE_POSITION_PROPERTY),
@@ -154,10 +182,10 @@ def origin_of(metadata: pb.MessageMetadata) -> Origin | None:
         )
     if not cluster or position is None:
         return None
-    ledger_text, _, entry_text = position.partition(":")
-    if not (ledger_text.isdigit() and entry_text.isdigit()):
+    parsed = parse_position_text(position)
+    if parsed is None:
         return None
-    return Origin(cluster, int(ledger_text), int(entry_text))
+    return Origin(cluster, *parsed)
 
 
 class Verdict(enum.Enum):

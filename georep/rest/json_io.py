@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from georep import limits
 from georep.rest.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 
 JSON = "application/json"
@@ -75,12 +76,26 @@ def decode_json(raw: bytes, content_type: str | None) -> Any:
         raise BadRequest("the request body is not UTF-8") from None
     try:
         return json.loads(
-            text, parse_constant=_refuse_constant, object_pairs_hook=_refuse_duplicate_keys
+            text,
+            parse_constant=_refuse_constant,
+            parse_int=_bounded_int,
+            object_pairs_hook=_refuse_duplicate_keys,
         )
     except json.JSONDecodeError as error:
         raise BadRequest(f"the request body is not valid JSON: {error}") from None
     except RecursionError:  # the parser's own bound on nesting
         raise BadRequest("the request body nests too deeply") from None
+
+
+def _bounded_int(text: str) -> int:
+    """An integer of the body; one too long for any field georep takes is refused before
+    ``int()`` (which gives up past 4,300 digits with a ValueError, a 500 otherwise)."""
+    if len(text) > limits.json_integer_chars_max:
+        raise BadRequest(
+            f"the request body holds an integer of {len(text)} characters"
+            f" (at most {limits.json_integer_chars_max})"
+        )
+    return int(text)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from georep.decimal_text import parse_decimal
+
 SCHEMA_VERSION = 2
 #: Versions this georep reads: 1 is version 2 without ``batch_acks``.
 READABLE_VERSIONS = (1, 2)
@@ -152,7 +154,8 @@ def split_partition(topic: str) -> tuple[str, int]:
     >>> split_partition("persistent://t/ns/orders")
     ('persistent://t/ns/orders', -1)
     """
-    base, suffix, index = topic.rpartition(PARTITION_SUFFIX)
-    if suffix and index.isdigit() and (index == "0" or not index.startswith("0")):
-        return base, int(index)
+    base, suffix, index_text = topic.rpartition(PARTITION_SUFFIX)
+    index = parse_decimal(index_text)
+    if suffix and index is not None and (index_text == "0" or not index_text.startswith("0")):
+        return base, index
     return topic, -1

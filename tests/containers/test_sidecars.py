@@ -7,6 +7,7 @@ Then the compose topology (docker/compose.yaml) once end to end with podman-comp
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 import uuid
@@ -185,18 +186,32 @@ def test_a_container_stops_cleanly_on_sigterm(sidecars):
     assert cluster.attrs["State"]["ExitCode"] == 0, cluster.logs()[-2000:]
 
 
+def free_port() -> int:
+    """A port no socket on 127.0.0.1 holds right now (the kernel's choice for port 0)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def test_compose_topology_end_to_end(georep_image, postgres_image):
     project = f"georep-test-{uuid.uuid4().hex[:6]}"
+    # Every published port free now, chosen by the kernel: a fixed port another process
+    # holds would answer in our cluster's place.
+    ports = {f"GEOREP_PORT_{cluster}_{kind}": str(free_port())
+             for cluster in "ABC" for kind in ("BROKER", "ADMIN", "GATEWAY")}  # fmt: skip
     env = {**os.environ, "GEOREP_IMAGE": georep_image, "GEOREP_TOKEN": TOKEN,
-           "GEOREP_POSTGRES_IMAGE": postgres_image}  # fmt: skip
+           "GEOREP_POSTGRES_IMAGE": postgres_image, **ports}  # fmt: skip
     compose = ["podman-compose", "-p", project, "-f", str(ROOT / "docker" / "compose.yaml")]
     up = subprocess.run([*compose, "up", "-d"], env=env, capture_output=True, text=True,
                         timeout=600, check=False)  # fmt: skip
     try:
         assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
         topic = f"persistent://{NAMESPACE}/compose-{uuid.uuid4().hex[:8]}"
-        on_a = eventually(lambda: client("pulsar://127.0.0.1:16650"), "cluster A answers")
-        on_c = client("pulsar://127.0.0.1:16652")
+        on_a = eventually(
+            lambda: client(f"pulsar://127.0.0.1:{ports['GEOREP_PORT_A_BROKER']}"),
+            "cluster A answers",
+        )
+        on_c = client(f"pulsar://127.0.0.1:{ports['GEOREP_PORT_C_BROKER']}")
         try:
             copies = eventually(
                 lambda: on_c.subscribe(topic, "copies",

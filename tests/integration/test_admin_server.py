@@ -12,6 +12,8 @@ import aiohttp
 import pytest
 
 from georep.broker.admin import AdminServer, AdminSettings
+from georep.broker.admin.state import StorageHealth
+from georep.storage.bookie.ledger_dirs_monitor import BookieAvailability
 from georep.storage.meta.store import MetadataStore
 from tests.unit.test_admin_support import ADMIN_TOKEN, READ_TOKEN, MemoryCluster
 
@@ -77,3 +79,39 @@ async def test_shared_store_stays_open(tmp_path) -> None:
         assert await store.list_namespaces("public") == ["default", "ns"]  # still open
     finally:
         await store.close()
+
+
+async def test_health_and_metrics_name_the_read_only_bookie(tmp_path) -> None:
+    """Two of three bookies writable with an ensemble of 2: degraded (200); of 3: 503."""
+    bookies = [
+        BookieAvailability("127.0.0.1:1", False, None, None, 0.5),
+        BookieAvailability("127.0.0.1:2", False, None, None, 0.5),
+        BookieAvailability(
+            "127.0.0.1:3", True, "checkpoint failed: [Errno 28] No space", "checkpoint", 0.99
+        ),
+    ]
+    ensemble = {"size": 2}
+    server = await AdminServer.start(
+        AdminSettings("A", f"sqlite:///{tmp_path}/meta.db", port=0),
+        MemoryCluster(),
+        storage_health=lambda: StorageHealth(bookies, ensemble["size"]),
+    )
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{base}/health") as response:
+                body = await response.json()
+                assert response.status == 200 and body["status"] == "degraded"
+                assert body["bookies"][2]["read_only"] is True
+                assert "No space" in body["bookies"][2]["reason"]
+            ensemble["size"] = 3
+            async with session.get(f"{base}/health") as response:
+                assert response.status == 503
+                assert (await response.json())["status"] == "read-only"
+            async with session.get(f"{base}/metrics") as response:
+                text = await response.text()
+        assert 'georep_bookie_read_only{bookie="127.0.0.1:3",reason="checkpoint"} 1.0' in text
+        assert 'georep_bookie_read_only{bookie="127.0.0.1:1",reason="none"} 0.0' in text
+        assert 'georep_bookie_disk_used_ratio{bookie="127.0.0.1:3"} 0.99' in text
+    finally:
+        await server.close()

@@ -68,6 +68,8 @@ def rest_path(topic: str) -> str:
 def test_health(cluster: InProcessCluster) -> None:
     status, body = call(cluster, "GET", "/health")
     assert status == 200 and body["status"] == "ok"
+    assert len(body["bookies"]) == 3
+    assert all(not bookie["read_only"] for bookie in body["bookies"])
 
 
 def test_partitioned_topic_created_over_rest_is_served(cluster: InProcessCluster) -> None:

@@ -178,3 +178,29 @@ async def test_stop_with_delete_removes_the_cursor(clusters) -> None:
         assert await admin.subscriptions(TopicName.parse(topic)) == []
     finally:
         await admin.close()
+
+
+async def test_forged_and_malformed_origins_replicate_as_local_messages(clusters) -> None:
+    """An application's georep.origin.* properties are no origin: ``²:1`` (isdigit() but
+    not int()) and a claim of another cluster are replicated like any local message, and
+    nothing after them waits."""
+    a, b = clusters
+    topic = topic_name("forged")
+    forged = [
+        {"georep.origin.cluster": "B", "georep.origin.position": "\u00b2:1"},
+        {"georep.origin.cluster": "C", "georep.origin.position": "4:2"},
+        {"georep.origin.cluster": "B", "georep.origin.position": "1" * 5000 + ":1"},
+    ]
+    sent = []
+    for index, properties in enumerate(forged):
+        sent += await asyncio.to_thread(
+            produce, a.url, topic, 1, f"forged{index}", batching=False, properties=properties
+        )
+    sent += await asyncio.to_thread(produce, a.url, topic, 20, "after", batching=False)
+    async with replicator(a, b, topic) as r:
+        await until(lambda: r.stats()["msgOutCounter"] == len(sent))
+        assert r.stats()["lastError"] is None
+    on_b = await asyncio.to_thread(check_exactly_once, a, b, topic, len(sent))
+    assert all(origin_of(copy.metadata).cluster == "A" for copy in on_b)
+    seen = await asyncio.to_thread(payloads_on, b.url, topic)
+    assert seen == {payload: 1 for payload in sent}

@@ -49,6 +49,9 @@ def test_namespace_policy_life_cycle(gateway) -> None:
     status, listed = call(gateway, "GET", f"{V1}/policies")
     assert listed["namespaces"]["geo/rest"] == policy
     assert call(gateway, "DELETE", f"{NS}?version=1")[0] == 409
+    # Not decimals: a 400, never a 500 (isdigit() accepts a superscript two, int() not).
+    for version in ("%C2%B2", "%D9%A3", "0", "-1", "1" * 5000):
+        assert call(gateway, "DELETE", f"{NS}?version={version}")[0] == 400, version
     assert call(gateway, "DELETE", f"{NS}?version=2")[0] == 204
     assert call(gateway, "DELETE", NS)[0] == 404
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from georep.storage.bookie import journal as journal_module
+from georep.storage.bookie.disk_io import DiskFault, DiskWriter
 from georep.storage.bookie.journal import (
     FILE_HEADER_BYTES,
     EntryRecord,
@@ -17,6 +18,7 @@ from georep.storage.bookie.journal import (
     Record,
     replay,
 )
+from georep.storage.errors import JournalFailed
 from tests.bookie_harness import make_entry
 
 _START = JournalOffset(0, 0)
@@ -209,3 +211,41 @@ def test_remove_files_before_keeps_current(tmp_path):
         journal_module.file_name(3),
         journal_module.file_name(4),
     ]
+
+
+@pytest.mark.parametrize("kind", ["enospc", "eio", "short"])
+async def test_a_failed_group_is_refused_cut_off_and_the_journal_recovers(tmp_path, kind):
+    """Acked records replay whole; the failed group's are refused and its bytes gone;
+    after recover() the journal takes records again in a fresh file."""
+    disk = DiskWriter()
+    journal = Journal(tmp_path, disk=disk, group_wait_ms=0)
+    journal.open()
+    journal.start()
+
+    def waiter(token: object, error: BaseException | None) -> None:
+        token.set_result(error)  # type: ignore[attr-defined]
+
+    async def append(entry_id: int) -> BaseException | None:
+        data = make_entry(3, entry_id, b"r%d" % entry_id * 100)
+        answer = asyncio.get_running_loop().create_future()
+        journal.append_entry(3, entry_id, data, waiter, answer)
+        return await answer
+
+    for entry_id in range(5):
+        assert await append(entry_id) is None
+    synced = journal.synced_position
+    disk.fault = DiskFault(kind, "journal")
+    assert isinstance(await append(5), JournalFailed)
+    assert journal.synced_position == synced  # never past what is on disk
+    assert isinstance(await append(6), JournalFailed)  # refused while failed
+    assert (tmp_path / journal_module.file_name(synced.file_id)).stat().st_size == synced.offset
+    assert not await journal.recover()  # the disk still refuses a fresh file
+    disk.fault = None
+    assert await journal.recover()
+    assert await append(7) is None
+    assert journal.synced_position.file_id > synced.file_id
+    await journal.close()
+
+    records, report = _collect(tmp_path)
+    assert [record.entry_id for record in records] == [0, 1, 2, 3, 4, 7]
+    assert report.torn_tails == []

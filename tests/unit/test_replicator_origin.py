@@ -51,7 +51,8 @@ def test_positions_that_do_not_fit_stall(position) -> None:
 
 
 def meta(**fields) -> pb.MessageMetadata:
-    return pb.MessageMetadata(producer_name="app", sequence_id=3, publish_time=1000, **fields)
+    fields.setdefault("producer_name", "app")
+    return pb.MessageMetadata(sequence_id=3, publish_time=1000, **fields)
 
 
 def with_origin(metadata: pb.MessageMetadata, cluster: str) -> pb.MessageMetadata:
@@ -66,8 +67,11 @@ def with_origin(metadata: pb.MessageMetadata, cluster: str) -> pb.MessageMetadat
         (meta(), "B", Verdict.REPLICATE),
         (meta(replicated_from="B"), "B", Verdict.NOT_LOCAL),  # back to its origin: no
         (meta(replicated_from="C"), "B", Verdict.NOT_LOCAL),  # chains: only local messages
-        (with_origin(meta(), "C"), "B", Verdict.NOT_LOCAL),
-        (with_origin(meta(), "A"), "B", Verdict.REPLICATE),  # our own origin: fine
+        (with_origin(meta(producer_name="georep.repl.C"), "C"), "B", Verdict.NOT_LOCAL),
+        (with_origin(meta(producer_name="georep.repl.A"), "A"), "B", Verdict.REPLICATE),
+        # An origin an application wrote is no origin: a local message, replicated.
+        (with_origin(meta(), "C"), "B", Verdict.REPLICATE),
+        (with_origin(meta(producer_name="georep.repl.A"), "C"), "B", Verdict.REPLICATE),
         (meta(replicate_to=["C"]), "B", Verdict.NOT_ADDRESSED),
         (meta(replicate_to=["B", "C"]), "B", Verdict.REPLICATE),
         (meta(marker_type=10), "B", Verdict.REPLICATE),  # a request goes everywhere
@@ -121,9 +125,19 @@ def test_replicated_metadata_keeps_the_message_and_adds_its_origin() -> None:
     assert original.producer_name == "app"  # the input is not changed
 
 
-@pytest.mark.parametrize("position", ["", "7", "7:", ":5", "x:5", "7:5:1", "-1:2"])
+@pytest.mark.parametrize(
+    "position",
+    ["", "7", "7:", ":5", "x:5", "7:5:1", "-1:2", "\u00b2:1", "7:\u0663", " 7:5", "+7:5",
+     "7_0:5", "1" * 5000 + ":1", f"{2**64}:1", f"1:{2**63}"],
+)  # fmt: skip
 def test_malformed_origin_is_no_origin(position) -> None:
-    metadata = meta()
+    metadata = meta(producer_name="georep.repl.A")
     metadata.properties.add(key="georep.origin.cluster", value="A")
     metadata.properties.add(key="georep.origin.position", value=position)
     assert origin_of(metadata) is None
+
+
+def test_a_well_formed_origin_from_a_replicator_is_read() -> None:
+    metadata = with_origin(meta(producer_name="georep.repl.C"), "C")
+    assert origin_of(metadata) == Origin("C", 4, 2)
+    assert origin_of(with_origin(meta(), "C")) is None  # an application's claim

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
@@ -26,19 +26,33 @@ from georep.broker.admin.metrics import AdminMetrics
 from georep.broker.admin.middleware import answer
 from georep.broker.admin.routes import ROUTES
 from georep.broker.admin.settings import AdminSettings
-from georep.broker.admin.state import CLUSTER, METRICS, OPENAPI, SETTINGS, STORE
+from georep.broker.admin.state import (
+    CLUSTER,
+    METRICS,
+    OPENAPI,
+    SETTINGS,
+    STORAGE_HEALTH,
+    STORE,
+    StorageHealth,
+)
 from georep.broker.admin.tenants import ensure_defaults
 from georep.rest.middleware import application, register
+from georep.rest.server import RestRunner
 from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger("georep.broker.admin")
 
 
 def create_app(
-    settings: AdminSettings, cluster: ClusterAdmin, *, store: MetadataStore | None = None
+    settings: AdminSettings,
+    cluster: ClusterAdmin,
+    *,
+    store: MetadataStore | None = None,
+    storage_health: Callable[[], StorageHealth] | None = None,
 ) -> web.Application:
     """The admin app for ``cluster``. With ``store`` the app uses that open metadata store
-    (and leaves closing it to its owner) instead of opening ``settings.metadata_url``."""
+    (and leaves closing it to its owner) instead of opening ``settings.metadata_url``;
+    with ``storage_health`` ``/health`` and ``/metrics`` report the bookies."""
     if not isinstance(settings, AdminSettings):
         raise TypeError(f"settings must be AdminSettings, got {type(settings).__name__}")
     if not isinstance(cluster, ClusterAdmin):
@@ -47,6 +61,9 @@ def create_app(
     app[SETTINGS] = settings
     app[CLUSTER] = cluster
     app[METRICS] = AdminMetrics()
+    if storage_health is not None:
+        app[STORAGE_HEALTH] = storage_health
+        app[METRICS].watch_bookies(lambda: storage_health().bookies)
     app[OPENAPI] = openapi.build(ROUTES)
     register(app, ROUTES, settings.access)
     app.cleanup_ctx.append(_metadata_store(store))
@@ -98,9 +115,16 @@ class AdminServer:
 
     @classmethod
     async def start(
-        cls, settings: AdminSettings, cluster: ClusterAdmin, *, store: MetadataStore | None = None
+        cls,
+        settings: AdminSettings,
+        cluster: ClusterAdmin,
+        *,
+        store: MetadataStore | None = None,
+        storage_health: Callable[[], StorageHealth] | None = None,
     ) -> AdminServer:
-        runner = web.AppRunner(create_app(settings, cluster, store=store), access_log=None)
+        runner = RestRunner(
+            create_app(settings, cluster, store=store, storage_health=storage_health)
+        )
         await runner.setup()
         try:
             site = web.TCPSite(

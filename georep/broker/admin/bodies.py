@@ -36,6 +36,7 @@ from typing import Any
 from georep import limits
 from georep.broker.admin import names
 from georep.broker.admin.cluster_admin import InvalidArgument, Position
+from georep.decimal_text import parse_decimal
 from georep.position import ID_MAX
 
 _I64_MAX = ID_MAX  # the wire protocol's int64 ids
@@ -278,9 +279,10 @@ def _sync_batches(value: Any) -> dict[Position, frozenset[int]]:
 
 def path_integer(what: str, text: str, minimum: int, maximum: int) -> int:
     """A decimal integer from a path segment (``/skip/{numMessages}``)."""
-    if not (text.isascii() and text.isdigit()) or len(text) > 19:
+    value = parse_decimal(text, digits_max=19)
+    if value is None:
         raise InvalidArgument(f"{what} must be a decimal integer, got {text!r}")
-    return _integer(what, int(text), minimum, maximum)
+    return _integer(what, value, minimum, maximum)
 
 
 # --- plumbing -------------------------------------------------------------------------

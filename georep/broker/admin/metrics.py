@@ -12,16 +12,21 @@ Series (labels bounded: ``route`` is the path template, e.g.
 - ``georep_admin_auth_refusals_total{status}`` (401 and 403)
 - ``georep_metadata_store_operations_total``, ``..._cas_conflicts_total``,
   ``..._unavailable_total``: the admin's metadata store's own counts.
+- ``georep_bookie_read_only{bookie, reason}`` (1 while the bookie refuses adds; reason
+  ``journal``, ``checkpoint``, ``disk_usage`` or ``none``) and
+  ``georep_bookie_disk_used_ratio{bookie}``: the cluster's in-process bookies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
+
+from georep.storage.bookie.ledger_dirs_monitor import BookieAvailability
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -49,6 +54,8 @@ class AdminMetrics:
         )
         self._store_stats = _StoreStatsCollector()
         self.registry.register(self._store_stats)
+        self._bookies = _BookieCollector()
+        self.registry.register(self._bookies)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
@@ -59,6 +66,10 @@ class AdminMetrics:
     def watch_store(self, stats: Callable[[], Mapping[str, int]] | None) -> None:
         """Serve the counts ``stats()`` returns (``MetadataStore.stats``); None stops."""
         self._store_stats.source = stats
+
+    def watch_bookies(self, bookies: Callable[[], Sequence[BookieAvailability]] | None) -> None:
+        """Serve each bookie's read-only state and disk usage; None stops."""
+        self._bookies.source = bookies
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -84,3 +95,33 @@ class _StoreStatsCollector(Collector):
             family = CounterMetricFamily(f"georep_metadata_store_{key}", help_text)
             family.add_metric([], counts.get(key, 0))
             yield family
+
+
+class _BookieCollector(Collector):
+    def __init__(self) -> None:
+        self.source: Callable[[], Sequence[BookieAvailability]] | None = None
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("georep_bookie_read_only", "1 while a bookie refuses adds.")
+        yield GaugeMetricFamily("georep_bookie_disk_used_ratio", "A bookie's disk usage.")
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        bookies = self.source() if self.source is not None else ()
+        read_only = GaugeMetricFamily(
+            "georep_bookie_read_only",
+            "1 while a bookie refuses adds (full disk, failed journal or checkpoint).",
+            labels=("bookie", "reason"),
+        )
+        used = GaugeMetricFamily(
+            "georep_bookie_disk_used_ratio",
+            "Used fraction of the file system holding a bookie's data directory.",
+            labels=("bookie",),
+        )
+        for bookie in bookies:
+            read_only.add_metric(
+                [bookie.address, bookie.reason_kind or "none"], 1.0 if bookie.read_only else 0.0
+            )
+            if bookie.disk_used_fraction is not None:
+                used.add_metric([bookie.address], bookie.disk_used_fraction)
+        yield read_only
+        yield used

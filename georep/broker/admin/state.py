@@ -4,12 +4,30 @@ cleanup context once it is open, and is absent before that."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from aiohttp import web
 
 from georep.broker.admin.cluster_admin import ClusterAdmin
 from georep.broker.admin.metrics import AdminMetrics
 from georep.broker.admin.settings import AdminSettings
+from georep.storage.bookie.ledger_dirs_monitor import BookieAvailability
 from georep.storage.meta.store import MetadataStore
+
+
+@dataclass(frozen=True, slots=True)
+class StorageHealth:
+    """The cluster's bookies as ``/health`` reports them: a new ledger needs
+    ``ensemble_size`` bookies that take writes, so fewer means the cluster takes none."""
+
+    bookies: list[BookieAvailability]
+    ensemble_size: int
+
+    @property
+    def writable_count(self) -> int:
+        return sum(1 for bookie in self.bookies if not bookie.read_only)
+
 
 SETTINGS = web.AppKey("settings", AdminSettings)
 CLUSTER = web.AppKey("cluster", ClusterAdmin)
@@ -17,3 +35,5 @@ STORE = web.AppKey("metadata_store", MetadataStore)
 METRICS = web.AppKey("metrics", AdminMetrics)
 #: The OpenAPI document, built once from the route table.
 OPENAPI = web.AppKey("openapi", dict)
+#: The cluster's in-process bookies' availability (absent with external bookies).
+STORAGE_HEALTH: web.AppKey[Callable[[], StorageHealth]] = web.AppKey("storage_health")

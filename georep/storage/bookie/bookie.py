@@ -5,6 +5,13 @@ Start-up: lock the data directory, open the index and entry logs, replay the jou
 from the checkpoint mark, start a fresh journal file, checkpoint what was replayed (so
 the old files, perhaps with a torn tail, are left behind), then listen and register.
 
+Full disks (:mod:`~georep.storage.bookie.ledger_dirs_monitor`): every
+``disk_check_interval_s`` the bookie measures its disk; above the read-only threshold,
+or while its journal or its last checkpoint failed, it refuses normal adds with the
+reason (clients move the ledger to another bookie), and it takes them again by itself:
+below the writable mark it reopens a failed journal and retries the checkpoint. It
+also starts on a full disk (read-only, the journal kept) and keeps serving reads.
+
 Stop: stop accepting and reading, let the journal commit and answer what it holds,
 close the connections, checkpoint, close files, unregister.
 
@@ -35,7 +42,15 @@ from typing import TYPE_CHECKING
 from georep import limits
 from georep.invariant import invariant
 from georep.storage.bookie import journal as journal_module
+from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.journal import Journal
+from georep.storage.bookie.ledger_dirs_monitor import (
+    Availability,
+    BookieAvailability,
+    DiskState,
+    DiskThresholds,
+    measure,
+)
 from georep.storage.bookie.ledger_storage import LedgerStorage
 from georep.storage.bookie.server import PRESSURE, BookieServer
 from georep.storage.errors import StorageError
@@ -68,9 +83,16 @@ class BookieConfig:
     gc_interval_s: float = limits.gc_interval_s_default
     lease_s: float = limits.bookie_lease_s_default
     fault_injection: bool = False
+    disk_usage_warn_fraction: float = limits.disk_usage_warn_fraction_default
+    disk_usage_read_only_fraction: float = limits.disk_usage_read_only_fraction_default
+    disk_usage_writable_fraction: float = limits.disk_usage_writable_fraction_default
+    disk_check_interval_s: float = limits.disk_check_interval_s_default
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir)
+        # Raises DiskThresholdsInvalid (a StorageError) for thresholds out of order.
+        self.disk_thresholds()
+        invariant(self.disk_check_interval_s > 0, "disk_check_interval_s must be positive")
         invariant(0 <= self.port <= 65535, f"port {self.port} out of range")
         invariant(self.journal_group_wait_ms >= 0, "journal_group_wait_ms must be >= 0")
         invariant(
@@ -80,6 +102,13 @@ class BookieConfig:
         invariant(
             self.checkpoint_interval_s > 0 and self.gc_interval_s > 0 and self.lease_s > 0,
             "intervals must be positive",
+        )
+
+    def disk_thresholds(self) -> DiskThresholds:
+        return DiskThresholds(
+            self.disk_usage_warn_fraction,
+            self.disk_usage_read_only_fraction,
+            self.disk_usage_writable_fraction,
         )
 
 
@@ -102,6 +131,12 @@ class Bookie:
         self._replayed_records = 0
         self._torn_tails = 0
         self._gc_runs = 0
+        self.disk = DiskWriter()
+        self.availability = Availability(DiskState(config.disk_thresholds()))
+        #: Set when the bookie may have turned read-only or writable: the lease loop
+        #: publishes the state at once rather than at its next renewal.
+        self._read_only_changed = asyncio.Event()
+        self._published_read_only = False
 
     @property
     def address(self) -> str:
@@ -128,7 +163,8 @@ class Bookie:
 
     async def _start(self) -> None:
         config = self.config
-        storage = self._storage = LedgerStorage(config.data_dir, fsync=config.fsync)
+        storage = self._storage = LedgerStorage(config.data_dir, fsync=config.fsync, disk=self.disk)
+        self.availability.disk.observe(await asyncio.to_thread(measure, config.data_dir))
         mark = storage.open()
         journal_dir = config.data_dir / "journal"
         journal_dir.mkdir(exist_ok=True)
@@ -147,14 +183,17 @@ class Bookie:
             fsync=config.fsync,
             group_wait_ms=config.journal_group_wait_ms,
             group_bytes_max=config.journal_group_bytes_max,
+            disk=self.disk,
         )
         journal.open()
-        # Checkpoint the replayed state so the mark moves to the fresh file.
-        await self._checkpoint()
+        # Checkpoint the replayed state so the mark moves to the fresh file. On a full
+        # disk this fails; the bookie then starts read-only and retries (the mark stays).
+        await self._checkpoint_noting_failure()
         journal.start()
         server = self._server = BookieServer(
             storage,
             journal,
+            availability=self.availability,
             stats=self.stats,
             fault_injection=config.fault_injection,
             on_checkpoint_wanted=self._checkpoint_wanted.set,
@@ -164,6 +203,7 @@ class Bookie:
         self._started_at = time.monotonic()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._checkpoint_loop(), name="checkpoints"))
+        self._tasks.append(loop.create_task(self._disk_loop(), name="disk-monitor"))
         if self._store is None and config.metadata_url:
             from georep.storage.meta.store import MetadataStore
 
@@ -199,7 +239,10 @@ class Bookie:
         if server is not None:
             await server.close()
         if self._storage is not None and journal is not None and journal.failed is None:
-            await self._checkpoint()
+            try:
+                await self._checkpoint()
+            except OSError as exc:
+                log.warning("final checkpoint failed (the journal keeps the data): %s", exc)
         await self._close_quietly()
         log.info("bookie %s stopped", self._address)
 
@@ -208,6 +251,10 @@ class Bookie:
             self._storage.close()
             self._storage = None
         if self._store is not None:
+            if self._published_read_only:
+                with contextlib.suppress(Exception):
+                    await self._store.clear_bookie_read_only(self._address)
+                self._published_read_only = False
             if self._registered:
                 try:
                     await self._store.unregister_bookie(self._address)
@@ -236,9 +283,29 @@ class Bookie:
 
     async def checkpoint(self) -> None:
         """Checkpoint now (tests, operators); normally the background loop does it."""
-        await self._checkpoint()
+        try:
+            await self._checkpoint()
+        except OSError as exc:
+            self._note_checkpoint_failure(exc)
+            raise
+        if self.availability.checkpoint_failure is not None:
+            log.warning("checkpoint went through again; bookie %s takes writes", self._address)
+            self.availability.checkpoint_failure = None
         if self._server is not None:
             self._server.check_pressure()
+
+    async def _checkpoint_noting_failure(self) -> None:
+        try:
+            await self._checkpoint()
+        except OSError as exc:
+            self._note_checkpoint_failure(exc)
+        else:
+            self.availability.checkpoint_failure = None
+
+    def _note_checkpoint_failure(self, exc: OSError) -> None:
+        if self.availability.checkpoint_failure is None:
+            log.error("checkpoint failed; refusing adds until one goes through: %s", exc)
+        self.availability.checkpoint_failure = str(exc)
 
     async def _checkpoint(self) -> None:
         journal = self._journal
@@ -254,9 +321,68 @@ class Bookie:
             self._checkpoint_wanted.clear()
             try:
                 await self.checkpoint()
+            except OSError:
+                await asyncio.sleep(min(interval, self.config.disk_check_interval_s))
             except Exception:
                 log.exception("checkpoint failed; will retry")
                 await asyncio.sleep(min(interval, 1.0))
+
+    # -- the disk --
+
+    async def _disk_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.disk_check_interval_s)
+            try:
+                await self.check_disk()
+            except OSError as exc:
+                log.warning("disk check failed: %s", exc)
+
+    async def check_disk(self) -> None:
+        """Measure the disk, move between writable and read-only, and recover a failed
+        journal or checkpoint once the disk is below its read-only threshold."""
+        state = self.availability.disk
+        warned = state.warn
+        if state.observe(await asyncio.to_thread(measure, self.config.data_dir)):
+            if state.read_only:
+                log.warning("bookie %s read-only: %s", self._address, state.reason())
+            else:
+                log.warning("bookie %s writable again: disk usage below the mark", self._address)
+        elif state.warn and not warned and state.usage is not None:
+            log.warning(
+                "bookie %s disk usage %.1f%% is above the warning threshold",
+                self._address,
+                state.usage.used_fraction * 100,
+            )
+        if (self.read_only_reason() is not None) != self._published_read_only:
+            self._read_only_changed.set()
+        if state.read_only:
+            return
+        journal = self._journal
+        if journal is not None and journal.failed is not None:
+            await journal.recover()
+        if self.availability.checkpoint_failure is not None:
+            self._checkpoint_wanted.set()
+
+    def _journal_failure(self) -> str | None:
+        journal = self._journal
+        failed = journal.failed if journal is not None else None
+        return str(failed) if failed is not None else None
+
+    def read_only_reason(self) -> str | None:
+        """Why this bookie refuses normal adds now, or None when it takes them."""
+        return self.availability.reason(self._journal_failure())
+
+    def availability_report(self) -> BookieAvailability:
+        journal_failure = self._journal_failure()
+        reason = self.availability.reason(journal_failure)
+        usage = self.availability.disk.usage
+        return BookieAvailability(
+            self._address,
+            reason is not None,
+            reason,
+            self.availability.reason_kind(journal_failure),
+            round(usage.used_fraction, 4) if usage is not None else None,
+        )
 
     # -- metadata duties --
 
@@ -264,13 +390,29 @@ class Bookie:
         store, lease_s = self._store, self.config.lease_s
         invariant(store is not None, "lease loop without a store")
         while True:
-            await asyncio.sleep(lease_s / 3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._read_only_changed.wait(), lease_s / 3)
+            self._read_only_changed.clear()
             try:
                 await store.renew_bookie(self._address, lease_s)  # type: ignore[union-attr]
             except Exception:
                 log.warning("bookie lease renewal failed; re-registering", exc_info=True)
                 with contextlib.suppress(Exception):
                     await store.register_bookie(self._address, lease_s)  # type: ignore[union-attr]
+            await self._publish_read_only(store, lease_s)
+
+    async def _publish_read_only(self, store: MetadataStore, lease_s: float) -> None:
+        """Hold the read-only lease while adds are refused (placement skips this bookie),
+        and give it up once they are taken again (``meta/bookies.py``)."""
+        try:
+            if self.read_only_reason() is not None:
+                await store.mark_bookie_read_only(self._address, lease_s)
+                self._published_read_only = True
+            elif self._published_read_only:
+                await store.clear_bookie_read_only(self._address)
+                self._published_read_only = False
+        except Exception:
+            log.warning("could not publish the read-only state", exc_info=True)
 
     async def _gc_loop(self) -> None:
         while True:
@@ -310,7 +452,21 @@ class Bookie:
             "journal_torn_tails": self._torn_tails,
             "gc_runs": self._gc_runs,
             "registered": self._registered,
+            "read_only": self.read_only_reason() is not None,
+            "read_only_reason": self.read_only_reason(),
         }
+        disk = self.availability.disk
+        if disk.usage is not None:
+            stats["disk"] = {
+                "used_fraction": round(disk.usage.used_fraction, 4),
+                "free_bytes": disk.usage.free_bytes,
+                "size_bytes": disk.usage.size_bytes,
+                "warn": disk.warn,
+                "over_threshold": disk.read_only,
+                "warn_fraction": disk.thresholds.warn_fraction,
+                "read_only_fraction": disk.thresholds.read_only_fraction,
+                "writable_fraction": disk.thresholds.writable_fraction,
+            }
         if journal is not None:
             stats["journal"] = {
                 **{name: getattr(journal.stats, name) for name in journal.stats.__slots__},  # type: ignore[attr-defined]

@@ -14,6 +14,10 @@ that *replaces* the current faults; ``{}`` clears them all. Fields:
                            a lost fence
     drop_reads             never answer READ or READ_LAC (no fence is set either)
     fail_reads             answer READ and READ_LAC with ERROR (no fence is set)
+    disk_write             "enospc", "eio" or "short": make disk writes fail the way a
+                           full or failing disk does (see storage/bookie/disk_io.py)
+    disk_write_site        only at this write site: "journal", "entry_log", "index" or
+                           "mark" (default: every site)
 
 Example: ``{"drop_adds_from_entry": 40, "delay_ms": 5}`` makes a bookie look alive but
 stop confirming from entry 40 on, as a client doing an ensemble change would see it.
@@ -26,6 +30,7 @@ import json
 from dataclasses import dataclass
 
 from georep import limits
+from georep.storage.bookie import disk_io
 
 
 class FaultSpecError(ValueError):
@@ -41,6 +46,8 @@ class Faults:
     ignore_fence: bool = False
     drop_reads: bool = False
     fail_reads: bool = False
+    disk_write: str | None = None
+    disk_write_site: str | None = None
 
     @property
     def any(self) -> bool:
@@ -74,6 +81,14 @@ class Faults:
                     isinstance(value, bool) or not isinstance(value, int) or value < 0
                 ):
                     raise FaultSpecError("drop_adds_from_entry must be an entry id >= 0")
+            elif name == "disk_write":
+                if value is not None and value not in disk_io.KINDS:
+                    raise FaultSpecError(f"disk_write must be one of {', '.join(disk_io.KINDS)}")
+            elif name == "disk_write_site":
+                if value is not None and value not in disk_io.SITES:
+                    raise FaultSpecError(
+                        f"disk_write_site must be one of {', '.join(disk_io.SITES)}"
+                    )
             elif not isinstance(value, bool):
                 raise FaultSpecError(f"{name} must be true or false")
             values[name] = value
@@ -85,6 +100,12 @@ class Faults:
             for name, value in dataclasses.asdict(self).items()
             if value != getattr(NO_FAULTS, name)
         }
+
+    @property
+    def disk_fault(self) -> disk_io.DiskFault | None:
+        if self.disk_write is None:
+            return None
+        return disk_io.DiskFault(self.disk_write, self.disk_write_site)
 
     def drops_add(self, entry_id: int, recovery: bool = False) -> bool:
         return self.drop_adds or (

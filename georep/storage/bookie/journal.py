@@ -28,6 +28,16 @@ later file. A record that is short, has an impossible length, an unknown type or
 CRC ends that file's replay at the last whole record, like BookKeeper: such a tail can
 only be a write torn by a crash. The caller then starts a fresh file (:meth:`Journal.open`
 always does), so nothing is ever appended after junk, and the next file is read in full.
+
+A write or sync that fails (a full disk, an I/O error, a write that stopped part way)
+answers every waiter of the groups it carried with :class:`JournalFailed`, cuts the file
+back to the end of the last durable group and closes it: the synced position never moves
+past what is on disk, and the file that failed is never written again. The journal then
+refuses records until :meth:`Journal.recover` opens a fresh file (the bookie calls it
+once its disk has room again): a failed write is a state the bookie leaves by itself, not
+a restart. Example: group 12 fails at byte 600 of 1,000 in file 3, whose last durable
+group ended at 40,960: file 3 is cut to 40,960, the synced position stays ``(3, 40960)``,
+group 12's adds are refused, and after recovery group 13 goes to file 4.
 """
 
 from __future__ import annotations
@@ -46,7 +56,9 @@ from pathlib import Path
 from crc32c import crc32c
 
 from georep import limits
+from georep.decimal_text import parse_decimal
 from georep.invariant import invariant
+from georep.storage.bookie.disk_io import DiskWriter, cut_back
 from georep.storage.errors import JournalFailed
 
 log = logging.getLogger(__name__)
@@ -78,11 +90,8 @@ def file_name(file_id: int) -> str:
 
 
 def list_file_ids(directory: Path) -> list[int]:
-    ids = []
-    for path in directory.glob("*.jnl"):
-        if path.stem.isdigit():
-            ids.append(int(path.stem))
-    return sorted(ids)
+    ids = (parse_decimal(path.stem) for path in directory.glob("*.jnl"))
+    return sorted(file_id for file_id in ids if file_id is not None)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -212,6 +221,8 @@ class JournalStats:
     bytes_written: int = 0
     files_rolled: int = 0
     group_records_max: int = 0
+    write_failures: int = 0
+    recoveries: int = 0
 
 
 class _Group:
@@ -237,9 +248,11 @@ class Journal:
         group_bytes_max: int = limits.journal_group_bytes_max,
         file_bytes_max: int = limits.journal_file_bytes_max,
         queue_count_max: int = limits.journal_queue_count_max,
+        disk: DiskWriter | None = None,
     ) -> None:
         invariant(group_bytes_max <= file_bytes_max, "journal group larger than a file")
         self.directory = directory
+        self.disk = disk or DiskWriter()
         self.fsync = fsync
         self.group_wait_s = group_wait_ms / 1000.0
         self.group_bytes_max = group_bytes_max
@@ -270,10 +283,43 @@ class Journal:
     # -- lifecycle --
 
     def open(self) -> None:
-        """Start a fresh file after the highest existing id (never append to old files)."""
+        """Start a fresh file after the highest existing id (never append to old files).
+
+        On a disk that cannot take the file the journal opens failed (see recover).
+        """
         self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self._roll(self._next_file_id())
+        except OSError as exc:
+            log.error("journal cannot open a file; refusing writes until it can: %s", exc)
+            self._failed = JournalFailed(f"journal cannot open a file: {exc}")
+
+    def _next_file_id(self) -> int:
         ids = list_file_ids(self.directory)
-        self._roll(ids[-1] + 1 if ids else 1)
+        return max(ids[-1] if ids else 0, self._file_id) + 1
+
+    async def recover(self) -> bool:
+        """After a failed write: open a fresh file and take records again.
+
+        True when the journal takes records (again); False if the fresh file could not
+        be made (the disk is still full): the journal stays failed, call again later.
+        """
+        if self._failed is None:
+            return True
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, self._reopen)
+        except OSError as exc:
+            log.warning("journal still cannot write: %s", exc)
+            return False
+        log.warning("journal writable again (file %s)", file_name(self._file_id))
+        self.stats.recoveries += 1
+        self._failed = None
+        return True
+
+    def _reopen(self) -> None:
+        if self._fd < 0:
+            self._roll(self._next_file_id())
 
     def start(self) -> None:
         self._writer = asyncio.get_running_loop().create_task(
@@ -381,7 +427,11 @@ class Journal:
             if self._failed is None:
                 try:
                     await loop.run_in_executor(self._executor, self._write_groups, groups)
-                except Exception as exc:  # an I/O error, or a bug: either way, no more acks
+                except OSError as exc:
+                    self.stats.write_failures += 1
+                    log.error("journal write failed; refusing writes until it recovers: %s", exc)
+                    self._failed = JournalFailed(f"journal write failed: {exc}")
+                except Exception as exc:  # a bug: no more acks from this journal
                     log.critical("journal write failed; the bookie takes no more writes: %s", exc)
                     self._failed = JournalFailed(f"journal write failed: {exc}")
             error = self._failed
@@ -409,16 +459,17 @@ class Journal:
     def _write_groups(self, groups: list[_Group]) -> None:
         """In the journal thread: write the groups in order, then one fdatasync."""
         size = sum(group.bytes for group in groups)
-        if self._file_bytes + size > self.file_bytes_max:
-            self._roll(self._file_id + 1)
+        if self._fd < 0 or self._file_bytes + size > self.file_bytes_max:
+            self._roll(self._next_file_id())
         data = b"".join(chunk for group in groups for chunk in group.chunks)
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        if self.fsync:
-            os.fdatasync(self._fd)
-            self.stats.fsyncs += 1
+        try:
+            self.disk.write_all(self._fd, data, "journal")
+            if self.fsync:
+                self.disk.sync(self._fd, "journal")
+                self.stats.fsyncs += 1
+        except OSError:
+            self._abandon()
+            raise
         self._file_bytes += len(data)
         self.stats.groups += len(groups)
         self.stats.bytes_written += len(data)
@@ -427,17 +478,30 @@ class Journal:
             self.stats.group_records_max = max(self.stats.group_records_max, len(group.waiters))
         self._synced = JournalOffset(self._file_id, self._file_bytes)
 
+    def _abandon(self) -> None:
+        """Cut the current file back to its last durable group and write it no more."""
+        cut_back(self._fd, self._file_bytes)
+        os.close(self._fd)
+        self._fd = -1
+
     def _roll(self, file_id: int) -> None:
         if self._fd >= 0:
             os.close(self._fd)
+            self._fd = -1
             self.stats.files_rolled += 1
         path = self.directory / file_name(file_id)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         header = fresh_file_header()
-        os.write(fd, header)
-        if self.fsync:
-            os.fsync(fd)
-            fsync_directory(self.directory)
+        try:
+            self.disk.write_all(fd, header, "journal")
+            if self.fsync:
+                os.fsync(fd)
+                fsync_directory(self.directory)
+        except OSError:
+            # No whole header: replay would skip it anyway; remove it and stay failed.
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
         self._fd = fd
         self._file_id = file_id
         self._file_bytes = len(header)

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from georep.invariant import invariant
+from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.entry_log import Location
 
 _SIGN = 1 << 63
@@ -81,8 +82,9 @@ def _connect(path: Path, *, fsync: bool, check_same_thread: bool) -> sqlite3.Con
 class LedgerIndex:
     """The SQLite index. ``lookup`` on the loop thread; writes on the storage thread."""
 
-    def __init__(self, path: Path, *, fsync: bool = True) -> None:
+    def __init__(self, path: Path, *, fsync: bool = True, disk: DiskWriter | None = None) -> None:
         self.path = path
+        self.disk = disk or DiskWriter()
         self.fsync = fsync
         self._reader: sqlite3.Connection | None = None
         self._writer: sqlite3.Connection | None = None
@@ -127,9 +129,14 @@ class LedgerIndex:
     def commit_checkpoint(
         self, keys: list[tuple[int, int]], locations: list[Location], states: dict[int, LedgerState]
     ) -> None:
-        """One transaction: the entries' locations and the ledgers' states."""
+        """One transaction: the entries' locations and the ledgers' states.
+
+        A failed commit (``sqlite3.OperationalError``: the disk is full) rolls back whole:
+        the index keeps the previous checkpoint's rows.
+        """
         writer = self._writer
         invariant(writer is not None, "index not open")
+        self.disk.check("index")
         writer.execute("BEGIN IMMEDIATE")
         try:
             writer.executemany(
@@ -157,7 +164,10 @@ class LedgerIndex:
             )
             writer.execute("COMMIT")
         except BaseException:
-            writer.execute("ROLLBACK")
+            # SQLite may already have rolled back (a full disk does that): roll back only
+            # what is still open, so the original error is the one raised.
+            if writer.in_transaction:
+                writer.execute("ROLLBACK")
             raise
 
     def delete_ledgers(self, ledger_ids: Iterable[int]) -> None:
@@ -172,5 +182,6 @@ class LedgerIndex:
             writer.executemany("DELETE FROM ledgers WHERE ledger = ?", rows)
             writer.execute("COMMIT")
         except BaseException:
-            writer.execute("ROLLBACK")
+            if writer.in_transaction:
+                writer.execute("ROLLBACK")
             raise

@@ -18,6 +18,13 @@ records that hold everything since, and replaying them over the index is idempot
 (an entry simply gets a newer location); entry log bytes no index row points to are
 dead space, never read.
 
+A step that fails (the disk is full, an I/O error) fails the whole checkpoint: the frozen
+generation goes back into the cache, the ledgers stay dirty, the mark stays where it
+was, and no journal file is removed; the entry log and the index have cut off or rolled
+back whatever the failed step wrote (see their docstrings). So the mark never moves past
+what the entry log, the index and the mark file hold durably, and the next checkpoint
+simply tries again.
+
 Example: mark ``(3, 4096)`` on disk means "everything in journal file 3 before offset
 4096, and in files 1 and 2, is in the index"; replay starts there.
 """
@@ -36,6 +43,7 @@ from pathlib import Path
 
 from georep import limits
 from georep.storage.bookie import journal as journal_module
+from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.entry_log import EntryLog
 from georep.storage.bookie.journal import EntryRecord, JournalOffset, Record
 from georep.storage.bookie.ledger_index import LedgerIndex, LedgerState
@@ -51,6 +59,7 @@ MARK_FILE = "checkpoint.mark"
 @dataclass(slots=True)
 class StorageStats:
     checkpoints: int = 0
+    checkpoint_failures: int = 0
     checkpoint_entries: int = 0
     checkpoint_seconds_last: float = 0.0
     reads_from_cache: int = 0
@@ -67,14 +76,19 @@ class LedgerStorage:
         fsync: bool = True,
         cache_bytes_max: int = limits.write_cache_bytes_max,
         entry_log_file_bytes_max: int = limits.entry_log_file_bytes_max,
+        disk: DiskWriter | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.fsync = fsync
+        self.disk = disk = disk or DiskWriter()
         self.cache = WriteCache(cache_bytes_max)
         self.entry_log = EntryLog(
-            data_dir / "entrylog", fsync=fsync, file_bytes_max=entry_log_file_bytes_max
+            data_dir / "entrylog",
+            fsync=fsync,
+            file_bytes_max=entry_log_file_bytes_max,
+            disk=disk,
         )
-        self.index = LedgerIndex(data_dir / "index.db", fsync=fsync)
+        self.index = LedgerIndex(data_dir / "index.db", fsync=fsync, disk=disk)
         self.stats = StorageStats()
         self._states: dict[int, LedgerState] = {}
         self._dirty: set[int] = set()
@@ -177,6 +191,7 @@ class LedgerStorage:
             except BaseException:
                 self.cache.thaw()
                 self._dirty |= dirty
+                self.stats.checkpoint_failures += 1
                 raise
             self.cache.release()
             self.stats.checkpoints += 1
@@ -203,11 +218,15 @@ class LedgerStorage:
         text = json.dumps({"journal_file_id": mark.file_id, "journal_offset": mark.offset})
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, text.encode())
+            self.disk.write_all(fd, text.encode(), "mark")
             if self.fsync:
-                os.fsync(fd)
-        finally:
+                self.disk.sync(fd, "mark")
+        except OSError:
+            # The old mark stays; a half-written temp file is never read.
             os.close(fd)
+            temp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
         os.replace(temp, path)
         if self.fsync:
             journal_module.fsync_directory(self.data_dir)

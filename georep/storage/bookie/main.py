@@ -66,6 +66,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--fault-injection", action="store_true", help="accept FAULT requests (tests only)"
     )
     parser.add_argument(
+        "--disk-usage-warn",
+        type=float,
+        default=limits.disk_usage_warn_fraction_default,
+        help="warn at this disk usage fraction (default %(default)s)",
+    )
+    parser.add_argument(
+        "--disk-usage-read-only",
+        type=float,
+        default=limits.disk_usage_read_only_fraction_default,
+        help="refuse adds at this disk usage fraction (default %(default)s)",
+    )
+    parser.add_argument(
+        "--disk-usage-writable",
+        type=float,
+        default=limits.disk_usage_writable_fraction_default,
+        help="take adds again below this disk usage fraction (default %(default)s)",
+    )
+    parser.add_argument(
+        "--disk-check-interval-s",
+        type=float,
+        default=limits.disk_check_interval_s_default,
+        help="seconds between disk checks and write retries (default %(default)s)",
+    )
+    parser.add_argument(
         "--autorecovery",
         action="store_true",
         help="also run an auditor candidate and a replication worker in this process "
@@ -85,6 +109,10 @@ def config_from_args(args: argparse.Namespace) -> BookieConfig:
         gc_interval_s=args.gc_interval_s,
         lease_s=args.lease_s,
         fault_injection=args.fault_injection,
+        disk_usage_warn_fraction=args.disk_usage_warn,
+        disk_usage_read_only_fraction=args.disk_usage_read_only,
+        disk_usage_writable_fraction=args.disk_usage_writable,
+        disk_check_interval_s=args.disk_check_interval_s,
     )
 
 

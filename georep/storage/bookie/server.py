@@ -38,6 +38,7 @@ from georep.invariant import InvariantViolation
 from georep.storage import protocol
 from georep.storage.bookie.faults import NO_FAULTS, Faults, FaultSpecError
 from georep.storage.bookie.journal import Journal
+from georep.storage.bookie.ledger_dirs_monitor import Availability, DiskState, DiskThresholds
 from georep.storage.bookie.ledger_storage import LedgerStorage
 from georep.storage.entry import peek_ids, verify
 from georep.storage.errors import CorruptEntry, ProtocolError
@@ -69,6 +70,7 @@ class ServerStats:
     errors: int = 0
     faults_dropped: int = 0
     pauses_pressure: int = 0
+    read_only_rejections: int = 0
 
 
 class BookieConnection(asyncio.Protocol):
@@ -236,11 +238,13 @@ class BookieServer:
         journal: Journal,
         *,
         stats: Callable[[], dict],
+        availability: Availability | None = None,
         fault_injection: bool = False,
         on_checkpoint_wanted: Callable[[], None] = lambda: None,
     ) -> None:
         self.storage = storage
         self.journal = journal
+        self.availability = availability or Availability(DiskState(DiskThresholds()))
         self.fault_injection = fault_injection
         self.faults: Faults = NO_FAULTS
         self.stats = ServerStats()
@@ -336,7 +340,17 @@ class BookieServer:
             return
         journal = self.journal
         if journal.failed is not None:
+            self.stats.read_only_rejections += 1
             connection.reply(_encode(_error_response(request, Status.ERROR, str(journal.failed))))
+            return
+        availability = self.availability
+        reason = availability.reason()
+        if reason is not None and not (request.recovery and availability.takes_recovery_adds):
+            # Read-only: the client replaces this bookie in the ledger's ensemble.
+            self.stats.read_only_rejections += 1
+            connection.reply(
+                _encode(_error_response(request, Status.ERROR, f"bookie is read-only: {reason}"))
+            )
             return
         storage.add(ledger_id, request.entry_id, data, peek_ids(data)[2])
         self.stats.adds += 1
@@ -439,6 +453,7 @@ class BookieServer:
             return
         log.warning("fault injection: %s", faults.to_json() or "cleared")
         self.faults = faults if faults.any else NO_FAULTS
+        self.storage.disk.fault = faults.disk_fault
         # The FAULT answer itself is never delayed, so a test can always clear a delay.
         connection._out.append(_encode(protocol.FaultResponse(request.request_id)))
         self.dirty.add(connection)

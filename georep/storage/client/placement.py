@@ -1,7 +1,8 @@
 """Choosing bookies for an ensemble: random among the writable ones.
 
-Writable = registered with a live lease in the metadata store. Random placement spreads
-ledgers over the bookies; a rack- or region-aware policy would subclass this.
+Writable = registered with a live lease in the metadata store and not saying it is
+read-only (``meta/bookies.py``). Random placement spreads ledgers over the bookies; a
+rack- or region-aware policy would subclass this.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ class EnsemblePlacementPolicy:
         self._rng = rng or random.Random()
 
     async def writable_bookies(self) -> list[str]:
-        return [bookie.address for bookie in await self._store.list_bookies(alive_only=True)]
+        read_only = await self._store.read_only_bookies()
+        return [
+            bookie.address
+            for bookie in await self._store.list_bookies(alive_only=True)
+            if bookie.address not in read_only
+        ]
 
     async def new_ensemble(self, ensemble_size: int) -> list[str]:
         writable = await self.writable_bookies()

@@ -1,5 +1,11 @@
 """Bookie registrations in the metadata store (BookKeeper's RegistrationManager): a
-bookie is alive while its lease has not expired."""
+bookie is alive while its lease has not expired.
+
+A read-only bookie (a full disk, a failed journal: ``bookie/ledger_dirs_monitor.py``)
+stays registered, so the auditor does not take its ledgers for lost, and also holds the
+lease ``bookie-read-only/<address>`` while it refuses adds, as BookKeeper lists such
+bookies under ``readonly``: ensemble placement leaves them out of new ensembles and
+replacements. The lease runs out by itself if the bookie dies read-only."""
 
 from __future__ import annotations
 
@@ -21,6 +27,9 @@ class BookieRegistration:
     lease_expires_at: float
 
 
+READ_ONLY_LEASE_PREFIX = "bookie-read-only/"
+
+
 class BookieRepository:
     """Bookie registrations with leases (BookKeeper's RegistrationManager)."""
 
@@ -40,6 +49,18 @@ class BookieRepository:
     async def unregister_bookie(self, address: str) -> None:
         _check_name("bookie address", address)
         await self._call(self._delete_where, _bookies, _bookies.c.address == address)
+
+    async def mark_bookie_read_only(self, address: str, lease_s: float) -> None:
+        """Say (or keep saying, for ``lease_s``) that ``address`` takes no adds."""
+        await self.acquire_lease(READ_ONLY_LEASE_PREFIX + address, address, lease_s)
+
+    async def clear_bookie_read_only(self, address: str) -> None:
+        await self.release_lease(READ_ONLY_LEASE_PREFIX + address, address)
+
+    async def read_only_bookies(self) -> set[str]:
+        """Addresses of the bookies saying they take no adds now."""
+        holders = await self.live_lease_holders(READ_ONLY_LEASE_PREFIX)
+        return {name.removeprefix(READ_ONLY_LEASE_PREFIX) for name in holders}
 
     async def list_bookies(self, *, alive_only: bool = True) -> list[BookieRegistration]:
         """Registered bookies sorted by address; by default only those whose lease is

@@ -39,6 +39,11 @@ class LeaseRepository:
         _check_name("lease name", name)
         return await self._call(self._lease_holder, name, self._clock())
 
+    async def live_lease_holders(self, prefix: str) -> dict[str, str]:
+        """Every running lease whose name starts with ``prefix``: name -> holder."""
+        _check_name("lease name prefix", prefix)
+        return await self._call(self._live_lease_holders, prefix, self._clock())
+
     # --- leases, in a worker thread -------------------------------------------------
     def _acquire_lease(self, name: str, holder: str, lease_s: float, now: float) -> bool:
         """One upsert: insert, or take over when held by ``holder`` or expired."""
@@ -67,3 +72,11 @@ class LeaseRepository:
         query = select(_leases.c.holder).where(_leases.c.name == name, _leases.c.expires_at > now)
         with self._reading() as connection:
             return connection.execute(query).scalar_one_or_none()
+
+    def _live_lease_holders(self, prefix: str, now: float) -> dict[str, str]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = select(_leases.c.name, _leases.c.holder).where(
+            _leases.c.name.like(f"{escaped}%", escape="\\"), _leases.c.expires_at > now
+        )
+        with self._reading() as connection:
+            return {row.name: row.holder for row in connection.execute(query)}
