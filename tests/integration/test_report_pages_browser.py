@@ -1,6 +1,7 @@
 """The drill page and the reconcile page, rendered by headless Chromium as a reader sees
-them: at a wide and a narrow window, every target's column is there, the figures shown
-are the report's, and no element sticks out of the page or out of its chart.
+them: at a wide and a narrow window, every target's column is there, the verdict's and the
+table's figures are the report's, at 1400 px the three columns stand in one row with their
+charts at one height, and no element sticks out of the page or out of its chart.
 
 A probe script is added to a copy of each page (the pages themselves carry no script);
 it measures the laid-out page and writes what it found into the DOM, which Chromium's
@@ -23,7 +24,7 @@ from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.report_page import render as render_drill
 from georep.spark_reconcile.report import render as render_reconcile
 
-WIDTHS = (1600, 700)
+WIDTHS = (1400, 760)
 
 _PROBE = """
 <script>
@@ -35,8 +36,13 @@ _PROBE = """
   for (const el of document.body.querySelectorAll("*")) {
     const box = el.getBoundingClientRect();
     if (box.width === 0 && box.height === 0) continue;
-    const scroller = el.parentElement && el.parentElement.closest(".scroll");
-    if (!scroller && !el.closest("svg") && box.right > width + 1) {
+    // inside a box that scrolls or clips (a table's .scroll, a topic's one line): the
+    // box itself is measured, not what it holds
+    let clipped = false;
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== "visible") { clipped = true; break; }
+    }
+    if (!clipped && !el.closest("svg") && box.right > width + 1) {
       problems.push("past the page's right edge: " + name(el));
     }
     if (el.tagName.toLowerCase() === "text") {
@@ -52,6 +58,16 @@ _PROBE = """
   }
   const targets = [...document.querySelectorAll("section.target")].map(
       (s) => [s.dataset.target, s.querySelector("svg") !== null]);
+  const tops = [...document.querySelectorAll("section.target")].map((s) => [
+      Math.round(s.getBoundingClientRect().top),
+      Math.round(s.querySelector("svg").getBoundingClientRect().top)]);
+  const verdict = {};
+  for (const li of document.querySelectorAll("ul.verdict li")) {
+    const entry = verdict[li.dataset.target] = {word: li.className};
+    li.querySelectorAll("[data-key]").forEach((el) => {
+      entry[el.dataset.key] = [el.textContent, el.className];
+    });
+  }
   const figures = {};
   const heads = [...document.querySelectorAll("table.figures th.target")].map(
       (th) => th.dataset.target);
@@ -62,7 +78,7 @@ _PROBE = """
   }
   const out = document.createElement("pre");
   out.id = "probe";
-  out.textContent = JSON.stringify({width, problems, targets, figures});
+  out.textContent = JSON.stringify({width, problems, targets, tops, verdict, figures});
   document.body.appendChild(out);
 })();
 </script>
@@ -100,7 +116,8 @@ def probe(page: str, tmp_path: Path, width: int) -> dict:
 def delivery(mode: str, index: int, phase: str, acked: bool, at_ms: int) -> Delivery:
     return Delivery(
         mode=mode, cluster="A" if phase == BEFORE else "B", phase=phase, consumer="c0",
-        topic=f"persistent://public/default/drill-shared-out-of-order-{mode}-20261125",
+        topic=f"persistent://public/default/drill-shared-out-of-order-{mode}-20261125"
+        + ("-with-a-name-long-enough-to-wrap-in-its-column" if mode == "full" else ""),
         subscription="s", drill_id=f"m{index:06d}", index=index, key="k",
         message_id=f"3:{index}", origin_cluster="A", origin_position=f"3:{index}",
         batch_index=-1, delivered_at=at_ms, acked=acked,
@@ -147,9 +164,20 @@ def test_drill_page_shows_every_target_and_the_report_figures_without_overflow(t
     assert found["targets"] == [[mode, True] for mode in report["modes"]]
     for mode, block in report["modes"].items():
         shown = found["figures"][mode]
-        for key in ("produced", "acked_on_A", "delivered_on_B", "duplicates", "lost"):
-            value = block[key]["count"] if isinstance(block[key], dict) else block[key]
-            assert shown[key] == str(value), (mode, key)
+        for key in ("produced", "acked_on_A", "delivered_on_B"):
+            assert shown[key] == str(block[key]), (mode, key)
+        for key in ("duplicates", "lost"):
+            count = block[key]["count"]
+            assert shown[key].split("%")[0].startswith(str(count)), (mode, key, shown[key])
+            text, css = found["verdict"][mode][key]
+            assert text == f"{count} {key}" and css == ("bad" if count else "ok"), (mode, key)
+        passed = block["duplicates"]["count"] == 0 and block["lost"]["count"] == 0
+        assert found["verdict"][mode]["word"] == ("pass" if passed else "fail")
+    if width >= 1400:  # three columns in one row, the charts' tops level
+        assert len({top for top, _ in found["tops"]}) == 1, found["tops"]
+        assert len({svg for _, svg in found["tops"]}) == 1, found["tops"]
+    else:  # one column: each below the one before
+        assert [top for top, _ in found["tops"]] == sorted({top for top, _ in found["tops"]})
 
 
 @pytest.mark.parametrize("width", WIDTHS)
