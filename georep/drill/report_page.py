@@ -49,7 +49,8 @@ from typing import Any
 
 from georep import limits
 from georep.drill.delivery_log import BEFORE, Delivery
-from georep.drill.verdict import Verdict, percent, verdict
+from georep.drill.verdict import Verdict, verdict
+from georep.shares import percent
 from georep.svg_axis import nice_step, nice_ticks, tick_label
 
 #: What each target is called on the page (unknown ones by their own name).

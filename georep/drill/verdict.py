@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from georep.shares import percent, share
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -56,21 +58,6 @@ class Verdict:
             f" {self.acked_on_a} acknowledged on A), {self.lost} lost"
             f" ({percent(self.lost_share)} of {self.replicated} replicated)"
         )
-
-
-def share(count: int, whole: int) -> float | None:
-    return None if whole <= 0 else count / whole
-
-
-def percent(value: float | None) -> str:
-    """``0%``, ``0.3%``, ``78%``, ``100%``; never rounds a non-zero share to 0%."""
-    if value is None:
-        return "n/a"
-    if value == 0:
-        return "0%"
-    if value < 0.001:
-        return "<0.1%"
-    return f"{value * 100:.1f}%" if value < 0.1 else f"{value * 100:.0f}%"
 
 
 def _count(block: Mapping[str, Any], key: str) -> int:

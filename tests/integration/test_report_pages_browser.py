@@ -78,7 +78,12 @@ _PROBE = """
   }
   const out = document.createElement("pre");
   out.id = "probe";
-  out.textContent = JSON.stringify({width, problems, targets, tops, verdict, figures});
+  const risk = [...document.querySelectorAll("th[data-column$='_risk']")].map(
+      (th) => Math.round(th.getBoundingClientRect().right));
+  const tiles = [...document.querySelectorAll(".total[data-key]")].map(
+      (t) => [t.dataset.key, getComputedStyle(t.querySelector(".value")).color]);
+  out.textContent = JSON.stringify(
+      {width, problems, targets, tops, verdict, figures, risk, tiles});
   document.body.appendChild(out);
 })();
 </script>
@@ -185,14 +190,22 @@ def test_reconcile_page_lays_out_its_timelines_and_tables_without_overflow(tmp_p
     first = 1_764_000_000_000
     series = {"published": [50] * 60, "redelivery_risk": [0] * 55 + [40] * 5}
     rows = [
-        {"topic": "persistent://public/default/" + "t" * 60, "subscription": "s",
-         "cluster": "B", "position": f"3:{i}", "origin_position": f"7:{i}", "acked": False}
+        {"redelivery_risk": 40, "skip_risk": 0, "acked_on_origin": 300,
+         "subscription": "s", "origin_cluster": "A", "replica_cluster": "B",
+         "origin_mdp": f"3:{i}", "translated_mdp": f"7:{i}", "replica_mdp": "7:1",
+         "topic": "persistent://public/default/" + "t" * 60, "partition": -1}
         for i in range(5)
     ]  # fmt: skip
+    link = {
+        "origin_cluster": "A", "replica_cluster": "B", "published": 3000, "replication_gap": 0,
+        "duplicate_copies": 0, "acked_on_origin": 1500, "redelivery_risk": 200, "skip_risk": 0,
+        "worst": {"topic": "persistent://public/default/t", "subscription": "s",
+                  "origin_mdp": "3:4", "translated_mdp": "7:4", "replica_mdp": "7:1"},
+    }  # fmt: skip
     page = render_reconcile(
-        title="georep reconcile",
+        title="georep reconciliation of A, B, 2026-11-26 05:20 UTC",
         totals={"messages": 3000, "redelivery_risk": 200, "replication_gap": 0},
-        tables=[("Redelivery risk", "acked on A, not on B", rows, 200)],
+        tables=[("Subscriptions", "per subscription and link", rows, 200)],
         timelines={
             "persistent://public/default/t": {
                 "first_ms": first,
@@ -200,6 +213,14 @@ def test_reconcile_page_lays_out_its_timelines_and_tables_without_overflow(tmp_p
                 "series": series,
             }
         },
+        links=[link],
+        inputs=["export-A", "export-B"],
+        deliveries="deliveries.jsonl",
+        failovers={"persistent://public/default/t": (first + 50_000, first + 62_000)},
     )
     found = probe(page, tmp_path, width)
     assert found["problems"] == []
+    # the risk columns come first: in view at either width, whatever the topic's length
+    assert found["risk"] and max(found["risk"]) <= width
+    colours = dict(found["tiles"])
+    assert colours["redelivery_risk"] != colours["replication_gap"]  # non-zero stands out

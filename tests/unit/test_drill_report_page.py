@@ -14,7 +14,8 @@ from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.progress import Progress
 from georep.drill.report_page import classify_points, outcomes, render
 from georep.drill.traffic import DeliveryCounter
-from georep.drill.verdict import percent, verdict
+from georep.drill.verdict import verdict
+from georep.shares import percent
 
 
 def delivery(index: int, phase: str, acked: bool) -> Delivery:
