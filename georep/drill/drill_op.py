@@ -296,13 +296,18 @@ class DrillOp:
         wanted = frozenset((origins.keys() & produced.keys()) - acked_on_a)
         counter.want(wanted)
         expected = len(wanted)
-        # The bar counts what B should deliver; duplicates arrive beside it, uncounted.
+        # The bar counts what B should deliver; what A had acknowledged and B delivered
+        # again is counted beside it.
         self.progress.phase(f"{self.mode}: drain on B", expected)
         started = time.monotonic()
         while True:
             await asyncio.sleep(0.1)
             now = time.monotonic()
-            self.progress.update(counter.wanted_delivered)
+            self.progress.update(
+                counter.wanted_delivered,
+                f"{counter.deliveries} delivered, {counter.unwanted_delivered} acked on A"
+                " came again",
+            )
             quiet_s = now - (counter.last_at_monotonic or started)
             if (
                 counter.wanted_delivered >= expected

@@ -222,11 +222,13 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
             try:
                 await topology.start()
                 started_s = time.monotonic() - begun
+                retried = keep_start_failures(topology.start_failures, out, mode)
                 runs[mode] = await DrillOp(settings, mode, topology, progress, stamp).run()
                 runs[mode].report["timings_s"] = {
                     "start": round(started_s, 3),
                     **runs[mode].report["timings_s"],
                 }
+                runs[mode].report["warnings"][:0] = retried
             finally:
                 progress.phase(f"{mode}: stop")
                 await topology.stop()
@@ -242,6 +244,25 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
     report = assemble(settings, runs, started, time.time())
     write_outputs(out, report, runs)
     return report
+
+
+def keep_start_failures(failures, out: Path, mode: str) -> list[str]:
+    """Copy the logs of each failed start attempt into ``out`` (the data directory may be
+    temporary) and say, for the report's warnings, what failed and where its logs are."""
+    warnings = []
+    for failure in failures:
+        kept = out / f"start-{mode}-attempt-{failure.attempt}"
+        error = failure.error
+        for log_path in failure.logs:
+            kept.mkdir(parents=True, exist_ok=True)
+            copy = kept / log_path.name
+            shutil.copyfile(log_path, copy)
+            error = error.replace(str(log_path), str(copy))
+        where = f"; logs in {kept}" if failure.logs else ""
+        warnings.append(
+            f"start attempt {failure.attempt} failed and was retried on fresh ports: {error}{where}"
+        )
+    return warnings
 
 
 def assemble(

@@ -11,8 +11,10 @@ import re
 import pytest
 
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
+from georep.drill.main import keep_start_failures
 from georep.drill.progress import Progress
 from georep.drill.report_page import classify_points, outcomes, render
+from georep.drill.topology import StartFailure
 from georep.drill.traffic import DeliveryCounter
 from georep.drill.verdict import verdict
 from georep.shares import percent
@@ -227,6 +229,31 @@ def test_the_drain_counts_wanted_messages_once_and_not_duplicates():
     for index in (0, 1, 1, 2, 2):  # 0 again, 1 unwanted (a duplicate), 2 twice
         counter.add(delivery(index, AFTER, False))
     assert counter.wanted_delivered == 2 and counter.distinct == 3
+    # beside the bar: every delivery, and the distinct others (acked on A, again on B)
+    assert counter.deliveries == 6 and counter.unwanted_delivered == 1
+
+
+def test_the_drain_bar_shows_what_else_came(tmp_path):
+    stream = Terminal()
+    progress = Progress(stream)
+    progress.phase("full: drain on B", 4)
+    progress.update(4, "600 delivered, 296 acked on A came again")
+    progress.close()
+    assert "4/4  600 delivered, 296 acked on A came again  " in stream.getvalue()
+
+
+def test_a_failed_start_attempt_becomes_a_warning_with_its_logs_kept(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    log = data / "cluster-A.log"
+    log.write_text("address already in use\n")
+    failure = StartFailure(1, f"['cluster', 'A'] did not start: exited with 1; see {log}", (log,))
+    out = tmp_path / "out"
+    [warning] = keep_start_failures([failure], out, "full")
+    kept = out / "start-full-attempt-1" / "cluster-A.log"
+    assert kept.read_text() == "address already in use\n"
+    assert str(log) not in warning and f"see {kept}" in warning
+    assert warning.startswith("start attempt 1 failed and was retried on fresh ports")
 
 
 class Terminal(io.StringIO):
