@@ -33,7 +33,7 @@ from georep.drill.drill_op import DrillOp, ModeRun
 from georep.drill.errors import DrillError, DrillUsageError
 from georep.drill.progress import Progress
 from georep.drill.pulsar_topology import PulsarTopology
-from georep.drill.report_page import render
+from georep.drill.report_page import ordered, render
 from georep.drill.scenarios import SCENARIOS
 from georep.drill.settings import (
     FAILURES,
@@ -44,6 +44,7 @@ from georep.drill.settings import (
 )
 from georep.drill.topology import ManagedTopology, RunningTopology, Topology
 from georep.drill.traffic import log_client_to, pulsar_module
+from georep.drill.verdict import verdict
 
 REPORT_VERSION = 1
 #: The gateways' [subscription_sync] in a managed drill, besides the mode: short periods,
@@ -304,7 +305,8 @@ def summary(report: dict[str, Any], out: Path) -> str:
         f"georep drill: {report['scenario']}, --fail {report['fail']} after"
         f" {report['target_on_A']} of {report['messages']} messages delivered on A"
     ]
-    for mode, block in report["modes"].items():
+    for mode in ordered(report["modes"]):
+        block = report["modes"][mode]
         lag = block["sync_lag_at_failure_ms"]
         resume = block["time_to_resume_on_B_s"]
         lines.append(
@@ -315,6 +317,7 @@ def summary(report: dict[str, Any], out: Path) -> str:
             f"  sync lag {'n/a' if lag is None else f'{lag:.0f} ms'}"
             f"  resume on B {'n/a' if resume is None else f'{resume:.2f} s'}"
         )
+        lines.append(f"    {verdict(mode, block).headline()}")
         lines += [f"    warning: {w}" for w in block["warnings"]]
     lines.append(f"  report: {out / 'report.html'} (report.json, deliveries.jsonl)")
     return "\n".join(lines)
