@@ -278,13 +278,20 @@ class _Panel:
         return self.left + (seconds - self.low) / (self.high - self.low) * self.width
 
     def ticks(self) -> list[str]:
-        step = nice_step(self.high - self.low, max(2, int(self.width // 50)))
+        """Round ticks, about one per 50 px; a finer step when that one leaves a single
+        tick (a span of 0.9 s from -3.97 s: -3.5 alone at 0.5 s, -3.8 .. -3.2 at 0.2 s)."""
+        count = max(2, int(self.width // 50))
+        values = nice_ticks(self.low, self.high, count)
+        if len(values) < 2:
+            count += 2
+            values = nice_ticks(self.low, self.high, count)
+        step = nice_step(self.high - self.low, count)
         return [
             f'<text x="{self.x(t):.1f}" y="{_H - _BOTTOM + 15}" font-size="11" '
             f'text-anchor="middle">{tick_label(t, step)}</text>'
             f'<line x1="{self.x(t):.1f}" x2="{self.x(t):.1f}" y1="{_H - _BOTTOM}" '
             f'y2="{_H - _BOTTOM + 4}" stroke="#4a5568"/>'
-            for t in nice_ticks(self.low, self.high, max(2, int(self.width // 50)))
+            for t in values
         ]
 
 

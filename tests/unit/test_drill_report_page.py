@@ -13,7 +13,7 @@ import pytest
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.main import keep_start_failures
 from georep.drill.progress import Progress
-from georep.drill.report_page import classify_points, outcomes, render
+from georep.drill.report_page import _Panel, classify_points, outcomes, render
 from georep.drill.topology import StartFailure
 from georep.drill.traffic import DeliveryCounter
 from georep.drill.verdict import verdict
@@ -285,3 +285,9 @@ def test_progress_prints_phase_lines_elsewhere_and_nothing_when_disabled():
     quiet = io.StringIO()
     Progress(quiet, enabled=False).phase("x", 1)
     assert quiet.getvalue() == ""
+
+
+def test_a_panel_just_short_of_a_round_step_still_has_ticks_to_read():
+    # 0.9 s from -3.97 s at one tick per 50 px would give -3.5 alone
+    labels = re.findall(r'middle">([-\d.]+)<', "".join(_Panel(-3.97, -3.07, 44, 200).ticks()))
+    assert labels == ["-3.8", "-3.6", "-3.4", "-3.2"]
