@@ -61,6 +61,8 @@ _PROBE = """
   const tops = [...document.querySelectorAll("section.target")].map((s) => [
       Math.round(s.getBoundingClientRect().top),
       Math.round(s.querySelector("svg").getBoundingClientRect().top)]);
+  const charts = [...document.querySelectorAll("section.target > svg")].map(
+      (svg) => Math.round(svg.getBoundingClientRect().width));
   const verdict = {};
   for (const li of document.querySelectorAll("ul.verdict li")) {
     const entry = verdict[li.dataset.target] = {word: li.className};
@@ -83,7 +85,7 @@ _PROBE = """
   const tiles = [...document.querySelectorAll(".total[data-key]")].map(
       (t) => [t.dataset.key, getComputedStyle(t.querySelector(".value")).color]);
   out.textContent = JSON.stringify(
-      {width, problems, targets, tops, verdict, figures, risk, tiles});
+      {width, problems, targets, tops, charts, verdict, figures, risk, tiles});
   document.body.appendChild(out);
 })();
 </script>
@@ -183,6 +185,19 @@ def test_drill_page_shows_every_target_and_the_report_figures_without_overflow(t
         assert len({svg for _, svg in found["tops"]}) == 1, found["tops"]
     else:  # one column: each below the one before
         assert [top for top, _ in found["tops"]] == sorted({top for top, _ in found["tops"]})
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_single_target_page_draws_its_chart_at_a_column_s_size(tmp_path, width):
+    report, deliveries = drill_report()
+    report["modes"] = {"full": report["modes"]["full"]}
+    found = probe(render_drill(report, deliveries), tmp_path, width)
+    assert found["problems"] == []
+    [chart] = found["charts"]
+    assert chart <= 602, "capped (600 px and its border): not blown up to the page's width"
+    (tmp_path / "three").mkdir()
+    three = probe(render_drill(*drill_report()), tmp_path / "three", width)
+    assert abs(chart - three["charts"][0]) <= 1, "the same size as on a page of three"
 
 
 @pytest.mark.parametrize("width", WIDTHS)
