@@ -416,7 +416,7 @@ def reconcile(
     step.begin("collect the report's tables")
     tables = _report_tables(F, links_table, gaps, subscriptions_table, spark, out, observed,
                             duplicates, differences)  # fmt: skip
-    link_verdicts = _link_verdicts(F, R, links_table, subscriptions_table)
+    link_verdicts = _link_verdicts(R, links_table, subscriptions_table)
     failovers = {}
     if inputs.deliveries is not None:
         failovers = {
@@ -464,7 +464,7 @@ def _as_csv_columns(F, frame):
     return frame.select(*columns)
 
 
-def _link_verdicts(F, R, links_table, subscriptions_table) -> list[dict[str, Any]]:
+def _link_verdicts(R, links_table, subscriptions_table) -> list[dict[str, Any]]:
     """Per link pair, its totals and its subscription most at risk (small: one row per
     pair of clusters)."""
     worst = {
