@@ -32,6 +32,12 @@ on every panel:
   red duplicate, orange redelivered, grey done on A, green first delivered on B, black
   never delivered — so that where the duplicates are reads off without counting marks.
 
+Under it, for a target with gateways, its **sync lag** over time: B's gateway's
+``applied.A.syncLagMs`` as sampled from the gateways' start to the failure (a line; gaps
+where the gateway reported none), the failure at 0 and the fault window — from the
+failure to the first delivery on B — shaded, on a time scale and a lag scale shared by
+the page's targets (``LagScale``).
+
 Both time panels are on one scale shared by every target of the page (``Scale``): the
 same second is the same width in every column, so a drain of 0.3 s and one of 0.08 s
 look it. Ticks are round (``georep.svg_axis``). Above ``limits.drill_chart_points_max``
@@ -147,6 +153,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums }
 .target h2, .target p.topic { white-space: nowrap; overflow: hidden; text-overflow: ellipsis }
 .target svg { display: block; width: 100%; max-width: 600px; height: auto;
   border: 1px solid #e2e8f0; background: #fff }
+.target svg.lag { margin-top: .4em }
 .legend { display: flex; flex-wrap: wrap; gap: .3em 1.2em; margin: .8em 0; color: #4a5568 }
 .legend span { white-space: nowrap }
 .legend svg { vertical-align: -1px; margin-right: .35em }
@@ -344,6 +351,102 @@ def shared_scale(
     return Scale(low, high, max([*after, 0.0]))
 
 
+@dataclass(frozen=True)
+class LagScale:
+    """The lag timelines' bounds: seconds from the failure ``low_s..high_s``, lag
+    ``0..lag_ms_max``."""
+
+    low_s: float
+    high_s: float
+    lag_ms_max: float
+
+
+def shared_lag_scale(blocks: Sequence[Mapping[str, Any]], after_high_s: float) -> LagScale | None:
+    """One scale over every target's ``sync_lag_samples_ms``; None if none has any."""
+    starts: list[float] = []
+    lags: list[float] = [1.0]
+    for block in blocks:
+        samples = block.get("sync_lag_samples_ms") or []
+        failed_at = block.get("failed_at")
+        if not samples or failed_at is None:
+            continue
+        starts.append((samples[0][0] - failed_at) / 1000.0)
+        lags += [lag for _, lag in samples if lag is not None]
+    if not starts:
+        return None
+    return LagScale(min(min(starts), -1e-3), max(after_high_s, 1e-3), max(lags))
+
+
+_LAG_H = 120
+_LAG_TOP, _LAG_BOTTOM = 22, 30
+
+
+def lag_chart(block: Mapping[str, Any], scale: LagScale) -> str:
+    """The target's sync lag over time (an SVG as wide as its chart), or nothing."""
+    samples = block.get("sync_lag_samples_ms") or []
+    failed_at = block.get("failed_at")
+    if not samples or failed_at is None:
+        return ""
+    right = _W - _RIGHT - _STRIP_W - _STRIP_GAP
+    panel = _Panel(scale.low_s, scale.high_s, _LEFT, right - _LEFT)
+    bottom = _LAG_H - _LAG_BOTTOM
+    height = bottom - _LAG_TOP
+
+    def y(lag: float) -> float:
+        return bottom - lag / scale.lag_ms_max * height
+
+    parts = [
+        f'<svg class="lag" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_LAG_H}" '
+        'role="img" aria-label="sync lag over time">',
+        f'<rect x="{_LEFT}" y="{_LAG_TOP}" width="{panel.width:.1f}" height="{height}" '
+        'fill="#f7fafc"/>',
+    ]
+    resume = block.get("time_to_resume_on_B_s")
+    if resume is not None:
+        x0, x1 = panel.x(0.0), panel.x(min(resume, scale.high_s))
+        parts.append(
+            f'<rect x="{x0:.1f}" y="{_LAG_TOP}" width="{max(x1 - x0, 1.5):.1f}" '
+            f'height="{height}" fill="#fed7d7"><title>fault window: {resume:g} s from the '
+            "failure to the first delivery on B</title></rect>"
+        )
+    runs: list[list[str]] = [[]]
+    for at_ms, lag in samples:
+        if lag is None:
+            runs.append([])
+            continue
+        runs[-1].append(f"{panel.x((at_ms - failed_at) / 1000.0):.1f},{y(lag):.1f}")
+    for run in runs:
+        if len(run) == 1:
+            x_text, y_text = run[0].split(",")
+            parts.append(f'<circle cx="{x_text}" cy="{y_text}" r="1.5" fill="#6b46c1"/>')
+        elif run:
+            parts.append(
+                f'<polyline fill="none" stroke="#6b46c1" stroke-width="1.5" '
+                f'points="{" ".join(run)}"/>'
+            )
+    x0 = panel.x(0.0)
+    parts.append(
+        f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{_LAG_TOP - 4}" y2="{bottom}" '
+        'stroke="#1a202c" stroke-width="1.5" stroke-dasharray="4 3"/>'
+        f'<text x="{_LEFT}" y="{_LAG_TOP - 8}" font-size="11" fill="#4a5568">'
+        "sync lag on B (ms), sampled until the failure</text>"
+    )
+    step = nice_step(scale.lag_ms_max, 2)
+    for tick in nice_ticks(0, scale.lag_ms_max, 2):
+        parts.append(
+            f'<text x="{_LEFT - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end">'
+            f"{tick_label(tick, step)}</text>"
+        )
+    for tick in panel.ticks():
+        parts.append(
+            tick.replace(f'y="{_H - _BOTTOM + 15}"', f'y="{bottom + 15}"').replace(
+                f'y1="{_H - _BOTTOM}" y2="{_H - _BOTTOM + 4}"', f'y1="{bottom}" y2="{bottom + 4}"'
+            )
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def chart(
     deliveries: Sequence[Delivery],
     failed_at_ms: int | None,
@@ -488,6 +591,7 @@ def _target_column(
     deliveries: Sequence[Delivery],
     report: Mapping,
     scale: Scale | None,
+    lag_scale: LagScale | None = None,
 ) -> str:
     topic = html.escape(block["topic"])
     out = [
@@ -497,6 +601,7 @@ def _target_column(
         # the same height
         f'<p class="note topic" title="{topic}">topic <code>{topic}</code></p>',
         chart(deliveries, block.get("failed_at"), report["messages"], report["settle_s"], scale),
+        lag_chart(block, lag_scale) if lag_scale is not None else "",
     ]
     for name in ("duplicates", "lost"):
         sample = block[name]["sample"]
@@ -526,6 +631,7 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
     scale = shared_scale(
         [(deliveries.get(mode, ()), block.get("failed_at")) for mode, block in modes.items()]
     )
+    lag_scale = shared_lag_scale(list(modes.values()), scale.after_high if scale else 0.0)
     out = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -540,7 +646,7 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
         _legend(),
         '<div class="targets">',
         *(
-            _target_column(mode, block, deliveries.get(mode, ()), report, scale)
+            _target_column(mode, block, deliveries.get(mode, ()), report, scale, lag_scale)
             for mode, block in modes.items()
         ),
         "</div>",

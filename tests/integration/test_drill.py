@@ -111,6 +111,10 @@ def test_pulsar_compatible_shared_out_of_order_shows_duplicates(tmp_path):
     assert '<li class="fail" data-target="pulsar-compatible">' in verdict
     assert f"{block['duplicates']['count']} duplicates</span>" in verdict
     assert f"A&#x27;s cursor at the failure: mark-delete {cursor['markDeletePosition']}" in verdict
+    # the sync lag over time, sampled from the gateways' start to the failure
+    samples = block["sync_lag_samples_ms"]
+    assert samples and all(at_ms < block["failed_at"] for at_ms, _ in samples)
+    assert any(lag is not None for _, lag in samples) and '<svg class="lag"' in page
 
 
 def test_cut_link_in_both_modes(tmp_path):

@@ -61,7 +61,7 @@ _PROBE = """
   const tops = [...document.querySelectorAll("section.target")].map((s) => [
       Math.round(s.getBoundingClientRect().top),
       Math.round(s.querySelector("svg").getBoundingClientRect().top)]);
-  const charts = [...document.querySelectorAll("section.target > svg")].map(
+  const charts = [...document.querySelectorAll("section.target > svg:not(.lag)")].map(
       (svg) => Math.round(svg.getBoundingClientRect().width));
   const verdict = {};
   for (const li of document.querySelectorAll("ul.verdict li")) {
@@ -133,7 +133,8 @@ def delivery(mode: str, index: int, phase: str, acked: bool, at_ms: int) -> Deli
 
 def drill_report() -> tuple[dict, dict]:
     """Three targets over 600 messages: A fails at 0 after 300 deliveries and a 3 s wait;
-    B delivers the rest in 0.2 s; the first two targets redeliver acknowledged ones."""
+    B delivers the rest in 0.2 s; the first two targets redeliver acknowledged ones; the
+    georep targets sampled their sync lag for 9 s before the failure."""
     failed_at = 1_000_000
     report = {
         "scenario": "shared-out-of-order", "scenario_summary": "Shared, out of order",
@@ -159,6 +160,9 @@ def drill_report() -> tuple[dict, dict]:
             "redelivered": {"count": 12, "sample": []}, "lost": {"count": 0, "sample": []},
             "sync_lag_at_failure_ms": None if mode == "pulsar" else 20.5,
             "time_to_resume_on_B_s": 0.03, "warnings": [],
+            "sync_lag_samples_ms": [] if mode == "pulsar" else [
+                [failed_at - 9_000 + 250 * n, None if n == 5 else 20.0 + n] for n in range(36)
+            ],
         }  # fmt: skip
     return report, deliveries
 

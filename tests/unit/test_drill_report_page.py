@@ -291,3 +291,26 @@ def test_a_panel_just_short_of_a_round_step_still_has_ticks_to_read():
     # 0.9 s from -3.97 s at one tick per 50 px would give -3.5 alone
     labels = re.findall(r'middle">([-\d.]+)<', "".join(_Panel(-3.97, -3.07, 44, 200).ticks()))
     assert labels == ["-3.8", "-3.6", "-3.4", "-3.2"]
+
+
+def test_the_sync_lag_timeline_shares_its_scales_and_breaks_where_none_was_reported():
+    report, deliveries = three_target_report()
+    report["modes"]["pulsar-compatible"]["sync_lag_samples_ms"] = [
+        [9_000, 400.0], [9_500, 800.0], [10_000, None], [10_500, 20.0], [11_000, 30.0],
+    ]  # fmt: skip
+    report["modes"]["full"]["sync_lag_samples_ms"] = [[11_000, 20.0], [11_500, 25.0]]
+    report["modes"]["pulsar-compatible"]["time_to_resume_on_B_s"] = 0.5
+    page = render(report, deliveries)
+    lags = re.findall(r'<section class="target" data-target="([^"]+)">.*?</section>', page, re.S)
+    sections = dict(zip(lags, re.findall(r"<section .*?</section>", page, re.S), strict=True))
+    assert 'class="lag"' not in sections["pulsar"]  # no gateways, no samples
+    compatible = sections["pulsar-compatible"]
+    assert compatible.count("<polyline") == 2, "one line per run of reported values"
+    assert "<title>fault window: 0.5 s from the failure to the first delivery on B" in compatible
+    # one scale: the same tick labels on both lag charts, from the earliest sample
+    lag_ticks = [
+        re.findall(r'<svg class="lag".*?</svg>', sections[m], re.S)[0]
+        for m in ("pulsar-compatible", "full")
+    ]
+    labels = [re.findall(r">(-?[\d.]+)</text>", svg) for svg in lag_ticks]
+    assert labels[0] == labels[1] and "-3" in labels[0] and "800" not in labels[0]
