@@ -704,6 +704,11 @@ drill_sample_ids_max = 20
 drill_chart_points_max = 20_000
 #: Managed topology starts tried (fresh ports each) before the drill gives up.
 drill_start_attempts_max = 3
+#: The sync lag sampled from B's gateway while A runs, for the page's lag timeline: one
+#: sample every this many seconds, at most this many (then every other one is dropped
+#: and the interval doubled, so a long run keeps its whole span).
+drill_sync_sample_interval_s = 0.25
+drill_sync_samples_count_max = 400
 
 invariant(drill_settle_s_default > snapshot_interval_s_default + sync_poll_interval_s_default)
 invariant(drill_settle_s_default <= drill_settle_s_max)

@@ -7,7 +7,10 @@ Steps (each timed in the report's ``timings_s``):
    ``--consume-rate`` messages a second together.
 2. **gateways ready**: wait until both gateways replicate the new topic and sync it, and
    A's gateway syncs the subscription (at most ``limits.drill_ready_s_max``; a warning
-   past it): a drill measures a running sync, not topic discovery.
+   past it): a drill measures a running sync, not topic discovery. From then until the
+   failure, B's gateway's ``applied.A.syncLagMs`` is sampled every
+   ``limits.drill_sync_sample_interval_s`` (``sync_lag_samples_ms``, the page's lag
+   timeline).
 3. **produce and consume on A**: N messages produced at ``--produce-rate`` (traffic.py;
    their receipts are their origin MessageIds) while the consumers consume, until
    ``target = ceil(at * N)`` distinct messages were delivered; then the consumers stop
@@ -86,6 +89,8 @@ class DrillOp:
         self.log = DeliveryLog()
         self.facts = ModeFacts(mode, self.topic, self.subscription, settings.fail)
         self._timer = time.monotonic()
+        self._sampling: asyncio.Future | None = None
+        self._sampling_stop = asyncio.Event()
 
     def _lap(self, name: str) -> None:
         now = time.monotonic()
@@ -102,6 +107,7 @@ class DrillOp:
         try:
             group_a, produced = await self._consume_on_a(client_a)
             await self._settle_and_measure()
+            await self._stop_sampling()
             self._check_processes()
             self.progress.phase(f"{self.mode}: fail A ({s.fail})")
             self.facts.failed_at_ms = int(time.time() * 1000)
@@ -111,6 +117,7 @@ class DrillOp:
                 shutting_down_a = asyncio.ensure_future(asyncio.to_thread(client_a.shutdown))
             group_b, origins = await self._drain_on_b(client_b, produced)
         finally:
+            await self._stop_sampling()
             for group in (group_a, group_b):
                 if group is not None:
                     group.stopping.set()
@@ -150,6 +157,8 @@ class DrillOp:
         group.start()
         self._lap("subscribe")
         await self._await_gateways()
+        if self.topology.has_gateways:
+            self._sampling = asyncio.ensure_future(self._sample_sync_lag())
         self.progress.phase(f"{self.mode}: produce and consume on A", target)
         abort = threading.Event()
         producing = asyncio.ensure_future(
@@ -192,6 +201,31 @@ class DrillOp:
         produced = await producing  # the failure comes after the last receipt
         self._lap("produce_rest")
         return group, produced
+
+    async def _sample_sync_lag(self) -> None:
+        """B's gateway's sync lag for the subscription (``applied.A.syncLagMs``), from the
+        gateways' readiness until :meth:`_stop_sampling` (before the failure)."""
+        interval = limits.drill_sync_sample_interval_s
+        samples = self.facts.sync_lag_samples
+        while not self._sampling_stop.is_set():
+            stats = await asyncio.to_thread(self.topology.gateway_stats, B, self.topic)
+            lag = None
+            if stats is not None:
+                _, block = rest.sync_of(stats, self.topic, self.subscription)
+                lag = rest.sync_lag_ms(block, A)
+            samples.append((int(time.time() * 1000), lag))
+            if len(samples) >= limits.drill_sync_samples_count_max:
+                samples[:] = samples[::2]
+                interval *= 2
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._sampling_stop.wait(), interval)
+
+    async def _stop_sampling(self) -> None:
+        self._sampling_stop.set()
+        if self._sampling is not None:
+            with contextlib.suppress(Exception):
+                await self._sampling
+            self._sampling = None
 
     async def _await_gateways(self) -> None:
         """Wait until both gateways replicate the new topic and sync it, and A's gateway
@@ -296,13 +330,18 @@ class DrillOp:
         wanted = frozenset((origins.keys() & produced.keys()) - acked_on_a)
         counter.want(wanted)
         expected = len(wanted)
-        # The bar counts what B should deliver; duplicates arrive beside it, uncounted.
+        # The bar counts what B should deliver; what A had acknowledged and B delivered
+        # again is counted beside it.
         self.progress.phase(f"{self.mode}: drain on B", expected)
         started = time.monotonic()
         while True:
             await asyncio.sleep(0.1)
             now = time.monotonic()
-            self.progress.update(counter.wanted_delivered)
+            self.progress.update(
+                counter.wanted_delivered,
+                f"{counter.deliveries} delivered, {counter.unwanted_delivered} acked on A"
+                " came again",
+            )
             quiet_s = now - (counter.last_at_monotonic or started)
             if (
                 counter.wanted_delivered >= expected

@@ -33,7 +33,7 @@ from georep.drill.drill_op import DrillOp, ModeRun
 from georep.drill.errors import DrillError, DrillUsageError
 from georep.drill.progress import Progress
 from georep.drill.pulsar_topology import PulsarTopology
-from georep.drill.report_page import render
+from georep.drill.report_page import ordered, render
 from georep.drill.scenarios import SCENARIOS
 from georep.drill.settings import (
     FAILURES,
@@ -44,6 +44,7 @@ from georep.drill.settings import (
 )
 from georep.drill.topology import ManagedTopology, RunningTopology, Topology
 from georep.drill.traffic import log_client_to, pulsar_module
+from georep.drill.verdict import verdict
 
 REPORT_VERSION = 1
 #: The gateways' [subscription_sync] in a managed drill, besides the mode: short periods,
@@ -222,11 +223,13 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
             try:
                 await topology.start()
                 started_s = time.monotonic() - begun
+                retried = keep_start_failures(topology.start_failures, out, mode)
                 runs[mode] = await DrillOp(settings, mode, topology, progress, stamp).run()
                 runs[mode].report["timings_s"] = {
                     "start": round(started_s, 3),
                     **runs[mode].report["timings_s"],
                 }
+                runs[mode].report["warnings"][:0] = retried
             finally:
                 progress.phase(f"{mode}: stop")
                 await topology.stop()
@@ -242,6 +245,25 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
     report = assemble(settings, runs, started, time.time())
     write_outputs(out, report, runs)
     return report
+
+
+def keep_start_failures(failures, out: Path, mode: str) -> list[str]:
+    """Copy the logs of each failed start attempt into ``out`` (the data directory may be
+    temporary) and say, for the report's warnings, what failed and where its logs are."""
+    warnings = []
+    for failure in failures:
+        kept = out / f"start-{mode}-attempt-{failure.attempt}"
+        error = failure.error
+        for log_path in failure.logs:
+            kept.mkdir(parents=True, exist_ok=True)
+            copy = kept / log_path.name
+            shutil.copyfile(log_path, copy)
+            error = error.replace(str(log_path), str(copy))
+        where = f"; logs in {kept}" if failure.logs else ""
+        warnings.append(
+            f"start attempt {failure.attempt} failed and was retried on fresh ports: {error}{where}"
+        )
+    return warnings
 
 
 def assemble(
@@ -283,7 +305,8 @@ def summary(report: dict[str, Any], out: Path) -> str:
         f"georep drill: {report['scenario']}, --fail {report['fail']} after"
         f" {report['target_on_A']} of {report['messages']} messages delivered on A"
     ]
-    for mode, block in report["modes"].items():
+    for mode in ordered(report["modes"]):
+        block = report["modes"][mode]
         lag = block["sync_lag_at_failure_ms"]
         resume = block["time_to_resume_on_B_s"]
         lines.append(
@@ -294,6 +317,7 @@ def summary(report: dict[str, Any], out: Path) -> str:
             f"  sync lag {'n/a' if lag is None else f'{lag:.0f} ms'}"
             f"  resume on B {'n/a' if resume is None else f'{resume:.2f} s'}"
         )
+        lines.append(f"    {verdict(mode, block).headline()}")
         lines += [f"    warning: {w}" for w in block["warnings"]]
     lines.append(f"  report: {out / 'report.html'} (report.json, deliveries.jsonl)")
     return "\n".join(lines)

@@ -4,6 +4,11 @@ On a terminal the line is redrawn in place, at most ten times a second::
 
     full  consume on A  [##########..........]  150/300  4.2 s
 
+A phase may add a detail after the count, redrawn with it: the drain on B counts the
+messages B should deliver on the bar and, beside it, the other deliveries::
+
+    full: drain on B  [####...]  304/304  600 delivered, 296 acked on A came again  0.4 s
+
 Elsewhere (a pipe, a CI log) each phase prints one line when it starts and one when it
 ends, so logs stay short. Thread-safe: consumer threads report progress directly.
 """
@@ -28,6 +33,7 @@ class Progress:
         self._label = ""
         self._total: int | None = None
         self._done = 0
+        self._detail = ""
         self._started = time.monotonic()
         self._drawn_at = 0.0
         self._drawn = False
@@ -35,15 +41,16 @@ class Progress:
     def phase(self, label: str, total: int | None = None) -> None:
         with self._lock:
             self._end_line()
-            self._label, self._total, self._done = label, total, 0
+            self._label, self._total, self._done, self._detail = label, total, 0, ""
             self._started = time.monotonic()
             if self.enabled and not self.live:
                 self._write(f"{label} ...\n")
             self._draw(force=True)
 
-    def update(self, done: int) -> None:
+    def update(self, done: int, detail: str = "") -> None:
         with self._lock:
             self._done = done
+            self._detail = detail
             self._draw()
 
     def note(self, text: str) -> None:
@@ -62,7 +69,8 @@ class Progress:
         if self._total:
             filled = min(_WIDTH, _WIDTH * self._done // self._total)
             bar = "#" * filled + "." * (_WIDTH - filled)
-            return f"{self._label}  [{bar}]  {self._done}/{self._total}  {elapsed:.1f} s"
+            detail = f"  {self._detail}" if self._detail else ""
+            return f"{self._label}  [{bar}]  {self._done}/{self._total}{detail}  {elapsed:.1f} s"
         return f"{self._label}  {elapsed:.1f} s"
 
     def _draw(self, force: bool = False) -> None:

@@ -165,6 +165,9 @@ class ModeFacts:
     failed_at_ms: int | None = None
     first_delivery_on_b_ms: int | None = None
     sync_lag_ms: float | None = None
+    #: (epoch ms, B's gateway's applied.A.syncLagMs or None) from the gateways' start
+    #: to the failure, every ``limits.drill_sync_sample_interval_s`` or so.
+    sync_lag_samples: list[tuple[int, float | None]] = field(default_factory=list)
     #: Each gateway's block for the subscription under ``subscriptionSync`` ("A": the
     #: source side, "B": what it applied), as the gateways report them.
     sync_stats: dict[str, Any] | None = None
@@ -231,6 +234,9 @@ def mode_report(
         "sync_lag_at_failure_ms": None
         if facts.sync_lag_ms is None
         else round(facts.sync_lag_ms, 1),
+        "sync_lag_samples_ms": [
+            [at_ms, None if lag is None else round(lag, 1)] for at_ms, lag in facts.sync_lag_samples
+        ],
         "gateway_sync_mode": facts.gateway_sync_mode,
         "sync_stats_at_failure": facts.sync_stats,
         "a_cursor_at_failure": cursor_block,

@@ -1,29 +1,48 @@
 """``report.html``: the drill's report as one self-contained page (inline CSS and SVG, no
-script, no external resource), built to answer "what did the failover cost?" at a glance.
+script, no external resource), built to answer "what did the failover cost, and why?"
+without scrolling.
 
-The page: a table of every target's figures side by side (real Pulsar, georep
-``pulsar-compatible``, georep ``full``, in the order run), then one column per target,
-side by side on a wide screen and stacked on a narrow one (a CSS grid), each with its
-chart, what it found twice or lost, and its warnings.
+The page, top to bottom:
 
-A target's chart (one SVG, scaled to its column), y = the message's index in production
-order on every panel:
+- the **verdict**, one line per target (``georep.drill.verdict``): pass or fail,
+  duplicates and losses as counts and as shares, and why (A's cursor at the failure
+  against what B had applied from A);
+- a table of every target's figures side by side: the problems first (non-zero ones in
+  colour), the inventory counts below them, apart;
+- one column per target with its chart, what it found twice or lost, and its warnings:
+  three columns on a wide screen, one on a narrow one (a CSS grid of fixed tracks, so that
+  a page of one or two targets draws its charts at the same size as a page of three).
+
+Targets always appear in the order of ``TARGET_ORDER`` (real Pulsar, georep
+``pulsar-compatible``, georep ``full``), whatever ``--mode`` ran them in, so that pages of
+``--mode all`` and ``--mode both`` compare column by column.
+
+A target's chart (one SVG of a capped size), y = the message's index in production order
+on every panel:
 
 - **before the failure**: A's deliveries over time (seconds before the failure; blue,
-  pale when never acknowledged), from the first delivery to the last on A;
+  pale when never acknowledged);
 - a **break** over the wait between the last delivery on A and the failure (the settle
   time, labelled with its length), which would otherwise be empty width;
-- **after the failure**: B's deliveries from the failure (0, the labelled dashed line)
-  to the last one, on their own time scale, so that a drain of a fraction of a second is
-  as wide as the rest: green for messages A never delivered, an orange diamond for a
-  redelivery (delivered, not acknowledged on A: expected), a red square for a duplicate
-  (acknowledged on A, delivered again);
+- **after the failure**: B's deliveries from the failure (0, the labelled dashed line):
+  green for messages A never delivered, an orange diamond for a redelivery (delivered,
+  not acknowledged on A: expected), a red square with a white edge for a duplicate
+  (acknowledged on A, delivered again), drawn last so that nothing hides it;
 - an **outcome strip** at the right: each message's outcome at its index, as bands —
   red duplicate, orange redelivered, grey done on A, green first delivered on B, black
   never delivered — so that where the duplicates are reads off without counting marks.
 
-Ticks are round (``georep.svg_axis``). Above ``limits.drill_chart_points_max`` deliveries
-every n-th one is drawn (duplicates and redeliveries always); the strip is exact.
+Under it, for a target with gateways, its **sync lag** over time: B's gateway's
+``applied.A.syncLagMs`` as sampled from the gateways' start to the failure (a line; gaps
+where the gateway reported none), the failure at 0 and the fault window — from the
+failure to the first delivery on B — shaded, on a time scale and a lag scale shared by
+the page's targets (``LagScale``).
+
+Both time panels are on one scale shared by every target of the page (``Scale``): the
+same second is the same width in every column, so a drain of 0.3 s and one of 0.08 s
+look it. Ticks are round (``georep.svg_axis``). Above ``limits.drill_chart_points_max``
+deliveries every n-th one is drawn (duplicates and redeliveries always); the strip is
+exact.
 """
 
 from __future__ import annotations
@@ -31,10 +50,13 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from georep import limits
 from georep.drill.delivery_log import BEFORE, Delivery
+from georep.drill.verdict import Verdict, verdict
+from georep.shares import percent
 from georep.svg_axis import nice_step, nice_ticks, tick_label
 
 #: What each target is called on the page (unknown ones by their own name).
@@ -44,9 +66,14 @@ TARGET_LABELS = {
     "full": "georep full",
 }
 
-_W, _H = 640, 330
-_LEFT, _RIGHT, _TOP, _BOTTOM = 48, 8, 30, 44
-_STRIP_W, _STRIP_GAP, _BREAK_W = 14, 14, 30
+#: The order of the columns and of the verdict's lines on every page.
+TARGET_ORDER = ("pulsar", "pulsar-compatible", "full")
+
+#: The chart's drawing size: about a column's width at 1400 px, so that its text is drawn
+#: near its nominal size; the CSS caps how far it may grow (``.target svg``).
+_W, _H = 460, 300
+_LEFT, _RIGHT, _TOP, _BOTTOM = 44, 6, 30, 44
+_STRIP_W, _STRIP_GAP, _BREAK_W = 12, 10, 24
 #: Share of the panels' width for the time before the failure.
 _BEFORE_SHARE = 0.55
 
@@ -75,7 +102,15 @@ _STRIP_LEGEND = (
     ("never", "never delivered"),
 )
 
-_ROWS = (
+#: The figures table: the problems first, then what was counted (inventory).
+_PROBLEM_ROWS = (
+    ("duplicates", "duplicates: acked on A, delivered again on B"),
+    ("lost", "lost: replicated, never acked on A nor delivered on B"),
+    ("redelivered", "redelivered: unacked on A, delivered on B (expected)"),
+    ("sync_lag_at_failure_ms", "sync lag at the failure (ms)"),
+    ("time_to_resume_on_B_s", "time to resume on B (s)"),
+)
+_INVENTORY_ROWS = (
     ("produced", "produced on A"),
     ("replicated_before_failure", "replicated to B before the failure"),
     ("not_replicated", "not replicated (not counted as lost)"),
@@ -83,30 +118,42 @@ _ROWS = (
     ("acked_on_A", "acknowledged on A"),
     ("unacked_on_A", "delivered on A, not acknowledged"),
     ("delivered_on_B", "delivered on B (distinct)"),
-    ("duplicates", "duplicates: acked on A, delivered again on B"),
-    ("redelivered", "redelivered: unacked on A, delivered on B (expected)"),
-    ("lost", "lost: replicated, never acked on A nor delivered on B"),
-    ("sync_lag_at_failure_ms", "sync lag at the failure (ms)"),
-    ("time_to_resume_on_B_s", "time to resume on B (s)"),
 )
+#: Rows whose figure is a share of another row, shown beside the count.
+_SHARE_OF = {"duplicates": "acked_on_A", "lost": "replicated_before_failure"}
 
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em 2em; color: #1a202c }
 h1 { font-size: 1.5em; margin-bottom: .2em } h2 { font-size: 1.15em; margin: 0 0 .3em }
+.verdict { list-style: none; padding: 0; margin: 1em 0 }
+.verdict li { border-left: 6px solid #2f855a; background: #f0fff4; padding: .5em .9em;
+  margin: 0 0 .6em }
+.verdict li.fail { border-color: #c53030; background: #fff5f5 }
+.verdict .head { font-size: 1.05em } .verdict .why { margin: .2em 0 0; color: #2d3748 }
+.word { text-transform: uppercase; font-weight: 700; letter-spacing: .04em }
+.pass .word { color: #2f855a } .fail .word { color: #c53030 }
 table.figures { border-collapse: collapse; margin: 1em 0 1.5em }
 .figures td, .figures th { padding: .25em .9em; border-bottom: 1px solid #e2e8f0;
   text-align: left; white-space: nowrap }
 .figures th.target { text-align: right; white-space: normal; min-width: 6em }
 .figures td:first-child { white-space: normal; min-width: 12em }
+.figures tr.group th { text-align: left; padding-top: .9em; color: #4a5568;
+  font-size: .85em; text-transform: uppercase; letter-spacing: .05em }
+.figures tr.inventory td { color: #4a5568 }
 .scroll { overflow-x: auto; max-width: 100% }
 td.n { text-align: right; font-variant-numeric: tabular-nums }
+.share { font-weight: 400; color: #4a5568; margin-left: .3em }
 .bad { color: #c53030; font-weight: 600 } .ok { color: #2f855a }
+.warn { color: #c05621; font-weight: 600 }
 .note { color: #4a5568 } code { font-size: .92em; overflow-wrap: anywhere }
-.targets { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(100%, 460px), 1fr));
+.targets { display: grid;
+  grid-template-columns: repeat(auto-fill, minmax(min(100%, 340px), 1fr));
   gap: 1.5em 2em; align-items: start }
 .target { min-width: 0 }
-.target svg { display: block; width: 100%; height: auto; border: 1px solid #e2e8f0;
-  background: #fff }
+.target h2, .target p.topic { white-space: nowrap; overflow: hidden; text-overflow: ellipsis }
+.target svg { display: block; width: 100%; max-width: 600px; height: auto;
+  border: 1px solid #e2e8f0; background: #fff }
+.target svg.lag { margin-top: .4em }
 .legend { display: flex; flex-wrap: wrap; gap: .3em 1.2em; margin: .8em 0; color: #4a5568 }
 .legend span { white-space: nowrap }
 .legend svg { vertical-align: -1px; margin-right: .35em }
@@ -124,14 +171,26 @@ def _value(block: Mapping[str, Any], key: str) -> Any:
     return value.get("count") if isinstance(value, Mapping) else value
 
 
-def _cell(key: str, value: Any) -> str:
+def ordered(modes: Mapping[str, Any]) -> list[str]:
+    """The targets in ``TARGET_ORDER``, unknown ones after them in the order run."""
+    known = [m for m in TARGET_ORDER if m in modes]
+    return known + [m for m in modes if m not in TARGET_ORDER]
+
+
+def _cell(key: str, value: Any, block: Mapping[str, Any]) -> str:
     if value is None:
         return '<td class="n note">n/a</td>'
     text = f"{value:g}" if isinstance(value, float) else str(value)
     css = "n"
+    extra = ""
     if key in ("duplicates", "lost"):
         css += " bad" if value else " ok"
-    return f'<td class="{css}" data-key="{key}">{html.escape(text)}</td>'
+        whole = _value(block, _SHARE_OF[key]) or 0
+        if whole:
+            extra = f'<span class="share">{percent(value / whole)}</span>'
+    elif key == "redelivered" and value:
+        css += " warn"
+    return f'<td class="{css}" data-key="{key}">{html.escape(text)}{extra}</td>'
 
 
 def _figures(modes: Mapping[str, Mapping[str, Any]]) -> str:
@@ -140,10 +199,34 @@ def _figures(modes: Mapping[str, Mapping[str, Any]]) -> str:
         for m in modes
     )
     rows = [f"<tr><th></th>{head}</tr>"]
-    for key, label in _ROWS:
-        cells = "".join(_cell(key, _value(block, key)) for block in modes.values())
-        rows.append(f"<tr><td>{html.escape(label)}</td>{cells}</tr>")
+    for group, css, group_rows in (
+        ("what went wrong", "problem", _PROBLEM_ROWS),
+        ("what was counted", "inventory", _INVENTORY_ROWS),
+    ):
+        rows.append(f'<tr class="group"><th colspan="{len(modes) + 1}">{group}</th></tr>')
+        for key, label in group_rows:
+            cells = "".join(_cell(key, _value(block, key), block) for block in modes.values())
+            rows.append(f'<tr class="{css}"><td>{html.escape(label)}</td>{cells}</tr>')
     return '<div class="scroll"><table class="figures">' + "".join(rows) + "</table></div>"
+
+
+def _verdicts(verdicts: Sequence[Verdict]) -> str:
+    items = []
+    for v in verdicts:
+        word = "pass" if v.passed else "fail"
+        dup_css = "bad" if v.duplicates else "ok"
+        lost_css = "bad" if v.lost else "ok"
+        items.append(
+            f'<li class="{word}" data-target="{html.escape(v.target)}">'
+            f'<div class="head"><span class="word">{word}</span> '
+            f"<strong>{html.escape(target_label(v.target))}</strong>: "
+            f'<span class="{dup_css}" data-key="duplicates">{v.duplicates} duplicates</span>'
+            f" ({percent(v.duplicates_share)} of {v.acked_on_a} acknowledged on A), "
+            f'<span class="{lost_css}" data-key="lost">{v.lost} lost</span>'
+            f" ({percent(v.lost_share)} of {v.replicated} replicated)</div>"
+            f'<p class="why">{html.escape(" ".join(v.why))}</p></li>'
+        )
+    return '<ul class="verdict">' + "".join(items) + "</ul>"
 
 
 def _identity(delivery: Delivery) -> str:
@@ -202,13 +285,20 @@ class _Panel:
         return self.left + (seconds - self.low) / (self.high - self.low) * self.width
 
     def ticks(self) -> list[str]:
-        step = nice_step(self.high - self.low, max(2, int(self.width // 70)))
+        """Round ticks, about one per 50 px; a finer step when that one leaves a single
+        tick (a span of 0.9 s from -3.97 s: -3.5 alone at 0.5 s, -3.8 .. -3.2 at 0.2 s)."""
+        count = max(2, int(self.width // 50))
+        values = nice_ticks(self.low, self.high, count)
+        if len(values) < 2:
+            count += 2
+            values = nice_ticks(self.low, self.high, count)
+        step = nice_step(self.high - self.low, count)
         return [
             f'<text x="{self.x(t):.1f}" y="{_H - _BOTTOM + 15}" font-size="11" '
             f'text-anchor="middle">{tick_label(t, step)}</text>'
             f'<line x1="{self.x(t):.1f}" x2="{self.x(t):.1f}" y1="{_H - _BOTTOM}" '
             f'y2="{_H - _BOTTOM + 4}" stroke="#4a5568"/>'
-            for t in nice_ticks(self.low, self.high, max(2, int(self.width // 70)))
+            for t in values
         ]
 
 
@@ -216,26 +306,163 @@ def _mark(kind: str, cx: float, cy: float, title: str) -> str:
     color = _COLORS[kind]
     tip = f"<title>{html.escape(title)}</title>"
     if kind == "duplicate":
+        # larger than a redelivery's diamond, and drawn after it
         return (
-            f'<rect x="{cx - 2.2:.1f}" y="{cy - 2.2:.1f}" width="4.4" height="4.4" '
+            f'<rect x="{cx - 3:.1f}" y="{cy - 3:.1f}" width="6" height="6" '
             f'fill="{color}">{tip}</rect>'
         )
     if kind == "redelivered":
         return (
-            f'<path d="M{cx:.1f} {cy - 4:.1f}l4 4l-4 4l-4-4z" fill="{color}" '
-            f'stroke="#fff" stroke-width=".8">{tip}</path>'
+            f'<path d="M{cx:.1f} {cy - 3.5:.1f}l3.5 3.5l-3.5 3.5l-3.5-3.5z" fill="{color}">'
+            f"{tip}</path>"
         )
     return f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="1.7" fill="{color}"/>'
 
 
+@dataclass(frozen=True)
+class Scale:
+    """The time panels' bounds in seconds from the failure, the same for every target of
+    a page: A's panel ``before_low..before_high``, B's ``0..after_high``."""
+
+    before_low: float
+    before_high: float
+    after_high: float
+
+
+def _seconds(deliveries: Sequence[Delivery], failed_at_ms: int | None) -> list[float]:
+    if not deliveries:
+        return []
+    origin_ms = failed_at_ms or min(d.delivered_at for d in deliveries)
+    return [(d.delivered_at - origin_ms) / 1000.0 for d in deliveries]
+
+
+def shared_scale(
+    targets: Sequence[tuple[Sequence[Delivery], int | None]],
+) -> Scale | None:
+    """One scale over every target's (deliveries, failed_at_ms); None without deliveries."""
+    before: list[float] = []
+    after: list[float] = []
+    for deliveries, failed_at_ms in targets:
+        for d, t in zip(deliveries, _seconds(deliveries, failed_at_ms), strict=True):
+            (before if d.phase == BEFORE else after).append(t)
+    if not before and not after:
+        return None
+    low, high = (min(before), max(before)) if before else (-1.0, 0.0)
+    return Scale(low, high, max([*after, 0.0]))
+
+
+@dataclass(frozen=True)
+class LagScale:
+    """The lag timelines' bounds: seconds from the failure ``low_s..high_s``, lag
+    ``0..lag_ms_max``."""
+
+    low_s: float
+    high_s: float
+    lag_ms_max: float
+
+
+def shared_lag_scale(blocks: Sequence[Mapping[str, Any]], after_high_s: float) -> LagScale | None:
+    """One scale over every target's ``sync_lag_samples_ms``; None if none has any."""
+    starts: list[float] = []
+    lags: list[float] = [1.0]
+    for block in blocks:
+        samples = block.get("sync_lag_samples_ms") or []
+        failed_at = block.get("failed_at")
+        if not samples or failed_at is None:
+            continue
+        starts.append((samples[0][0] - failed_at) / 1000.0)
+        lags += [lag for _, lag in samples if lag is not None]
+    if not starts:
+        return None
+    return LagScale(min(min(starts), -1e-3), max(after_high_s, 1e-3), max(lags))
+
+
+_LAG_H = 120
+_LAG_TOP, _LAG_BOTTOM = 22, 30
+
+
+def lag_chart(block: Mapping[str, Any], scale: LagScale) -> str:
+    """The target's sync lag over time (an SVG as wide as its chart), or nothing."""
+    samples = block.get("sync_lag_samples_ms") or []
+    failed_at = block.get("failed_at")
+    if not samples or failed_at is None:
+        return ""
+    right = _W - _RIGHT - _STRIP_W - _STRIP_GAP
+    panel = _Panel(scale.low_s, scale.high_s, _LEFT, right - _LEFT)
+    bottom = _LAG_H - _LAG_BOTTOM
+    height = bottom - _LAG_TOP
+
+    def y(lag: float) -> float:
+        return bottom - lag / scale.lag_ms_max * height
+
+    parts = [
+        f'<svg class="lag" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_LAG_H}" '
+        'role="img" aria-label="sync lag over time">',
+        f'<rect x="{_LEFT}" y="{_LAG_TOP}" width="{panel.width:.1f}" height="{height}" '
+        'fill="#f7fafc"/>',
+    ]
+    resume = block.get("time_to_resume_on_B_s")
+    if resume is not None:
+        x0, x1 = panel.x(0.0), panel.x(min(resume, scale.high_s))
+        parts.append(
+            f'<rect x="{x0:.1f}" y="{_LAG_TOP}" width="{max(x1 - x0, 1.5):.1f}" '
+            f'height="{height}" fill="#fed7d7"><title>fault window: {resume:g} s from the '
+            "failure to the first delivery on B</title></rect>"
+        )
+    runs: list[list[str]] = [[]]
+    for at_ms, lag in samples:
+        if lag is None:
+            runs.append([])
+            continue
+        runs[-1].append(f"{panel.x((at_ms - failed_at) / 1000.0):.1f},{y(lag):.1f}")
+    for run in runs:
+        if len(run) == 1:
+            x_text, y_text = run[0].split(",")
+            parts.append(f'<circle cx="{x_text}" cy="{y_text}" r="1.5" fill="#6b46c1"/>')
+        elif run:
+            parts.append(
+                f'<polyline fill="none" stroke="#6b46c1" stroke-width="1.5" '
+                f'points="{" ".join(run)}"/>'
+            )
+    x0 = panel.x(0.0)
+    parts.append(
+        f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{_LAG_TOP - 4}" y2="{bottom}" '
+        'stroke="#1a202c" stroke-width="1.5" stroke-dasharray="4 3"/>'
+        f'<text x="{_LEFT}" y="{_LAG_TOP - 8}" font-size="11" fill="#4a5568">'
+        "sync lag on B (ms), sampled until the failure</text>"
+    )
+    step = nice_step(scale.lag_ms_max, 2)
+    for tick in nice_ticks(0, scale.lag_ms_max, 2):
+        parts.append(
+            f'<text x="{_LEFT - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end">'
+            f"{tick_label(tick, step)}</text>"
+        )
+    for tick in panel.ticks():
+        parts.append(
+            tick.replace(f'y="{_H - _BOTTOM + 15}"', f'y="{bottom + 15}"').replace(
+                f'y1="{_H - _BOTTOM}" y2="{_H - _BOTTOM + 4}"', f'y1="{bottom}" y2="{bottom + 4}"'
+            )
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def chart(
-    deliveries: Sequence[Delivery], failed_at_ms: int | None, messages: int, settle_s: float
+    deliveries: Sequence[Delivery],
+    failed_at_ms: int | None,
+    messages: int,
+    settle_s: float,
+    scale: Scale | None = None,
 ) -> str:
+    """The target's SVG; ``scale`` shared with the other targets (its own without)."""
     classified = classify_points(deliveries)
     if not classified:
         return '<p class="note">no deliveries to draw</p>'
-    origin_ms = failed_at_ms or min(d.delivered_at for d, _ in classified)
-    seconds = {id(d): (d.delivered_at - origin_ms) / 1000.0 for d, _ in classified}
+    scale = scale or shared_scale([(deliveries, failed_at_ms)])
+    assert scale is not None
+    seconds = {
+        id(d): t for d, t in zip(deliveries, _seconds(deliveries, failed_at_ms), strict=True)
+    }
     before = [seconds[id(d)] for d, _ in classified if d.phase == BEFORE]
     after = [seconds[id(d)] for d, _ in classified if d.phase != BEFORE]
     plot_right = _W - _RIGHT - _STRIP_W - _STRIP_GAP
@@ -246,22 +473,28 @@ def chart(
     def sy(index: float) -> float:
         return _TOP + height - index / y_high * height
 
-    first_a, last_a = (min(before), max(before)) if before else (-1.0, 0.0)
-    before_panel = _Panel(first_a, last_a, _LEFT, plot_width * _BEFORE_SHARE)
+    last_a = max(before) if before else scale.before_high
+    before_panel = _Panel(scale.before_low, scale.before_high, _LEFT, plot_width * _BEFORE_SHARE)
     after_left = before_panel.left + before_panel.width + _BREAK_W
-    after_panel = _Panel(0.0, max([*after, 0.0]), after_left, plot_right - after_left)
+    after_panel = _Panel(0.0, scale.after_high, after_left, plot_right - after_left)
+    last_b = max(after) if after else 0.0
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_H}" role="img" '
         'aria-label="deliveries before and after the failure">',
     ]
     for panel, label, anchor, at in (
         (before_panel, "on A, before", "start", before_panel.left),
-        (after_panel, "on B, after", "end", after_panel.left + after_panel.width),
+        (
+            after_panel,
+            f"on B, after (last at {last_b:.2f} s)",
+            "end",
+            after_panel.left + after_panel.width,
+        ),
     ):
         parts.append(
             f'<rect x="{panel.left:.1f}" y="{_TOP}" width="{panel.width:.1f}" '
             f'height="{height}" fill="#f7fafc"/>'
-            f'<text x="{at:.1f}" y="{_TOP - 8}" font-size="11" fill="#4a5568" '
+            f'<text x="{at:.1f}" y="{_TOP - 18}" font-size="11" fill="#4a5568" '
             f'text-anchor="{anchor}">{label}</text>'
         )
         parts += panel.ticks()
@@ -292,10 +525,10 @@ def chart(
         parts.append(
             f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{_TOP - 4}" y2="{_TOP + height}" '
             'stroke="#1a202c" stroke-width="1.5" stroke-dasharray="4 3"/>'
-            f'<text x="{x0 + 3:.1f}" y="{_TOP - 8}" font-size="11" font-weight="600" '
+            f'<text x="{x0 + 3:.1f}" y="{_TOP - 5}" font-size="11" font-weight="600" '
             'text-anchor="start">A fails</text>'
         )
-    order = {"a_acked": 0, "a_unacked": 0, "b": 1, "duplicate": 2, "redelivered": 3}
+    order = {"a_acked": 0, "a_unacked": 0, "b": 1, "redelivered": 2, "duplicate": 3}
     for d, kind in sorted(_thin(classified), key=lambda point: order[point[1]]):
         panel = before_panel if d.phase == BEFORE else after_panel
         parts.append(
@@ -308,7 +541,7 @@ def chart(
 
 def _strip(strip: Sequence[str], left: float, height: float, sy) -> str:
     parts = [
-        f'<text x="{left + _STRIP_W:.1f}" y="{_H - _BOTTOM + 15}" font-size="11" '
+        f'<text x="{left + _STRIP_W:.1f}" y="{_H - 8}" font-size="11" '
         'fill="#4a5568" text-anchor="end">outcome</text>'
     ]
     start = 0
@@ -353,13 +586,22 @@ def _legend() -> str:
 
 
 def _target_column(
-    target: str, block: Mapping[str, Any], deliveries: Sequence[Delivery], report: Mapping
+    target: str,
+    block: Mapping[str, Any],
+    deliveries: Sequence[Delivery],
+    report: Mapping,
+    scale: Scale | None,
+    lag_scale: LagScale | None = None,
 ) -> str:
+    topic = html.escape(block["topic"])
     out = [
         f'<section class="target" data-target="{html.escape(target)}">',
         f"<h2>{html.escape(target_label(target))}</h2>",
-        f'<p class="note">topic <code>{html.escape(block["topic"])}</code></p>',
-        chart(deliveries, block.get("failed_at"), report["messages"], report["settle_s"]),
+        # one line whatever the topic's length, so that every column's chart starts at
+        # the same height
+        f'<p class="note topic" title="{topic}">topic <code>{topic}</code></p>',
+        chart(deliveries, block.get("failed_at"), report["messages"], report["settle_s"], scale),
+        lag_chart(block, lag_scale) if lag_scale is not None else "",
     ]
     for name in ("duplicates", "lost"):
         sample = block[name]["sample"]
@@ -374,9 +616,22 @@ def _target_column(
     return "\n".join(out)
 
 
+#: Where a drill's page tells the reader to look next (its audit, docs/AUDIT.md).
+_AUDIT_HINT = (
+    "For the audit of the same failover message by message: export both clusters "
+    "(<code>georep export</code>) and run <code>georep reconcile --input EXPORT-A EXPORT-B "
+    "--deliveries deliveries.jsonl --out audit</code> with this directory's "
+    "<code>deliveries.jsonl</code> (docs/AUDIT.md)."
+)
+
+
 def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery]]) -> str:
-    modes = report["modes"]
+    modes = {mode: report["modes"][mode] for mode in ordered(report["modes"])}
     title = f"georep drill: {report['scenario']}, {report['fail']}"
+    scale = shared_scale(
+        [(deliveries.get(mode, ()), block.get("failed_at")) for mode, block in modes.items()]
+    )
+    lag_scale = shared_lag_scale(list(modes.values()), scale.after_high if scale else 0.0)
     out = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -386,14 +641,16 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
         f"{report['messages']} messages over {report['keys']} keys; A failed after "
         f"{report['target_on_A']} were delivered on A (--at {report['at']}) and "
         f"{report['settle_s']:g} s of settling.</p>",
+        _verdicts([verdict(mode, block) for mode, block in modes.items()]),
         _figures(modes),
         _legend(),
         '<div class="targets">',
         *(
-            _target_column(mode, block, deliveries.get(mode, ()), report)
+            _target_column(mode, block, deliveries.get(mode, ()), report, scale, lag_scale)
             for mode, block in modes.items()
         ),
         "</div>",
+        f'<p class="note">{_AUDIT_HINT}</p>',
         "<details><summary>report.json</summary><pre>",
         html.escape(json.dumps(report, indent=2, sort_keys=True)),
         "</pre></details></body></html>\n",

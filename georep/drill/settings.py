@@ -35,7 +35,7 @@ PULSAR_COMPATIBLE = "pulsar-compatible"
 PULSAR = "pulsar"
 BOTH = "both"
 ALL = "all"
-MODES = (FULL, PULSAR_COMPATIBLE)
+MODES = (PULSAR_COMPATIBLE, FULL)
 #: What ``--mode`` takes, and the modes each group runs (in this order on the page).
 MODE_CHOICES = {FULL: (FULL,), PULSAR_COMPATIBLE: (PULSAR_COMPATIBLE,), PULSAR: (PULSAR,),
                 BOTH: MODES, ALL: (PULSAR, PULSAR_COMPATIBLE, FULL)}  # fmt: skip

@@ -8,7 +8,9 @@ A→B and B→A, each with ``subscription_sync = {mode = <mode>, ...}``; ports c
 run as plain :class:`~georep.processes.ManagedProcess` children, not ``up``'s supervised
 ones: a drill wants a crash to show, not to be restarted, and ``up``'s status lines
 would mix with ``--json`` on stdout. A start that fails (a port taken meanwhile) is tried
-again on fresh ports, up to ``limits.drill_start_attempts_max`` times. Failures:
+again on fresh ports, up to ``limits.drill_start_attempts_max`` times; each failed attempt
+is kept as a :class:`StartFailure` (what failed, the logs of its processes) for the
+report's warnings, never printed over the progress bar. Failures:
 
 - ``kill``: SIGKILL of A's cluster process and A's gateway, at once;
 - ``cut-link``: SIGKILL of both gateways; A keeps running, cut off.
@@ -25,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +46,22 @@ log = logging.getLogger(__name__)
 A, B = "A", "B"
 
 
+@dataclass(frozen=True)
+class StartFailure:
+    """A start attempt that failed and was retried: its number (1..), what failed, and
+    the log files of the processes it had started."""
+
+    attempt: int
+    error: str
+    logs: tuple[Path, ...]
+
+
 class Topology:
     urls: dict[str, ClusterUrls]
     #: A georep gateway beside each cluster (False: real Pulsar replicates by itself).
     has_gateways = True
+    #: Start attempts that failed before the one that succeeded.
+    start_failures: tuple[StartFailure, ...] = ()
 
     async def start(self) -> None:
         raise NotImplementedError
@@ -113,7 +128,13 @@ class ManagedTopology(Topology):
                 return
             except ProcessFailed as error:
                 last_error = str(error)
-                log.warning("start attempt %d failed: %s", attempt + 1, error)
+                logs = tuple(
+                    process.log_path
+                    for process in (*self.clusters.values(), *self.gateways.values())
+                    if process.log_path is not None and process.log_path.exists()
+                )
+                self.start_failures += (StartFailure(attempt + 1, last_error, logs),)
+                log.debug("start attempt %d failed: %s", attempt + 1, error)
                 await self.stop()
         raise DrillError(
             f"clusters A and B did not start ({limits.drill_start_attempts_max} attempts):"

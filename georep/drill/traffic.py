@@ -177,7 +177,8 @@ class DeliveryCounter:
     came; ``reached`` is set once ``target`` distinct ids were delivered. After
     :meth:`want`, ``wanted_delivered`` counts the distinct wanted origin positions
     delivered (the drain on B wants what A had not acknowledged: duplicates do not
-    count towards it)."""
+    count towards it), ``unwanted_delivered`` the distinct others (on B: messages A had
+    acknowledged, delivered again) and ``deliveries`` every delivery, repeats included."""
 
     def __init__(self, target: int | None = None) -> None:
         self._lock = threading.Lock()
@@ -189,6 +190,7 @@ class DeliveryCounter:
         self.last_at_monotonic: float | None = None
         self._wanted: frozenset[str] = frozenset()
         self._wanted_delivered = 0
+        self._deliveries = 0
 
     def want(self, origin_positions: frozenset[str]) -> None:
         with self._lock:
@@ -200,11 +202,22 @@ class DeliveryCounter:
         with self._lock:
             return self._wanted_delivered
 
+    @property
+    def unwanted_delivered(self) -> int:
+        with self._lock:
+            return len(self.origins) - self._wanted_delivered
+
+    @property
+    def deliveries(self) -> int:
+        with self._lock:
+            return self._deliveries
+
     def add(self, delivery: Delivery) -> bool:
         """Count a delivery; False when the target had been reached before it (the
         delivery is past the failure point: it is to stay unacknowledged)."""
         with self._lock:
             before_target = not self.reached.is_set()
+            self._deliveries += 1
             self.ids.add(delivery.drill_id)
             origin = delivery.origin_position
             if origin not in self.origins:

@@ -7,8 +7,14 @@ resources are then spark-submit's). The Spark UI is off unless ``--ui``.
 
 Steps: check the inputs' footers (``inputs.py``; bad input fails here, before Spark
 starts), load them, run the transformations of ``reconciliation.py``, write each result
-as a Parquet table under OUT, collect the small aggregates (bounded by
-``limits.reconcile_report_*``) into OUT/summary.json and the page OUT/report.html.
+as a Parquet table under OUT (the small ones also as CSV under OUT/csv/), collect the
+small aggregates (bounded by ``limits.reconcile_report_*``) into OUT/summary.json and
+the page OUT/report.html.
+
+Spark stays silent unless asked: no console progress bar, and when this command starts
+the driver itself, ``log4j2.properties`` (beside this file) replaces Spark's default log
+configuration at the level of ``--spark-log-level`` (off by default), so that its
+startup lines never mix with the steps this command prints.
 
 Tables written under OUT (every one a directory of Parquet files):
 
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -121,7 +128,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="Spark's own log level once started (default OFF: a failure is reported as "
         "one message, not as the JVM's stack traces)",
     )
-    parser.add_argument("--title", default="georep reconciliation", help="report title")
+    parser.add_argument(
+        "--title",
+        default=None,
+        help="report title (default: the clusters compared and the time of the run)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -156,7 +167,13 @@ def run(args: argparse.Namespace) -> int:
         )
         try:
             totals = reconcile(
-                spark, checked, args.deliveries, args.out, title=args.title, links=declared
+                spark,
+                checked,
+                args.deliveries,
+                args.out,
+                title=args.title,
+                links=declared,
+                inputs_named=list(args.input),
             )
         finally:
             spark.stop()
@@ -228,14 +245,24 @@ def start_spark(
     settings = {
         "spark.ui.enabled": "true" if ui else "false",
         "spark.sql.session.timeZone": "UTC",
-        "spark.ui.showConsoleProgress": "true",
+        # the stage bars would interleave with this command's own steps on stderr
+        "spark.ui.showConsoleProgress": "false",
     }
     if not under_submit:
         settings["spark.driver.memory"] = f"{driver_memory_mib}m"
         settings["spark.sql.shuffle.partitions"] = str(limits.reconcile_shuffle_partitions_default)
+        # the driver JVM starts with our log configuration: Spark's default one prints
+        # its level and warnings before setLogLevel below could silence them
+        settings["spark.driver.extraJavaOptions"] = (
+            f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}"
+            f" -Dgeorep.spark.log.level={log_level.lower()}"
+        )
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if log_level != "INFO":
+        # py4j logs each connection it closes at INFO through Python's logging
+        logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     context_conf = spark.sparkContext.getConf()
@@ -278,12 +305,16 @@ def reconcile(
     deliveries_path: str | None,
     out: Path,
     *,
-    title: str = "georep reconciliation",
+    title: str | None = None,
     quiet: bool = False,
     links: list[tuple[str, str]] | None = None,
+    inputs_named: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run the reconciliation on ``spark``; write the tables, summary.json and
-    report.html under ``out``; return the totals."""
+    report.html under ``out``; return the totals. ``title``: the page's (default: the
+    clusters and the time); ``inputs_named``: the export directories as given, named on
+    the page."""
+    run_at = time.time()
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -315,13 +346,19 @@ def reconcile(
 
     def write(frame, name: str, *, small: bool = False):
         """Write ``frame`` as table ``name`` and return the table read back: what comes
-        after reads the few written rows instead of computing them again."""
+        after reads the few written rows instead of computing them again. A small table
+        is also written as one CSV file under csv/ (from the rows just written)."""
         if small:
             frame = frame.coalesce(1)
         step.begin(f"write {name}")
         frame.write.mode("overwrite").parquet(str(out / name))
+        written = spark.read.parquet(str(out / name))
+        if small:
+            _as_csv_columns(F, written).coalesce(1).write.mode("overwrite").option(
+                "header", True
+            ).csv(str(out / "csv" / name))
         step(f"wrote {name}")
-        return spark.read.parquet(str(out / name))
+        return written
 
     duplicates = write(R.duplicate_copies(messages), "duplicate_copies", small=True)
     acked = R.acknowledgements(
@@ -379,13 +416,81 @@ def reconcile(
     step.begin("collect the report's tables")
     tables = _report_tables(F, links_table, gaps, subscriptions_table, spark, out, observed,
                             duplicates, differences)  # fmt: skip
-    page = report.render(title=title, totals=totals, tables=tables, timelines=timelines)
+    link_verdicts = _link_verdicts(R, links_table, subscriptions_table)
+    failovers = {}
+    if inputs.deliveries is not None:
+        failovers = {
+            row.topic: (row.last_before_ms, row.first_after_ms)
+            for row in R.failover_windows(inputs.deliveries).collect()  # one row per topic
+        }
+    if title is None:
+        clusters = sorted(row.cluster for row in index.select("cluster").distinct().collect())
+        title = (
+            f"georep reconciliation of {', '.join(clusters)},"
+            f" {time.strftime('%Y-%m-%d %H:%M', time.gmtime(run_at))} UTC"
+        )
+    page = report.render(
+        title=title,
+        totals=totals,
+        tables=tables,
+        timelines=timelines,
+        links=link_verdicts,
+        inputs=inputs_named or [],
+        deliveries=deliveries_path,
+        drill_page=_drill_page(deliveries_path, out),
+        failovers=failovers,
+    )
     (out / "report.html").write_text(page, encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(totals, indent=2, sort_keys=True) + "\n")
     step("report.html written")
     spark.sparkContext.setJobDescription(None)
     spark.catalog.clearCache()
     return totals
+
+
+def _as_csv_columns(F, frame):
+    """``frame`` with each array column joined by spaces and each struct as JSON: what a
+    CSV cell can hold."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    columns = []
+    for field in frame.schema.fields:
+        column = F.col(field.name)
+        if isinstance(field.dataType, ArrayType):
+            column = F.array_join(column.cast("array<string>"), " ")
+        elif isinstance(field.dataType, StructType | MapType):
+            column = F.to_json(column)
+        columns.append(column.alias(field.name))
+    return frame.select(*columns)
+
+
+def _link_verdicts(R, links_table, subscriptions_table) -> list[dict[str, Any]]:
+    """Per link pair, its totals and its subscription most at risk (small: one row per
+    pair of clusters)."""
+    worst = {
+        (row.origin_cluster, row.replica_cluster): row.asDict()
+        for row in R.worst_subscriptions(subscriptions_table).collect()
+    }
+    verdicts = []
+    for row in (
+        R.link_totals(links_table, subscriptions_table)
+        .orderBy("origin_cluster", "replica_cluster")
+        .collect()
+    ):
+        link = row.asDict()
+        link["worst"] = worst.get((row.origin_cluster, row.replica_cluster))
+        verdicts.append(link)
+    return verdicts
+
+
+def _drill_page(deliveries_path: str | None, out: Path) -> str | None:
+    """The drill's report.html beside its delivery log, as a link relative to ``out``."""
+    if not deliveries_path:
+        return None
+    page = Path(deliveries_path).resolve().parent / "report.html"
+    if not page.is_file():
+        return None
+    return os.path.relpath(page, out.resolve())
 
 
 def _totals(F, checked, index, links_table, subscriptions_table, observed, differences,
@@ -493,9 +598,9 @@ def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, dupli
 
     tables = []
     link_rows, total = rows(
-        links_table.select("topic", "origin_cluster", "replica_cluster", "origin_messages",
-                           "copies", "gap_messages", "gap_first_publish_time",
-                           "gap_last_publish_time", "duplicate_copies", "unmapped_copies"),
+        links_table.select("gap_messages", "duplicate_copies", "unmapped_copies",
+                           "origin_messages", "copies", "origin_cluster", "replica_cluster",
+                           "topic", "gap_first_publish_time", "gap_last_publish_time"),
         [F.desc("gap_messages"), "topic", "origin_cluster", "replica_cluster"],
     )  # fmt: skip
     tables.append(("Replication links",
@@ -505,7 +610,7 @@ def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, dupli
                    "could not find (not compared).",
                    link_rows, total))  # fmt: skip
     gap_rows, total = rows(
-        gaps.select("topic", "partition", "origin_cluster", "replica_cluster", "gap_messages",
+        gaps.select("gap_messages", "origin_cluster", "replica_cluster", "topic", "partition",
                     "gap_first_publish_time", "gap_last_publish_time",
                     F.concat_ws(":", "gap_first_ledger_id", "gap_first_entry_id")
                     .alias("first_origin_position"),
@@ -519,14 +624,14 @@ def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, dupli
                    gap_rows, total))  # fmt: skip
     sub_rows, total = rows(
         subs_table.select(
-            "topic", "partition", "subscription", "origin_cluster", "replica_cluster",
+            "redelivery_risk", "skip_risk", "acked_on_origin", "copies_acked_on_replica",
+            "subscription", "origin_cluster", "replica_cluster",
             F.concat_ws(":", "origin_mdp_ledger_id", "origin_mdp_entry_id").alias("origin_mdp"),
             F.concat_ws(":", "translated_mdp_ledger_id", "translated_mdp_entry_id")
             .alias("translated_mdp"),
             F.concat_ws(":", "replica_mdp_ledger_id", "replica_mdp_entry_id")
             .alias("replica_mdp"),
-            "replica_subscription_present", "acked_on_origin", "copies_acked_on_replica",
-            "redelivery_risk", "skip_risk"),
+            "replica_subscription_present", "topic", "partition"),
         [F.desc("redelivery_risk"), F.desc("skip_risk"), "topic", "partition", "subscription"],
     )  # fmt: skip
     tables.append(("Subscriptions",

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from georep import limits
@@ -826,3 +826,55 @@ def local_messages(messages: DataFrame) -> DataFrame:
     return messages.where(F.col("cluster") == F.col("origin_cluster")).select(
         *PLACE, *IDENTITY, "publish_time", "key"
     )
+
+
+# --- the page's verdict -------------------------------------------------------------
+def link_totals(link_summary_table: DataFrame, subscription_summary_table: DataFrame):
+    """Per (origin, replica) over every topic: published on the origin, missing on the
+    replica, stored twice there, acknowledged on the origin, redelivery and skip risk:
+    one row per link pair, the figures of the page's verdict."""
+    pair = ["origin_cluster", "replica_cluster"]
+    stored = link_summary_table.groupBy(*pair).agg(
+        F.sum("origin_messages").alias("published"),
+        F.sum("gap_messages").alias("replication_gap"),
+        F.sum("duplicate_copies").alias("duplicate_copies"),
+    )
+    acked = subscription_summary_table.groupBy(*pair).agg(
+        F.sum("acked_on_origin").alias("acked_on_origin"),
+        F.sum("redelivery_risk").alias("redelivery_risk"),
+        F.sum("skip_risk").alias("skip_risk"),
+        F.count(F.lit(1)).alias("subscriptions"),
+    )
+    return stored.join(acked, on=pair, how="left").fillna(
+        0, subset=["acked_on_origin", "redelivery_risk", "skip_risk", "subscriptions"]
+    )
+
+
+def failover_windows(deliveries: DataFrame) -> DataFrame:
+    """Per topic of a delivery log, when its failover happened as the log tells it: the
+    last delivery before it and the first after it (epoch ms; either may be null)."""
+    at_ms = F.unix_millis("delivered_at")
+    return deliveries.groupBy("topic").agg(
+        F.max(F.when(F.col("phase") == "before", at_ms)).alias("last_before_ms"),
+        F.min(F.when(F.col("phase") == "after", at_ms)).alias("first_after_ms"),
+    )
+
+
+def worst_subscriptions(subscription_summary_table: DataFrame) -> DataFrame:
+    """Per (origin, replica), its subscription with the most risk (redelivery plus skip;
+    ties by topic, partition, name), with its three mark-delete positions as ``L:E``."""
+    pair = ["origin_cluster", "replica_cluster"]
+    risk = F.col("redelivery_risk") + F.col("skip_risk")
+    rank = Window.partitionBy(*pair).orderBy(risk.desc(), *PLACE, "subscription")
+    return (
+        subscription_summary_table.withColumn("rank", F.row_number().over(rank))
+        .where(F.col("rank") == 1)
+        .select(
+            *pair, "topic", "partition", "subscription",
+            F.concat_ws(":", "origin_mdp_ledger_id", "origin_mdp_entry_id").alias("origin_mdp"),
+            F.concat_ws(":", "translated_mdp_ledger_id", "translated_mdp_entry_id")
+            .alias("translated_mdp"),
+            F.concat_ws(":", "replica_mdp_ledger_id", "replica_mdp_entry_id")
+            .alias("replica_mdp"),
+        )
+    )  # fmt: skip

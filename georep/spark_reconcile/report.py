@@ -1,17 +1,31 @@
 """The HTML summary of a reconciliation: one self-contained page (inline CSS and SVG, no
 script, nothing fetched), built from small aggregates the job collected.
 
+The page opens with what a reader came for: a title naming the clusters and the time of
+the run, the inputs it read, then the **verdict** per link (origin → replica): *fail*
+when the replica misses messages or stores some twice, *at risk* when a failover at
+export time would deliver messages again (redelivery risk) or skip them (skip risk),
+*pass* otherwise; each with its counts and their shares, and why (the subscription most
+at risk: where the origin's mark-delete position lands on the replica against the
+replica's own). Risk describes the cursors as exported, not a failover that happened; a
+drill's delivery log (``--deliveries``) adds what did happen: the observed duplicates
+and losses. The totals follow, problems first and coloured when non-zero, inventory
+counts apart in grey.
+
 Per topic, a timeline chart: the topic's publish times cut into
 ``limits.reconcile_timeline_buckets_max`` buckets; the upper panel shows messages
 published per bucket, the lower one, on its own scale, the messages of each problem
 series (replication gap, redelivery risk, observed duplicates and losses) by the publish
 time of the message concerned. A failover shows as the gap and the risk bunching at the
-right end of the timeline.
+right end of the timeline. With a delivery log, the failover is shaded on its topic's
+timeline: from the last delivery before it to the first after it.
 
 Both panels share one time axis with round ticks in seconds from the first publish
 (``georep.svg_axis``; the first and last publish times are printed under its ends), and
 each panel has round count ticks. The SVG scales to the page's width, the totals wrap,
-and wide tables scroll inside their own box rather than widen the page.
+and wide tables scroll inside their own box rather than widen the page. Table columns
+carry readable names (``COLUMN_LABELS``), the risk columns first, and a topic wraps
+inside a column of bounded width instead of pushing the figures out of view.
 """
 
 from __future__ import annotations
@@ -21,6 +35,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from georep.shares import percent, share
 from georep.svg_axis import nice_step, nice_ticks, tick_label
 
 SERIES_COLORS = {
@@ -31,6 +46,72 @@ SERIES_COLORS = {
     "observed_losses": "#111111",
 }
 PUBLISHED = "published"
+_FAILOVER_FILL = "#e2e8f0"
+
+#: Totals that count something wrong (coloured when non-zero), in the order shown; the
+#: others are inventory.
+PROBLEM_TOTALS = (
+    "replication_gap",
+    "duplicate_copies",
+    "observed_duplicates",
+    "observed_losses",
+    "redelivery_risk",
+    "skip_risk",
+    "batch_entries_differing",
+    "unmapped_copies",
+)
+#: What a column, a total or a series is called on the page (others: underscores as
+#: spaces).
+COLUMN_LABELS = {
+    "origin_cluster": "origin",
+    "replica_cluster": "replica",
+    "origin_messages": "published on origin",
+    "gap_messages": "missing on replica",
+    "gap_first_publish_time": "first missing published at",
+    "gap_last_publish_time": "last missing published at",
+    "first_origin_position": "first missing (origin position)",
+    "last_origin_position": "last missing (origin position)",
+    "duplicate_copies": "stored twice",
+    "unmapped_copies": "copies not compared",
+    "origin_mdp": "origin mark-delete",
+    "translated_mdp": "origin mark-delete on replica",
+    "replica_mdp": "replica mark-delete",
+    "replica_subscription_present": "on replica",
+    "acked_on_origin": "acked on origin",
+    "copies_acked_on_replica": "acked on replica",
+    "redelivery_risk": "redelivery risk",
+    "skip_risk": "skip risk",
+    "origin_position": "origin position",
+    "replica_position": "replica position",
+    "partly_on_origin": "partly acked on origin",
+    "partly_on_replica": "partly acked on replica",
+    "acked_on_origin_only": "indexes acked on origin only",
+    "acked_on_replica_only": "indexes acked on replica only",
+    "origin_ledger_id": "origin ledger",
+    "origin_entry_id": "origin entry",
+    "extra_deliveries": "extra deliveries",
+    "first_publish_time": "first published at",
+    "last_publish_time": "last published at",
+    "replication_gap": "missing on a replica",
+    "batch_entries_partly_acked": "batch entries partly acked",
+    "batch_entries_differing": "batches acked differently",
+    "observed_duplicates": "observed duplicates",
+    "observed_losses": "observed losses",
+    "observed_redeliveries": "observed redeliveries (expected)",
+}
+#: What risk means, said once under the verdict.
+RISK_MEANING = (
+    "Redelivery risk and skip risk describe the subscriptions' cursors as exported: what a "
+    "failover to the replica at export time would deliver again (acknowledged on the "
+    "origin, not on the replica) or skip (acknowledged on the replica, not on the "
+    "origin). They are not a failover that happened; observed figures, from a drill's "
+    "delivery log, are."
+)
+
+
+def label(name: str) -> str:
+    return COLUMN_LABELS.get(name, name.replace("_", " "))
+
 
 _WIDTH, _LEFT, _RIGHT = 900, 64, 170
 _TOP_PANEL, _BOTTOM_PANEL, _GAP = 80, 120, 30
@@ -42,42 +123,144 @@ def render(
     totals: Mapping[str, Any],
     tables: Sequence[tuple[str, str, Sequence[Mapping[str, Any]], int]],
     timelines: Mapping[str, Mapping[str, Any]],
+    links: Sequence[Mapping[str, Any]] = (),
+    inputs: Sequence[str] = (),
+    deliveries: str | None = None,
+    drill_page: str | None = None,
+    failovers: Mapping[str, tuple[int | None, int | None]] | None = None,
 ) -> str:
     """``tables``: (heading, explanation, rows, total rows); ``timelines``: topic ->
-    {"first_ms", "last_ms", "series": {name: [count per bucket]}}."""
+    {"first_ms", "last_ms", "series": {name: [count per bucket]}}; ``links``: per link
+    pair, :func:`~georep.spark_reconcile.reconciliation.link_totals`' row and, under
+    ``"worst"``, its subscription most at risk (or None); ``failovers``: topic ->
+    (last delivery before, first after) in epoch ms; ``drill_page``: a relative link to
+    the drill's report.html."""
+    failovers = failovers or {}
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
+        _inputs(inputs, deliveries, drill_page),
+        _verdict(links, totals),
+        f"<p class='meaning'>{_e(RISK_MEANING)}</p>",
         _totals(totals),
     ]
     if timelines:
         parts.append("<h2>Timeline per topic</h2>")
-        parts.append(_legend())
+        parts.append(_legend(bool(failovers)))
         for topic, timeline in timelines.items():
             parts.append(f"<h3>{_e(topic)}</h3>")
-            parts.append(timeline_svg(timeline))
+            parts.append(timeline_svg(timeline, failovers.get(topic)))
     for heading, explanation, rows, total in tables:
         parts.append(_table(heading, explanation, rows, total))
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
-def _totals(totals: Mapping[str, Any]) -> str:
-    cells = "".join(
-        f"<div class='total'><div class='value'>{_e(_format(v))}</div>"
-        f"<div class='name'>{_e(k.replace('_', ' '))}</div></div>"
-        for k, v in totals.items()
+def _inputs(inputs: Sequence[str], deliveries: str | None, drill_page: str | None) -> str:
+    if not inputs:
+        return ""
+    text = "Inputs: " + ", ".join(f"<code>{_e(i)}</code>" for i in inputs)
+    if deliveries:
+        text += f"; delivery log <code>{_e(deliveries)}</code>"
+        if drill_page:
+            text += f" (the drill's own page: <a href='{_e(drill_page)}'>report.html</a>)"
+    text += (
+        ". Every table is beside this page as Parquet (<code>TABLE/</code>) and the"
+        " small ones as CSV (<code>csv/TABLE/</code>)."
     )
-    return f"<div class='totals'>{cells}</div>"
+    return f"<p class='inputs'>{text}</p>"
 
 
-def _legend() -> str:
+def link_verdict(link: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(word, headline, why) of one link pair: ``fail`` (missing or doubled copies),
+    ``at risk`` (a failover at export time would redeliver or skip), ``pass``."""
+    gap, doubled = int(link["replication_gap"] or 0), int(link["duplicate_copies"] or 0)
+    redeliver, skip = int(link["redelivery_risk"] or 0), int(link["skip_risk"] or 0)
+    published, acked = int(link["published"] or 0), int(link["acked_on_origin"] or 0)
+    word = "fail" if gap or doubled else "at risk" if redeliver or skip else "pass"
+    origin, replica = link["origin_cluster"], link["replica_cluster"]
+    headline = (
+        f"{origin} → {replica}: {gap:,} missing ({percent(share(gap, published))} of"
+        f" {published:,} published), {doubled:,} stored twice; a failover to {replica} at"
+        f" export time would deliver {redeliver:,} again"
+        f" ({percent(share(redeliver, acked))} of {acked:,} acknowledged on {origin}) and"
+        f" skip {skip:,}"
+    )
+    why = ""
+    worst = link.get("worst")
+    if worst and (redeliver or skip):
+        why = (
+            f"Most at risk: subscription {worst['subscription']} on {worst['topic']}:"
+            f" {origin}'s mark-delete {worst['origin_mdp'] or 'none'} lands on {replica} at"
+            f" {worst['translated_mdp'] or 'none'}; {replica}'s own is"
+            f" {worst['replica_mdp'] or 'none (no such subscription there)'}."
+        )
+    elif not gap and not doubled:
+        why = f"Every message of {origin} is on {replica} once, and the cursors agree."
+    if gap:
+        why += f" {gap:,} messages of {origin} never reached {replica}."
+    return word, headline, why.strip()
+
+
+def _verdict(links: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> str:
+    items = []
+    for link in links:
+        word, headline, why = link_verdict(link)
+        css = word.replace(" ", "-")
+        items.append(
+            f"<li class='{css}' data-link='{_e(link['origin_cluster'])}:"
+            f"{_e(link['replica_cluster'])}'><span class='word'>{_e(word)}</span> "
+            f"{_e(headline)}<div class='why'>{_e(why)}</div></li>"
+        )
+    if "observed_duplicates" in totals:
+        dup, lost = totals["observed_duplicates"], totals.get("observed_losses", 0)
+        word = "fail" if dup or lost else "pass"
+        published = totals.get("messages", 0)
+        items.append(
+            f"<li class='{word}' data-link='observed'><span class='word'>{word}</span> "
+            f"observed in the delivery log: {dup:,} duplicates"
+            f" ({percent(share(dup, published))} of {published:,} messages), {lost:,} lost,"
+            f" {totals.get('observed_redeliveries', 0):,} redelivered (expected)."
+            "<div class='why'>A duplicate was delivered again after an acknowledged"
+            " delivery; a loss was neither acknowledged before the failover nor delivered"
+            " after it.</div></li>"
+        )
+    if not items:
+        return ""
+    return "<ul class='verdict'>" + "".join(items) + "</ul>"
+
+
+def _totals(totals: Mapping[str, Any]) -> str:
+    problems = [k for k in PROBLEM_TOTALS if k in totals]
+    inventory = [k for k in totals if k not in PROBLEM_TOTALS]
+
+    def tile(key: str, css: str) -> str:
+        return (
+            f"<div class='total {css}' data-key='{_e(key)}'><div class='value'>"
+            f"{_e(_format(totals[key]))}</div><div class='name'>{_e(label(key))}</div></div>"
+        )
+
+    bad = "".join(tile(k, "bad" if totals[k] else "ok") for k in problems)
+    counted = "".join(tile(k, "inventory") for k in inventory)
+    return (
+        f"<h2>Problems</h2><div class='totals'>{bad}</div>"
+        f"<h2>What was counted</h2><div class='totals small'>{counted}</div>"
+    )
+
+
+def _legend(failover: bool = False) -> str:
     items = [f"<span><i style='background:#bbb'></i>{PUBLISHED}</span>"]
     items += [
-        f"<span><i style='background:{color}'></i>{_e(name.replace('_', ' '))}</span>"
+        f"<span><i style='background:{color}'></i>{_e(label(name))}</span>"
         for name, color in SERIES_COLORS.items()
     ]
+    if failover:
+        items.append(
+            f"<span><i style='background:{_FAILOVER_FILL}'></i>failover (last delivery"
+            " before it to the first after it)</span>"
+        )
     return "<p class='legend'>" + " ".join(items) + "</p>"
 
 
@@ -88,31 +271,62 @@ def _table(heading: str, explanation: str, rows: Sequence[Mapping[str, Any]], to
         return "\n".join(out)
     columns = list(rows[0].keys())
     out.append("<div class='scroll'><table><thead><tr>")
-    out += [f"<th>{_e(c)}</th>" for c in columns]
+    out += [f"<th data-column='{_e(c)}'>{_e(label(c))}</th>" for c in columns]
     out.append("</tr></thead><tbody>")
+
+    def cell(column: str, value: Any) -> str:
+        css = " class='topic'" if column == "topic" else ""
+        if column in PROBLEM_TOTALS and isinstance(value, int) and not isinstance(value, bool):
+            css = " class='n bad'" if value else " class='n'"
+        return f"<td{css}>{_e(_format(value))}</td>"
+
     for row in rows:
-        out.append("<tr>" + "".join(f"<td>{_e(_format(row[c]))}</td>" for c in columns) + "</tr>")
+        out.append("<tr>" + "".join(cell(c, row[c]) for c in columns) + "</tr>")
     out.append("</tbody></table></div>")
     if total > len(rows):
-        out.append(f"<p class='more'>The first {len(rows)} rows; the Parquet table has them "
-                   "all.</p>")  # fmt: skip
+        out.append(f"<p class='more'>The first {len(rows)} rows; the Parquet table (and its "
+                   "CSV for the small tables) has them all.</p>")  # fmt: skip
     return "\n".join(out)
 
 
-def timeline_svg(timeline: Mapping[str, Any]) -> str:
+def timeline_svg(
+    timeline: Mapping[str, Any], failover: tuple[int | None, int | None] | None = None
+) -> str:
     """Two panels over one time axis: published per bucket (bars), problems per bucket
-    (one polyline per series with any count, on a shared scale)."""
+    (one polyline per series with any count, on a shared scale); ``failover`` (epoch
+    ms: the last delivery before it, the first after it) shaded across both, the axis
+    stretched to hold it when it came after the last publish."""
     series: Mapping[str, Sequence[int]] = timeline["series"]
     published = list(series.get(PUBLISHED, []))
     buckets = max((len(v) for v in series.values()), default=0) or 1
     plot_width = _WIDTH - _LEFT - _RIGHT
-    step = plot_width / buckets
+    first_ms, last_ms = timeline.get("first_ms"), timeline.get("last_ms")
+    window = _window(failover, first_ms)
+    end_ms = last_ms
+    data_width = plot_width
+    if window is not None and first_ms is not None and last_ms is not None:
+        end_ms = max(last_ms, window[1])
+        data_width = plot_width * (last_ms - first_ms + 1) / (end_ms - first_ms + 1)
+    step = data_width / buckets
     height = _TOP_PANEL + _GAP + _BOTTOM_PANEL + 48
     out = [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' "
         f"viewBox='0 0 {_WIDTH} {height}' role='img'>",
         f"<rect x='0' y='0' width='{_WIDTH}' height='{height}' fill='white'/>",
     ]
+    if window is not None and first_ms is not None and end_ms is not None:
+        span = end_ms - first_ms + 1
+        left = _LEFT + (window[0] - first_ms) / span * plot_width
+        right = max(_LEFT + (window[1] - first_ms) / span * plot_width, left + 2)
+        middle = min(max((left + right) / 2, _LEFT + 30), _LEFT + plot_width - 30)
+        axis = _TOP_PANEL + _GAP + _BOTTOM_PANEL
+        out.append(
+            f"<rect class='failover' x='{left:.1f}' y='0' width='{right - left:.1f}' "
+            f"height='{axis}' fill='{_FAILOVER_FILL}'><title>failover: "
+            f"{_e(_time(window[0]))} to {_e(_time(window[1]))}</title></rect>"
+            f"<text x='{middle:.1f}' y='{_TOP_PANEL + _GAP - 8}' font-size='11' "
+            "font-weight='600' text-anchor='middle'>failover</text>"
+        )
     top_max = max(published, default=0) or 1
     for i, count in enumerate(published):
         bar = _TOP_PANEL * count / top_max
@@ -142,7 +356,7 @@ def timeline_svg(timeline: Mapping[str, Any]) -> str:
                    f"<title>{_e(name)}: {sum(counts)}</title></polyline>")  # fmt: skip
         out.append(
             f"<text x='{_LEFT + plot_width + 8}' y='{legend_y + 12}' font-size='11' "
-            f"fill='{color}'>{_e(name.replace('_', ' '))}: {sum(counts)}</text>"
+            f"fill='{color}'>{_e(label(name))}: {sum(counts)}</text>"
         )
         legend_y += 16
     if not problems:
@@ -151,9 +365,24 @@ def timeline_svg(timeline: Mapping[str, Any]) -> str:
             "fill='#2ca02c'>no gap, no risk, no duplicate, no loss</text>"
         )
     axis_y = bottom_top + _BOTTOM_PANEL
-    out.append(_time_axis(timeline.get("first_ms"), timeline.get("last_ms"), axis_y, plot_width))
+    out.append(_time_axis(first_ms, end_ms, axis_y, plot_width))
     out.append("</svg>")
     return "".join(out)
+
+
+def _window(
+    failover: tuple[int | None, int | None] | None, first_ms: int | None
+) -> tuple[int, int] | None:
+    """The failover as (start, end) ms, neither before the first publish; None if unknown."""
+    if failover is None or first_ms is None:
+        return None
+    start, stop = failover
+    start = start if start is not None else stop
+    stop = stop if stop is not None else start
+    if start is None or stop is None:
+        return None
+    start, stop = max(start, first_ms), max(stop, first_ms)
+    return (min(start, stop), max(start, stop))
 
 
 def _count_axis(top: float, bottom: float, maximum: int, name: str) -> str:
@@ -227,9 +456,23 @@ h1{font-size:22px} h2{font-size:17px;margin-top:28px} h3{font-size:14px;font-fam
 .total .value{font-size:20px;font-weight:600} .total .name{font-size:12px;color:#555}
 table{border-collapse:collapse;font-size:12px} td,th{border:1px solid #ddd;padding:3px 6px}
 th{background:#f4f4f4;text-align:left} td{font-family:monospace;white-space:nowrap}
-.legend span{margin-right:14px;font-size:12px;white-space:nowrap}
+.legend span{margin-right:14px;font-size:12px;white-space:nowrap;display:inline-block}
 svg.timeline{display:block;width:100%;max-width:1200px;height:auto}
 .scroll{overflow-x:auto;max-width:100%}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
 .none{color:#2ca02c} .more{color:#555;font-size:12px}
+.inputs,.meaning{color:#444;font-size:13px;max-width:70em} .inputs code{overflow-wrap:anywhere}
+.verdict{list-style:none;padding:0;margin:14px 0}
+.verdict li{border-left:6px solid #2f855a;background:#f0fff4;padding:7px 12px;margin:0 0 8px}
+.verdict li.fail{border-color:#c53030;background:#fff5f5}
+.verdict li.at-risk{border-color:#c05621;background:#fffaf0}
+.verdict .word{text-transform:uppercase;font-weight:700;letter-spacing:.04em;margin-right:4px}
+.verdict .pass .word{color:#2f855a} .verdict .fail .word{color:#c53030}
+.verdict .at-risk .word{color:#c05621} .verdict .why{color:#333;font-size:13px;margin-top:2px}
+.total.bad{border-color:#c53030;background:#fff5f5} .total.bad .value{color:#c53030}
+.total.ok .value{color:#2f855a}
+.totals.small .total{padding:4px 10px;min-width:90px;border-color:#eee}
+.totals.small .value{font-size:15px;color:#444;font-weight:500}
+td.topic{white-space:normal;word-break:break-all;min-width:12em;max-width:22em}
+td.n.bad{color:#c53030;font-weight:600}
 """

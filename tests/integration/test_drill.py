@@ -106,13 +106,22 @@ def test_pulsar_compatible_shared_out_of_order_shows_duplicates(tmp_path):
     again_on_b = [r for r in rows if r["phase"] == "after" and r["origin_position"] in acked_on_a]
     assert len({r["origin_position"] for r in again_on_b}) == block["duplicates"]["count"]
     assert page.count("<title>duplicate ") == len(again_on_b)
+    # the verdict, first: a failure, its figures, and why (A's cursor against B's)
+    verdict = page[page.index('<ul class="verdict">') : page.index('<table class="figures">')]
+    assert '<li class="fail" data-target="pulsar-compatible">' in verdict
+    assert f"{block['duplicates']['count']} duplicates</span>" in verdict
+    assert f"A&#x27;s cursor at the failure: mark-delete {cursor['markDeletePosition']}" in verdict
+    # the sync lag over time, sampled from the gateways' start to the failure
+    samples = block["sync_lag_samples_ms"]
+    assert samples and all(at_ms < block["failed_at"] for at_ms, _ in samples)
+    assert any(lag is not None for _, lag in samples) and '<svg class="lag"' in page
 
 
 def test_cut_link_in_both_modes(tmp_path):
     report = drill(
         tmp_path, "--scenario", "shared-out-of-order", "--fail", "cut-link", "--mode", "both"
     )
-    assert list(report["modes"]) == ["full", "pulsar-compatible"]
+    assert list(report["modes"]) == ["pulsar-compatible", "full"]  # as --mode all has them
     full, compatible = report["modes"]["full"], report["modes"]["pulsar-compatible"]
     for block in (full, compatible):
         assert_sound(block)

@@ -346,6 +346,10 @@ def test_totals_add_up_over_both_drills(drilled, reconciled) -> None:
     assert totals["replication_gap"] == sum(b["not_replicated"]["count"] for b in blocks)
     page = (reconciled.out / "report.html").read_text()
     assert "Observed redeliveries" in page and page.count("<svg") == 2
+    # the page leads with the verdict: what the delivery log showed, in the drills' figures
+    assert page.index("<ul class='verdict'>") < page.index("<h2>Problems</h2>")
+    assert f"observed in the delivery log: {totals['observed_duplicates']} duplicates" in page
+    assert page.count("class='failover'") == 2, "each drill's failover on its topic's timeline"
 
 
 def _drill_ids(deliveries: Path, topic: str) -> dict[Position, str]:

@@ -1,6 +1,7 @@
 """The drill page and the reconcile page, rendered by headless Chromium as a reader sees
-them: at a wide and a narrow window, every target's column is there, the figures shown
-are the report's, and no element sticks out of the page or out of its chart.
+them: at a wide and a narrow window, every target's column is there, the verdict's and the
+table's figures are the report's, at 1400 px the three columns stand in one row with their
+charts at one height, and no element sticks out of the page or out of its chart.
 
 A probe script is added to a copy of each page (the pages themselves carry no script);
 it measures the laid-out page and writes what it found into the DOM, which Chromium's
@@ -23,7 +24,7 @@ from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.report_page import render as render_drill
 from georep.spark_reconcile.report import render as render_reconcile
 
-WIDTHS = (1600, 700)
+WIDTHS = (1400, 760)
 
 _PROBE = """
 <script>
@@ -35,8 +36,13 @@ _PROBE = """
   for (const el of document.body.querySelectorAll("*")) {
     const box = el.getBoundingClientRect();
     if (box.width === 0 && box.height === 0) continue;
-    const scroller = el.parentElement && el.parentElement.closest(".scroll");
-    if (!scroller && !el.closest("svg") && box.right > width + 1) {
+    // inside a box that scrolls or clips (a table's .scroll, a topic's one line): the
+    // box itself is measured, not what it holds
+    let clipped = false;
+    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (getComputedStyle(a).overflowX !== "visible") { clipped = true; break; }
+    }
+    if (!clipped && !el.closest("svg") && box.right > width + 1) {
       problems.push("past the page's right edge: " + name(el));
     }
     if (el.tagName.toLowerCase() === "text") {
@@ -52,6 +58,18 @@ _PROBE = """
   }
   const targets = [...document.querySelectorAll("section.target")].map(
       (s) => [s.dataset.target, s.querySelector("svg") !== null]);
+  const tops = [...document.querySelectorAll("section.target")].map((s) => [
+      Math.round(s.getBoundingClientRect().top),
+      Math.round(s.querySelector("svg").getBoundingClientRect().top)]);
+  const charts = [...document.querySelectorAll("section.target > svg:not(.lag)")].map(
+      (svg) => Math.round(svg.getBoundingClientRect().width));
+  const verdict = {};
+  for (const li of document.querySelectorAll("ul.verdict li")) {
+    const entry = verdict[li.dataset.target] = {word: li.className};
+    li.querySelectorAll("[data-key]").forEach((el) => {
+      entry[el.dataset.key] = [el.textContent, el.className];
+    });
+  }
   const figures = {};
   const heads = [...document.querySelectorAll("table.figures th.target")].map(
       (th) => th.dataset.target);
@@ -62,7 +80,12 @@ _PROBE = """
   }
   const out = document.createElement("pre");
   out.id = "probe";
-  out.textContent = JSON.stringify({width, problems, targets, figures});
+  const risk = [...document.querySelectorAll("th[data-column$='_risk']")].map(
+      (th) => Math.round(th.getBoundingClientRect().right));
+  const tiles = [...document.querySelectorAll(".total[data-key]")].map(
+      (t) => [t.dataset.key, getComputedStyle(t.querySelector(".value")).color]);
+  out.textContent = JSON.stringify(
+      {width, problems, targets, tops, charts, verdict, figures, risk, tiles});
   document.body.appendChild(out);
 })();
 </script>
@@ -100,7 +123,8 @@ def probe(page: str, tmp_path: Path, width: int) -> dict:
 def delivery(mode: str, index: int, phase: str, acked: bool, at_ms: int) -> Delivery:
     return Delivery(
         mode=mode, cluster="A" if phase == BEFORE else "B", phase=phase, consumer="c0",
-        topic=f"persistent://public/default/drill-shared-out-of-order-{mode}-20261125",
+        topic=f"persistent://public/default/drill-shared-out-of-order-{mode}-20261125"
+        + ("-with-a-name-long-enough-to-wrap-in-its-column" if mode == "full" else ""),
         subscription="s", drill_id=f"m{index:06d}", index=index, key="k",
         message_id=f"3:{index}", origin_cluster="A", origin_position=f"3:{index}",
         batch_index=-1, delivered_at=at_ms, acked=acked,
@@ -109,7 +133,8 @@ def delivery(mode: str, index: int, phase: str, acked: bool, at_ms: int) -> Deli
 
 def drill_report() -> tuple[dict, dict]:
     """Three targets over 600 messages: A fails at 0 after 300 deliveries and a 3 s wait;
-    B delivers the rest in 0.2 s; the first two targets redeliver acknowledged ones."""
+    B delivers the rest in 0.2 s; the first two targets redeliver acknowledged ones; the
+    georep targets sampled their sync lag for 9 s before the failure."""
     failed_at = 1_000_000
     report = {
         "scenario": "shared-out-of-order", "scenario_summary": "Shared, out of order",
@@ -135,6 +160,9 @@ def drill_report() -> tuple[dict, dict]:
             "redelivered": {"count": 12, "sample": []}, "lost": {"count": 0, "sample": []},
             "sync_lag_at_failure_ms": None if mode == "pulsar" else 20.5,
             "time_to_resume_on_B_s": 0.03, "warnings": [],
+            "sync_lag_samples_ms": [] if mode == "pulsar" else [
+                [failed_at - 9_000 + 250 * n, None if n == 5 else 20.0 + n] for n in range(36)
+            ],
         }  # fmt: skip
     return report, deliveries
 
@@ -147,9 +175,33 @@ def test_drill_page_shows_every_target_and_the_report_figures_without_overflow(t
     assert found["targets"] == [[mode, True] for mode in report["modes"]]
     for mode, block in report["modes"].items():
         shown = found["figures"][mode]
-        for key in ("produced", "acked_on_A", "delivered_on_B", "duplicates", "lost"):
-            value = block[key]["count"] if isinstance(block[key], dict) else block[key]
-            assert shown[key] == str(value), (mode, key)
+        for key in ("produced", "acked_on_A", "delivered_on_B"):
+            assert shown[key] == str(block[key]), (mode, key)
+        for key in ("duplicates", "lost"):
+            count = block[key]["count"]
+            assert shown[key].split("%")[0].startswith(str(count)), (mode, key, shown[key])
+            text, css = found["verdict"][mode][key]
+            assert text == f"{count} {key}" and css == ("bad" if count else "ok"), (mode, key)
+        passed = block["duplicates"]["count"] == 0 and block["lost"]["count"] == 0
+        assert found["verdict"][mode]["word"] == ("pass" if passed else "fail")
+    if width >= 1400:  # three columns in one row, the charts' tops level
+        assert len({top for top, _ in found["tops"]}) == 1, found["tops"]
+        assert len({svg for _, svg in found["tops"]}) == 1, found["tops"]
+    else:  # one column: each below the one before
+        assert [top for top, _ in found["tops"]] == sorted({top for top, _ in found["tops"]})
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_single_target_page_draws_its_chart_at_a_column_s_size(tmp_path, width):
+    report, deliveries = drill_report()
+    report["modes"] = {"full": report["modes"]["full"]}
+    found = probe(render_drill(report, deliveries), tmp_path, width)
+    assert found["problems"] == []
+    [chart] = found["charts"]
+    assert chart <= 602, "capped (600 px and its border): not blown up to the page's width"
+    (tmp_path / "three").mkdir()
+    three = probe(render_drill(*drill_report()), tmp_path / "three", width)
+    assert abs(chart - three["charts"][0]) <= 1, "the same size as on a page of three"
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -157,14 +209,22 @@ def test_reconcile_page_lays_out_its_timelines_and_tables_without_overflow(tmp_p
     first = 1_764_000_000_000
     series = {"published": [50] * 60, "redelivery_risk": [0] * 55 + [40] * 5}
     rows = [
-        {"topic": "persistent://public/default/" + "t" * 60, "subscription": "s",
-         "cluster": "B", "position": f"3:{i}", "origin_position": f"7:{i}", "acked": False}
+        {"redelivery_risk": 40, "skip_risk": 0, "acked_on_origin": 300,
+         "subscription": "s", "origin_cluster": "A", "replica_cluster": "B",
+         "origin_mdp": f"3:{i}", "translated_mdp": f"7:{i}", "replica_mdp": "7:1",
+         "topic": "persistent://public/default/" + "t" * 60, "partition": -1}
         for i in range(5)
     ]  # fmt: skip
+    link = {
+        "origin_cluster": "A", "replica_cluster": "B", "published": 3000, "replication_gap": 0,
+        "duplicate_copies": 0, "acked_on_origin": 1500, "redelivery_risk": 200, "skip_risk": 0,
+        "worst": {"topic": "persistent://public/default/t", "subscription": "s",
+                  "origin_mdp": "3:4", "translated_mdp": "7:4", "replica_mdp": "7:1"},
+    }  # fmt: skip
     page = render_reconcile(
-        title="georep reconcile",
+        title="georep reconciliation of A, B, 2026-11-26 05:20 UTC",
         totals={"messages": 3000, "redelivery_risk": 200, "replication_gap": 0},
-        tables=[("Redelivery risk", "acked on A, not on B", rows, 200)],
+        tables=[("Subscriptions", "per subscription and link", rows, 200)],
         timelines={
             "persistent://public/default/t": {
                 "first_ms": first,
@@ -172,6 +232,14 @@ def test_reconcile_page_lays_out_its_timelines_and_tables_without_overflow(tmp_p
                 "series": series,
             }
         },
+        links=[link],
+        inputs=["export-A", "export-B"],
+        deliveries="deliveries.jsonl",
+        failovers={"persistent://public/default/t": (first + 50_000, first + 62_000)},
     )
     found = probe(page, tmp_path, width)
     assert found["problems"] == []
+    # the risk columns come first: in view at either width, whatever the topic's length
+    assert found["risk"] and max(found["risk"]) <= width
+    colours = dict(found["tiles"])
+    assert colours["redelivery_risk"] != colours["replication_gap"]  # non-zero stands out

@@ -1,15 +1,23 @@
-"""report.html: self-contained (no script, no external resource), escaped, duplicates
-marked in the chart; the progress bar on a terminal and elsewhere."""
+"""report.html: self-contained (no script, no external resource), escaped, the verdict
+first, targets in one order, duplicates marked in the chart over everything else; the
+verdict's words and shares; the progress bar on a terminal and elsewhere."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 
+import pytest
+
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
+from georep.drill.main import keep_start_failures
 from georep.drill.progress import Progress
-from georep.drill.report_page import classify_points, outcomes, render
+from georep.drill.report_page import _Panel, classify_points, outcomes, render
+from georep.drill.topology import StartFailure
 from georep.drill.traffic import DeliveryCounter
+from georep.drill.verdict import verdict
+from georep.shares import percent
 
 
 def delivery(index: int, phase: str, acked: bool) -> Delivery:
@@ -89,8 +97,114 @@ def test_every_target_has_its_column_in_run_order_with_its_own_figures():
         "full",
     ]
     assert "Apache Pulsar (its own geo-replication)" in page and "georep full" in page
-    duplicates = re.findall(r'<td class="n (?:bad|ok)" data-key="duplicates">(\d+)</td>', page)
-    assert duplicates == ["1", "1", "0"]
+    duplicates = re.findall(r'<td class="n (bad|ok)" data-key="duplicates">(\d+)', page)
+    assert duplicates == [("bad", "1"), ("bad", "1"), ("ok", "0")]
+
+
+def test_targets_keep_one_order_whatever_order_they_ran_in():
+    report, deliveries = three_target_report()
+    report["modes"] = {m: report["modes"][m] for m in ("full", "pulsar-compatible")}
+    page = render(report, deliveries)
+    assert re.findall(r'<section class="target" data-target="([^"]+)"', page) == [
+        "pulsar-compatible",
+        "full",
+    ]
+    assert re.findall(r'<li class="(?:pass|fail)" data-target="([^"]+)"', page) == [
+        "pulsar-compatible",
+        "full",
+    ]
+
+
+def test_the_verdict_comes_first_coloured_and_says_why():
+    report, deliveries = three_target_report()
+    for block in report["modes"].values():
+        block.update(acked_on_A=1, replicated_before_failure=3)
+    page = render(report, deliveries)
+    assert page.index('<ul class="verdict">') < page.index('<table class="figures">')
+    lines = re.findall(r'<li class="(pass|fail)" data-target="([^"]+)">(.*?)</li>', page)
+    assert [(word, target) for word, target, _ in lines] == [
+        ("fail", "pulsar"),
+        ("fail", "pulsar-compatible"),
+        ("pass", "full"),
+    ]
+    pulsar = lines[0][2]
+    assert '<span class="bad" data-key="duplicates">1 duplicates</span> (100% of 1' in pulsar
+    assert '<span class="ok" data-key="lost">0 lost</span> (0% of 3 replicated)' in pulsar
+    assert "Every message acknowledged on A came again on B" in pulsar
+    assert page.index("what went wrong") < page.index("what was counted")
+    assert "georep reconcile --input" in page and "--deliveries deliveries.jsonl" in page
+
+
+def test_duplicates_are_drawn_after_redeliveries_on_one_time_scale():
+    report, deliveries = three_target_report()
+    later = [
+        dataclasses.replace(d, delivered_at=d.delivered_at + 900) if d.phase == AFTER else d
+        for d in deliveries["full"]
+    ]
+    deliveries = {**deliveries, "full": later}
+    page = render(report, deliveries)
+    for section in re.findall(r'<section class="target".*?</section>', page, re.S):
+        assert section.rindex("<title>redelivered m") < section.index("<title>duplicate m")
+
+    # every target's panels span the longest drain: the same ticks in every column, and
+    # not those of the shorter drains drawn alone
+    def ticks(page: str) -> list[list[str]]:
+        return [
+            re.findall(r'<text x="([\d.]+)"[^>]*text-anchor="middle">([-\d.]+)</text>', section)
+            for section in re.findall(r'<section class="target".*?</section>', page, re.S)
+        ]
+
+    shared = ticks(page)
+    assert shared[0] == shared[1] == shared[2]
+    report["modes"] = {"pulsar": report["modes"]["pulsar"]}
+    assert ticks(render(report, deliveries))[0] != shared[0]
+
+
+@pytest.mark.parametrize(
+    ("block", "passed", "headline", "why"),
+    [
+        (
+            {"duplicates": {"count": 225, "ack_not_on_A_cursor": 0}, "acked_on_A": 288,
+             "lost": {"count": 0}, "replicated_before_failure": 600,
+             "a_cursor_at_failure": {"markDeletePosition": "1:150", "ranges": 5},
+             "sync_stats_at_failure": {"B": {"applied": {"A": {
+                 "lastMarkDelete": "1:68", "ranges": 0, "syncLagMs": 900.4}}}}},
+            False,
+            "fail: 225 duplicates (78% of 288 acknowledged on A), 0 lost (0% of 600 replicated)",
+            "A's cursor at the failure: mark-delete 1:150 and 5 acknowledged ranges above it."
+            " B had applied from A: mark-delete 1:68 and 0 acknowledged ranges (sync lag"
+            " 900 ms). 225 of the 288 messages acknowledged on A came again on B: B's"
+            " subscription lacked those acknowledgements.",
+        ),
+        (
+            {"duplicates": {"count": 0}, "acked_on_A": 288, "lost": {"count": 2},
+             "replicated_before_failure": 600, "sync_stats_at_failure": {"A": {}}},
+            False,
+            "fail: 0 duplicates (0% of 288 acknowledged on A), 2 lost (0.3% of 600 replicated)",
+            "B's gateway had applied nothing from A. Every acknowledgement made on A was in"
+            " place on B. 2 replicated messages were neither acknowledged on A nor delivered"
+            " on B.",
+        ),
+        (
+            {"duplicates": {"count": 0}, "acked_on_A": 0, "lost": {"count": 0},
+             "replicated_before_failure": 0, "not_replicated": {"count": 4}},
+            True,
+            "pass: 0 duplicates (n/a of 0 acknowledged on A), 0 lost (n/a of 0 replicated)",
+            "4 had not reached B when A failed (not counted as lost).",
+        ),
+    ],
+)  # fmt: skip
+def test_a_verdict_in_words(block, passed, headline, why):
+    found = verdict("pulsar-compatible", block)
+    assert found.passed is passed
+    assert found.headline() == headline
+    assert " ".join(found.why) == why
+
+
+def test_a_share_is_never_rounded_to_zero():
+    assert [percent(x) for x in (None, 0, 0.0004, 0.0033, 0.78, 1.0)] == [
+        "n/a", "0%", "<0.1%", "0.3%", "78%", "100%",
+    ]  # fmt: skip
 
 
 def test_each_message_has_one_outcome_the_worst_it_met():
@@ -115,6 +229,31 @@ def test_the_drain_counts_wanted_messages_once_and_not_duplicates():
     for index in (0, 1, 1, 2, 2):  # 0 again, 1 unwanted (a duplicate), 2 twice
         counter.add(delivery(index, AFTER, False))
     assert counter.wanted_delivered == 2 and counter.distinct == 3
+    # beside the bar: every delivery, and the distinct others (acked on A, again on B)
+    assert counter.deliveries == 6 and counter.unwanted_delivered == 1
+
+
+def test_the_drain_bar_shows_what_else_came(tmp_path):
+    stream = Terminal()
+    progress = Progress(stream)
+    progress.phase("full: drain on B", 4)
+    progress.update(4, "600 delivered, 296 acked on A came again")
+    progress.close()
+    assert "4/4  600 delivered, 296 acked on A came again  " in stream.getvalue()
+
+
+def test_a_failed_start_attempt_becomes_a_warning_with_its_logs_kept(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    log = data / "cluster-A.log"
+    log.write_text("address already in use\n")
+    failure = StartFailure(1, f"['cluster', 'A'] did not start: exited with 1; see {log}", (log,))
+    out = tmp_path / "out"
+    [warning] = keep_start_failures([failure], out, "full")
+    kept = out / "start-full-attempt-1" / "cluster-A.log"
+    assert kept.read_text() == "address already in use\n"
+    assert str(log) not in warning and f"see {kept}" in warning
+    assert warning.startswith("start attempt 1 failed and was retried on fresh ports")
 
 
 class Terminal(io.StringIO):
@@ -146,3 +285,32 @@ def test_progress_prints_phase_lines_elsewhere_and_nothing_when_disabled():
     quiet = io.StringIO()
     Progress(quiet, enabled=False).phase("x", 1)
     assert quiet.getvalue() == ""
+
+
+def test_a_panel_just_short_of_a_round_step_still_has_ticks_to_read():
+    # 0.9 s from -3.97 s at one tick per 50 px would give -3.5 alone
+    labels = re.findall(r'middle">([-\d.]+)<', "".join(_Panel(-3.97, -3.07, 44, 200).ticks()))
+    assert labels == ["-3.8", "-3.6", "-3.4", "-3.2"]
+
+
+def test_the_sync_lag_timeline_shares_its_scales_and_breaks_where_none_was_reported():
+    report, deliveries = three_target_report()
+    report["modes"]["pulsar-compatible"]["sync_lag_samples_ms"] = [
+        [9_000, 400.0], [9_500, 800.0], [10_000, None], [10_500, 20.0], [11_000, 30.0],
+    ]  # fmt: skip
+    report["modes"]["full"]["sync_lag_samples_ms"] = [[11_000, 20.0], [11_500, 25.0]]
+    report["modes"]["pulsar-compatible"]["time_to_resume_on_B_s"] = 0.5
+    page = render(report, deliveries)
+    lags = re.findall(r'<section class="target" data-target="([^"]+)">.*?</section>', page, re.S)
+    sections = dict(zip(lags, re.findall(r"<section .*?</section>", page, re.S), strict=True))
+    assert 'class="lag"' not in sections["pulsar"]  # no gateways, no samples
+    compatible = sections["pulsar-compatible"]
+    assert compatible.count("<polyline") == 2, "one line per run of reported values"
+    assert "<title>fault window: 0.5 s from the failure to the first delivery on B" in compatible
+    # one scale: the same tick labels on both lag charts, from the earliest sample
+    lag_ticks = [
+        re.findall(r'<svg class="lag".*?</svg>', sections[m], re.S)[0]
+        for m in ("pulsar-compatible", "full")
+    ]
+    labels = [re.findall(r">(-?[\d.]+)</text>", svg) for svg in lag_ticks]
+    assert labels[0] == labels[1] and "-3" in labels[0] and "800" not in labels[0]

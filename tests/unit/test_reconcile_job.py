@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -419,6 +420,21 @@ def test_report_is_one_self_contained_page(result) -> None:
     assert page.count("<svg") == 5, "one timeline per topic"
     assert "Observed losses" in page and T in page
     assert "<script" not in page and "src=" not in page and "<link" not in page
+    assert re.search(r"<h1>georep reconciliation of A, B, \d{4}-\d\d-\d\d \d\d:\d\d UTC</h1>", page)
+    # the verdict: the link fails (a gap and a copy stored twice), with the totals' figures
+    gap, published = result.totals["replication_gap"], result.totals["messages"]
+    assert f"<span class='word'>fail</span> A → B: {gap} missing" in page
+    assert "observed in the delivery log: 4 duplicates" in page
+    assert page.count("class='failover'") == 1, "the delivery log's failover, on T's timeline"
+    assert published and "<th data-column='redelivery_risk'>redelivery risk</th>" in page
+
+
+def test_small_tables_also_as_csv(result) -> None:
+    rows = (result.out / "csv" / "batch_differences").glob("*.csv")
+    text = "".join(path.read_text() for path in rows)
+    assert text.startswith("topic,partition,subscription,") and ",true,true,0,3\n" in text
+    for name in ("link_summary", "subscription_summary", "replication_gaps", "duplicate_copies"):
+        assert list((result.out / "csv" / name).glob("*.csv")), name
 
 
 def test_delivery_log_in_parquet(spark, tmp_path) -> None:
