@@ -283,10 +283,10 @@ def _count_query(request: web.Request, name: str, default: int, count_max: int) 
     text = request.query.get(name)
     if text is None:
         return default
-    # ASCII digits only: str.isdigit also takes "²", which int() refuses.
-    if not (text.isascii() and text.isdigit()) or len(text) > 9 or int(text) > count_max:
+    value = parse_decimal(text)
+    if value is None or value > count_max:
         raise PolicyError(f"?{name} must be a whole number from 0 to {count_max}")
-    return int(text)
+    return value
 
 
 # --- the table ------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.errors import LinkError, ServerError
 from georep.client.link import PulsarLink
+from georep.decimal_text import parse_decimal
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.pulsar.cursor_text import acknowledged, parse_cursor
@@ -108,10 +109,10 @@ def side_properties(metadata: wire.MessageMetadata) -> tuple[str, int, str]:
         topic, kind, source = found[TOPIC_PROPERTY], found[KIND_PROPERTY], found[SOURCE_PROPERTY]
     except KeyError:
         raise SideMessageError(f"not a side message: {sorted(found)[:8]}") from None
-    # ASCII digits only: a producer's properties are untrusted (str.isdigit takes "²").
-    if not (kind.isascii() and kind.isdigit() and len(kind) <= 9):
+    number = parse_decimal(kind)  # a producer's properties are untrusted
+    if number is None:
         raise SideMessageError(f"side message kind {kind[:20]!r} is not a number")
-    return topic, int(kind), source
+    return topic, number, source
 
 
 def pulsar_states(internal: dict, stats: dict) -> dict[str, SubscriptionState]:

@@ -23,6 +23,7 @@ from georep.broker.admin.cluster_admin import (
 from georep.broker.admin.state import CLUSTER, STORE
 from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
 from georep.broker.topic_name import TopicName
+from georep.decimal_text import parse_decimal
 from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
 
 #: Milliseconds since the epoch up to the year 9999.
@@ -145,12 +146,9 @@ async def sync_changes(request: web.Request) -> web.Response:
 
 
 def _query_count(text: str, what: str, count_max: int) -> int:
-    """A query parameter that is a count: ASCII digits only (``str.isdigit`` also takes
-    ``²``, which ``int`` refuses), at most ``count_max``."""
-    if not (text.isascii() and text.isdigit()) or len(text) > len(str(count_max)):
-        raise InvalidArgument(f"{what} must be a whole number from 0 to {count_max}")
-    value = int(text)
-    if value > count_max:
+    """A query parameter that is a count (``decimal_text.py``), at most ``count_max``."""
+    value = parse_decimal(text)
+    if value is None or value > count_max:
         raise InvalidArgument(f"{what} must be a whole number from 0 to {count_max}")
     return value
 
