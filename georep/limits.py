@@ -412,6 +412,10 @@ invariant(marker_ranges_count_max <= cursor_ranges_persisted_max)
 invariant(2 <= snapshot_cache_count_default <= snapshot_cache_count_max)
 invariant(0 < snapshot_interval_s_default < snapshot_timeout_s_default)
 
+#: Seconds a read of every topic name serves namespace listings (a gateway's discovery
+#: lists all its namespaces at once; a topic created meanwhile shows at the next read).
+topic_listing_reuse_s = 1.0
+
 # --- the broker's change feed (broker/change_feed.py) ----------------------------------
 #: Topics a namespace's change feed remembers; past it the oldest change is forgotten
 #: and a reader behind it is told to read everything once (``reset``).

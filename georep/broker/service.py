@@ -78,6 +78,8 @@ class BrokerService:
         self.catalog = catalog
         self.namespaces = namespaces
         self.topics: dict[str, PersistentTopic] = {}
+        #: (when, names) of the last read of every managed ledger's name.
+        self._listing: tuple[float, list[str]] | None = None
         #: managed-ledger name -> (topic, namespace), or None for a ledger of no topic.
         self._parsed: dict[str, tuple[str, str] | None] = {}
         #: Which topics' subscriptions changed, per namespace (subscription sync's feed).
@@ -134,7 +136,7 @@ class BrokerService:
     async def topics_of_namespace(self, namespace: str) -> list[str]:
         await self.check_namespace(namespace)
         names = set()
-        listed = await self._ledger_names()
+        listed = await self._listed_names()
         if len(self._parsed) > 2 * len(listed) + 1_000:
             self._parsed = {}  # names of deleted ledgers go
         for ledger_name in listed:
@@ -154,6 +156,19 @@ class BrokerService:
 
     async def _ledger_names(self) -> list[str]:
         return list(await self.factory.list_names())
+
+    def forget_listing(self) -> None:
+        """A topic was created or deleted here: the next listing reads the store."""
+        self._listing = None
+
+    async def _listed_names(self) -> list[str]:
+        """Every managed ledger's name, read from the metadata store at most once per
+        ``limits.topic_listing_reuse_s``: a gateway lists each of its namespaces in one
+        pass, and each read returns every topic of the cluster."""
+        now = time.monotonic()
+        if self._listing is None or now - self._listing[0] > limits.topic_listing_reuse_s:
+            self._listing = (now, await self._ledger_names())
+        return self._listing[1]
 
     def new_producer_name(self) -> str:
         return f"{self.config.cluster_name}-{uuid.uuid4().hex[:12]}"
@@ -185,6 +200,7 @@ class BrokerService:
         policies = await self.namespaces.policies(name.namespace)
         base = self._base_ledger_config()
         ledger = await self.factory.open(name.managed_ledger_name, policies.ledger_config(base))
+        self.forget_listing()  # it may be new
         try:
             topic = await PersistentTopic.load(
                 name,

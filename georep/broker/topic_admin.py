@@ -102,6 +102,7 @@ class BrokerAdmin:
     async def _delete_one(self, topic: TopicName) -> None:
         await self.service.unload_topic(topic)
         await self.service.factory.delete(topic.managed_ledger_name)
+        self.service.forget_listing()
         log.info("topic %s deleted", topic)
 
     async def _exists(self, topic: TopicName) -> bool:

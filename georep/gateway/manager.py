@@ -161,6 +161,11 @@ class ReplicationManager:
         self._partitions: dict[str, int] = {}  # base topic -> partitions (0: none)
         self._seen: set[str] = set()  # topics whose stray subscriptions were swept
         self._pending_deletions: set[Key] = set()
+        #: Policies and listings of the last complete pass (``_discover`` skips a pass
+        #: that would decide the same).
+        self._last_signature: object = None
+        #: Topics listed whose stray subscriptions are still to be looked for.
+        self._sweep_pending = False
         self.stats = DiscoveryStats()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -245,6 +250,23 @@ class ReplicationManager:
                 continue  # keep the last known topics of this namespace
             self._topics[namespace] = listed or []
 
+        # Nothing changed since the last complete pass (policies, listings): the rest is
+        # work per topic that would decide the same, every pass, at 10,000 topics.
+        signature = (
+            sorted(namespace_policies.items()),
+            sorted(topic_policies.items()),
+            sorted((namespace, tuple(topics)) for namespace, topics in self._topics.items()),
+        )
+        if (
+            signature == self._last_signature
+            and not self._pending_deletions
+            and not self._sweep_pending
+        ):
+            self.stats.passes += 1
+            self.stats.last_pass_at = self._clock()
+            return
+        errors_before = self.stats.errors
+
         unknown: set[str] = set()
         desired: dict[Key, int] = {}
         over_limit = 0
@@ -295,6 +317,8 @@ class ReplicationManager:
             else:
                 self._pending_deletions.discard(key)
 
+        # A pass that met an error (a partition count it could not ask) is done again.
+        self._last_signature = signature if self.stats.errors == errors_before else None
         stats = self.stats
         stats.passes += 1
         stats.last_pass_at = self._clock()
@@ -486,6 +510,7 @@ class ReplicationManager:
                     self._pending_deletions.add((topic, remote))
         if len(self._seen) > limits.gateway_namespace_topics_max:
             self._seen = set(listed)
+        self._sweep_pending = not listed <= self._seen
 
     # -- stats --
 
