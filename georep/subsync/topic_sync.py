@@ -93,7 +93,11 @@ class TopicSync:
         self._apply_wakeup = asyncio.Event()
         self._apply_room = asyncio.Event()
         self._apply_room.set()
-        self._state_wanted = asyncio.Event()
+        #: Wakes the watch loop: a state read is due, or the clock is wanted again.
+        self._kick = asyncio.Event()
+        self._state_due = False
+        #: The watch loop sleeps until kicked (no clock wanted when it began to wait).
+        self._clock_idle = False
         self._side_inbox: collections.deque[tuple[int, bytes, str, int]] = collections.deque()
         self._side_arrived = asyncio.Event()
         self._was_connected: dict[str, bool] = {}
@@ -129,7 +133,8 @@ class TopicSync:
 
     def state_changed(self) -> None:
         """T's subscriptions changed (or may have): read their states soon."""
-        self._state_wanted.set()
+        self._state_due = True
+        self._kick.set()
 
     def deliver_side_marker(self, kind: int, payload: bytes, source: str, written_ms: int) -> None:
         """A marker about T from the namespace's side topic (never waits)."""
@@ -237,6 +242,8 @@ class TopicSync:
                 # the state is read again; a state that outran the reader is built again.
                 self.core.state_stale = False
                 self.state_changed()
+            if self._clock_idle and self.core.wants_clock():
+                self._kick.set()  # something new to snapshot: the clock is wanted again
             if consumer.queued == 0:
                 actions += self.core.drain_arrivals()
             await self._perform(actions)
@@ -256,20 +263,21 @@ class TopicSync:
         settings = self.core.settings
         while True:
             timeout = self._clock_timeout()
-            if timeout is None:
-                await self._state_wanted.wait()
-            else:
+            if not self._kick.is_set():
+                self._clock_idle = timeout is None
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._state_wanted.wait(), timeout)
+                    await asyncio.wait_for(self._kick.wait(), timeout)
+                self._clock_idle = False
+            self._kick.clear()
             now = self._clock()
             actions = list(self.core.tick(now, self._remotes_connected()))
-            if self._state_wanted.is_set():
-                self._state_wanted.clear()
+            if self._state_due:
+                self._state_due = False
                 try:
                     states = await self._port.states(self.topic_name)
                 except LinkError as error:
                     self.last_error = f"subscription states: {error}"
-                    self._state_wanted.set()  # read again after the pause below
+                    self.state_changed()  # read again after the pause below
                 else:
                     self.state_reads += 1
                     self._last_states, self._last_states_at = states, now
