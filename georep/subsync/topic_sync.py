@@ -280,6 +280,11 @@ class TopicSync:
                     self.state_changed()  # read again after the pause below
                 else:
                     self.state_reads += 1
+                    if states != self._last_states:
+                        # Acknowledgements come in streams: a state that moved is read
+                        # again a period later, until it stops moving (beside Pulsar the
+                        # next scan would tell of it only a second later).
+                        self.state_changed()
                     self._last_states, self._last_states_at = states, now
                     actions += self.core.on_state(states, now)
                 await self._perform(actions)
