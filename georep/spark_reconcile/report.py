@@ -353,7 +353,7 @@ def timeline_svg(
             for i, c in enumerate(counts)
         )
         out.append(f"<polyline fill='none' stroke='{color}' stroke-width='2' points='{points}'>"
-                   f"<title>{_e(name)}: {sum(counts)}</title></polyline>")  # fmt: skip
+                   f"<title>{_e(label(name))}: {sum(counts)}</title></polyline>")  # fmt: skip
         out.append(
             f"<text x='{_LEFT + plot_width + 8}' y='{legend_y + 12}' font-size='11' "
             f"fill='{color}'>{_e(label(name))}: {sum(counts)}</text>"

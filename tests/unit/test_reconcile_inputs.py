@@ -209,7 +209,9 @@ def test_report_page_is_self_contained_and_escaped() -> None:
     )
     assert "drill &lt;1&gt;" in page and "&lt;t&gt;" in page
     assert page.count("<svg") == 1 and "polyline" in page
-    assert "replication gap: 3" in page and "redelivery risk: 0" not in page
+    # the timeline says its series in readable words (report.label), zero series left out
+    assert "missing on a replica: 3" in page and "redelivery risk: 0" not in page
+    assert "replication_gap: 3" not in page
     assert "<script" not in page and "src=" not in page
 
 
