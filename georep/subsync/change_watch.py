@@ -19,13 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from georep import limits
 from georep.client.errors import LinkError
+from georep.subsync.backoff import Backoff
 from georep.subsync.ports import ChangeMark, SyncPort
 
 log = logging.getLogger(__name__)
@@ -74,7 +73,7 @@ class ChangeWatch:
 
     async def _run(self) -> None:
         mark: ChangeMark | None = None
-        delay = limits.sync_retry_s_initial
+        backoff = Backoff()
         while True:
             try:
                 changed = await self._port.changes(self.namespace, mark)
@@ -86,10 +85,9 @@ class ChangeWatch:
                     log.warning("%s: %s; retrying", self, error)
                 self.last_error = str(error)
                 mark = None  # changes may have been missed: everything once, after
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, limits.sync_retry_s_max)
+                await backoff.wait()
                 continue
-            delay = limits.sync_retry_s_initial
+            backoff.reset()
             self.failing_since = None
             self.last_error = None
             self.stats["answers"] += 1

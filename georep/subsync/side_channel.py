@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -37,6 +36,7 @@ from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.subsync import pulsar_port
+from georep.subsync.backoff import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class SideChannel:
     # -- reading --
 
     async def _run(self) -> None:
-        delay = limits.sync_retry_s_initial
+        backoff = Backoff()
         while True:
             reader = None
             try:
@@ -153,7 +153,7 @@ class SideChannel:
                     reader = await self._subscribe()
                 self.connected = True
                 self.last_error = None
-                delay = limits.sync_retry_s_initial
+                backoff.reset()
                 await self._read(reader)
             except asyncio.CancelledError:
                 raise
@@ -167,8 +167,7 @@ class SideChannel:
                 if reader is not None:
                     with contextlib.suppress(Exception):
                         await reader.close()
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, limits.sync_retry_s_max)
+            await backoff.wait()
 
     def _failed(self, error: str) -> None:
         self.failures += 1

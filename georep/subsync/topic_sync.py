@@ -37,7 +37,6 @@ import asyncio
 import collections
 import contextlib
 import logging
-import random
 import time
 from collections.abc import Callable, Sequence
 
@@ -50,6 +49,7 @@ from georep.client.producer import LinkProducer
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots.markers import encode
+from georep.subsync.backoff import Backoff
 from georep.subsync.core import Apply, SyncCore, WriteMarker
 from georep.subsync.ports import SyncPort
 from georep.subsync.side_channel import SideChannel
@@ -147,7 +147,7 @@ class TopicSync:
     # -- the loop --
 
     async def _run(self) -> None:
-        delay = limits.sync_retry_s_initial
+        backoff = Backoff()
         while True:
             consumer = None
             try:
@@ -156,7 +156,7 @@ class TopicSync:
                 self.connected = True
                 self.last_error = None
                 self.failing_since = None
-                delay = limits.sync_retry_s_initial
+                backoff.reset()
                 self.state_changed()  # what changed while detached
                 await self._serve(consumer)
             except asyncio.CancelledError:
@@ -173,8 +173,7 @@ class TopicSync:
                     if closing is not None:
                         with contextlib.suppress(Exception):
                             await closing.close()
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, limits.sync_retry_s_max)
+            await backoff.wait()
 
     def _failed(self, error: str) -> None:
         self.attach_failures += 1
