@@ -382,10 +382,15 @@ def test_snapshots_time_out_while_the_remote_cannot_answer_and_resume(world) -> 
         completed = world.topic_sync_stats("A", topic)["snapshots"]["completed"]
         world.gateways["B"].start()
         produce(world.a.url, topic, 20, "t", batching=False, start=40)
-        wait_for(
-            lambda: world.topic_sync_stats("A", topic)["snapshots"]["completed"] > completed,
-            timeout_s=60,
-        )
+        try:  # B's gateway starts every sync and replicator again first: give it time
+            wait_for(
+                lambda: world.topic_sync_stats("A", topic)["snapshots"]["completed"] > completed,
+                timeout_s=120,
+            )
+        except TimeoutError:
+            raise AssertionError(
+                f"no snapshot completed after B's gateway came back\n{world.diagnosis(topic)}"
+            ) from None
         produce(world.a.url, topic, 1, "t", batching=False, start=60)  # a snapshot above
         time.sleep(1.5)
         for _ in range(60):  # everything, in order: the MDP passes the snapshots
