@@ -558,6 +558,17 @@ gateway_namespace_topics_max = 100_000
 #: Seconds between passes over policies and local topic lists (new topics and
 #: partitions are picked up within one pass; a REST change starts a pass at once).
 gateway_discovery_interval_s_default = 3.0
+#: Several gateway instances for one cluster (gateway/ownership.py): an instance's lease
+#: in the metadata store, renewed every heartbeat. kill -9 of an instance moves its topic
+#: partitions to the others within ``lease + heartbeat`` seconds (plus their start); an
+#: instance that could not renew for ``lease - heartbeat`` stops everything it runs.
+gateway_lease_s_default = 3.0
+gateway_heartbeat_s_default = 0.5
+#: Bounds of ``[gateway] lease_s`` (the heartbeat must be at most a quarter of it).
+gateway_lease_s_min = 1.0
+gateway_lease_s_max = 300.0
+#: Characters of an instance name (``[gateway] instance``, or generated).
+gateway_instance_chars_max = 64
 #: Topics first seen in a pass whose stray replication subscriptions are looked for, at
 #: most (the rest are looked at in the following passes).
 gateway_sweep_topics_per_pass_max = 100

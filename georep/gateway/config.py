@@ -9,6 +9,9 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     allowed_hosts = ["gateway-a.internal"]   # Host names beside loopback (rest/access.py)
     discovery_interval_s = 3.0
     retry_backoff_s_max = 30.0             # longest wait between reconnection attempts
+    instance = "gw-a1"                     # among several instances (default: host-pid-random)
+    lease_s = 3.0                          # kill -9 of an instance: others take over in time
+    heartbeat_s = 0.5                      # at most lease_s / 4
 
     [local]                                 # the cluster this gateway sits beside
     name = "A"
@@ -101,6 +104,9 @@ _GATEWAY_KEYS = {
     "allowed_hosts",
     "discovery_interval_s",
     "retry_backoff_s_max",
+    "instance",
+    "lease_s",
+    "heartbeat_s",
 }
 _CLUSTER_KEYS = {"name", "kind", "service_url", "admin_url", "token", "token_file", "token_env"}
 #: What a cluster is: georep's own, or real Apache Pulsar (docs/SUBSYNC.md).
@@ -150,6 +156,11 @@ class GatewayConfig:
     #: Replicators and synced topic partitions this gateway runs at most ([limits]).
     replicators_max: int = limits.gateway_replicators_count_max
     sync_topics_max: int = limits.sync_topics_count_max
+    #: This instance's name among the gateways of its cluster (None: generated at start),
+    #: its lease and heartbeat (``gateway/ownership.py``).
+    instance: str | None = None
+    lease_s: float = limits.gateway_lease_s_default
+    heartbeat_s: float = limits.gateway_heartbeat_s_default
 
     @property
     def open(self) -> bool:
@@ -271,7 +282,38 @@ def parse(
             caps.get("sync_topics_max", limits.sync_topics_count_max),
             limits.sync_topics_count_ceiling,
         ),
+        instance=_instance(gateway.get("instance")),
+        **_lease(gateway),
     )
+
+
+def _instance(value: Any) -> str | None:
+    if value is None:
+        return None
+    chars = limits.gateway_instance_chars_max
+    if not isinstance(value, str) or not INSTANCE_NAME.fullmatch(value):
+        raise ConfigError(
+            f"[gateway] instance must be 1..{chars} letters, digits, '.', '_' or '-'"
+        )
+    return value
+
+
+#: An instance name: it appears in producer names and metric labels.
+INSTANCE_NAME = re.compile(rf"[A-Za-z0-9._-]{{1,{limits.gateway_instance_chars_max}}}")
+
+
+def _lease(gateway: Mapping[str, Any]) -> dict[str, float]:
+    lease = _positive("[gateway] lease_s", gateway.get("lease_s", limits.gateway_lease_s_default))
+    low, high = limits.gateway_lease_s_min, limits.gateway_lease_s_max
+    if not low <= lease <= high:
+        raise ConfigError(f"[gateway] lease_s must be in [{low}, {high}], got {lease}")
+    default = min(limits.gateway_heartbeat_s_default, lease / 4)
+    heartbeat = _positive("[gateway] heartbeat_s", gateway.get("heartbeat_s", default))
+    if heartbeat > lease / 4:
+        raise ConfigError(
+            f"[gateway] heartbeat_s must be at most a quarter of lease_s ({lease / 4:g})"
+        )
+    return {"lease_s": lease, "heartbeat_s": heartbeat}
 
 
 def _count(what: str, value: Any, count_max: int) -> int:

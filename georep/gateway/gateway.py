@@ -2,10 +2,12 @@
 
 Start order (stop is the reverse): the metadata store (migrated to head; the gateway's
 own, not a cluster's), the remote clusters of the configuration written into it, the
-configuration's seed policies written where none is stored, the REST admin, then the
-manager's discovery loop. A gateway restarted after kill -9 resumes every replicator
-from its subscription on the local topic: nothing of the replication state lives in the
-gateway's memory only.
+configuration's seed policies written where none is stored, this instance joining the
+gateways of its cluster (``ownership.py``), the REST admin, then the manager's discovery
+loop. A clean stop leaves the membership only after everything it ran has stopped, so
+the other instances take its partitions over at once. A gateway restarted after kill -9
+resumes every replicator from its subscription on the local topic: nothing of the
+replication state lives in the gateway's memory only.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from aiohttp import web
 from georep.client.errors import LinkError
 from georep.gateway.config import GatewayConfig
 from georep.gateway.manager import ReplicationManager
+from georep.gateway.ownership import Ownership, generated_instance_name
 from georep.gateway.rest import create_app
 from georep.replicator.replicator import ReplicatorSettings
 from georep.rest.server import RestRunner
@@ -37,6 +40,7 @@ class Gateway:
         )
         self.store: MetadataStore | None = None
         self.manager: ReplicationManager | None = None
+        self.ownership: Ownership | None = None
         self._runner: web.AppRunner | None = None
         self.port = config.listen_port
 
@@ -52,6 +56,14 @@ class Gateway:
                 {name: (r.service_url, r.admin_url) for name, r in config.remotes.items()}
             )
             await self._seed_policies()
+            self.ownership = Ownership(
+                self.store,
+                cluster=config.local.name,
+                instance=config.instance or generated_instance_name(),
+                lease_s=config.lease_s,
+                heartbeat_s=config.heartbeat_s,
+                on_change=self._ownership_changed,
+            )
             self.manager = ReplicationManager(
                 local=config.local,
                 remotes=config.remotes,
@@ -61,7 +73,9 @@ class Gateway:
                 sync_settings=config.sync,
                 replicators_max=config.replicators_max,
                 sync_topics_max=config.sync_topics_max,
+                ownership=self.ownership,
             )
+            await self.ownership.start()
             self._runner = RestRunner(create_app(self))
             await self._runner.setup()
             site = web.TCPSite(self._runner, config.listen_host, config.listen_port)
@@ -83,6 +97,10 @@ class Gateway:
             config.local.name, self.url, sorted(config.remotes),
         )  # fmt: skip
         return self
+
+    def _ownership_changed(self) -> None:
+        if self.manager is not None:
+            self.manager.poke()
 
     async def _seed_policies(self) -> None:
         seeds = [("namespace", n, c) for n, c in self.config.seed_namespace_policies.items()]
@@ -111,6 +129,9 @@ class Gateway:
         if self.manager is not None:
             await self.manager.stop()
             self.manager = None
+        if self.ownership is not None:
+            await self.ownership.stop()
+            self.ownership = None
         if self.store is not None:
             await self.store.close()
             self.store = None

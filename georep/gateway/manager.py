@@ -55,6 +55,7 @@ from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.gateway.config import ClusterEndpoint
 from georep.gateway.errors import GatewayError
+from georep.gateway.ownership import Shares, Sole
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
@@ -113,13 +114,17 @@ class ReplicationManager:
         sync_settings: SyncSettings | None = None,
         replicators_max: int = limits.gateway_replicators_count_max,
         sync_topics_max: int = limits.sync_topics_count_max,
+        ownership: Shares | None = None,
     ) -> None:
         self.local = local
+        #: Which topic partitions this instance runs among the gateways of its cluster
+        #: (ownership.py); alone, all of them.
+        self.ownership: Shares = ownership or Sole(uuid.uuid4().hex[:8])
         self.replicators_max = replicators_max
         self.sync_topics_max = sync_topics_max
         #: Names this process's readers and writers where they must differ from another
         #: process's (the side topic's: side_channel.py).
-        self.instance = uuid.uuid4().hex[:8]
+        self.instance = self.ownership.instance
         #: Replicators and syncs opening consumers and producers, at most this many at once.
         self.opening = asyncio.Semaphore(limits.gateway_opening_count_max)
         self.remotes = dict(remotes)
@@ -157,10 +162,15 @@ class ReplicationManager:
         self.watches: dict[str, ChangeWatch] = {}
         self.side_channels: dict[str, SideChannel] = {}
         self.syncs_over_limit = 0
+        #: Topic partitions this instance should run, and those of them it waits to start
+        #: until the gateway that ran them has let go (ownership.py).
+        self.partitions_owned = 0
+        self.partitions_pending = 0
         self._topics: dict[str, list[str]] = {}  # namespace -> last known topics
         self._partitions: dict[str, int] = {}  # base topic -> partitions (0: none)
         self._seen: set[str] = set()  # topics whose stray subscriptions were swept
         self._pending_deletions: set[Key] = set()
+        self._sync_wanted: set[str] = set()
         #: Policies and listings of the last complete pass (``_discover`` skips a pass
         #: that would decide the same).
         self._last_signature: object = None
@@ -256,6 +266,7 @@ class ReplicationManager:
             sorted(namespace_policies.items()),
             sorted(topic_policies.items()),
             sorted((namespace, tuple(topics)) for namespace, topics in self._topics.items()),
+            self.ownership.generation,
         )
         if (
             signature == self._last_signature
@@ -294,7 +305,10 @@ class ReplicationManager:
                     desired[(topic, remote)] = partitions
 
         listed_topics = {t for topics in self._topics.values() for t in topics}
-        await self._sweep_new_topics(listed_topics, desired)
+        owned = self.ownership
+        owned.forget(listed_topics)
+        await self._sweep_new_topics({t for t in listed_topics if owned.target(t)}, desired)
+        await self._hand_over()
         for key in [k for k in self.replicators if k not in desired]:
             replicator = self.replicators.pop(key)
             namespace = replicator.topic_name.namespace
@@ -303,22 +317,35 @@ class ReplicationManager:
                 log.info("replicator %s -> %s stopped: the topic is gone", *key)
             else:  # the policy no longer names the remote (or is gone)
                 await self._stop_and_delete(key, replicator)
+        await owned.publish()  # what is another's now has stopped: the others may start it
         started = 0
         for key, partitions in desired.items():
-            if key not in self.replicators:
+            if key not in self.replicators and owned.may_run(key[0]):
                 self._start(key, partitions)
                 started += 1
         if started:  # one line a pass, not one per topic: thousands start at once
             log.info("%d replicators started (%d running)", started, len(self.replicators))
         await self._sync_topics(desired)
         for key in sorted(self._pending_deletions):
-            if key not in desired:
+            if not owned.target(key[0]):
+                self._pending_deletions.discard(key)  # its owner's sweep finds it
+            elif key not in desired:
                 await self._delete_subscription(key)
             else:
                 self._pending_deletions.discard(key)
 
-        # A pass that met an error (a partition count it could not ask) is done again.
-        self._last_signature = signature if self.stats.errors == errors_before else None
+        owned_topics = {t for t in listed_topics if owned.target(t)}
+        running = {t for t, _ in self.replicators} | set(self.syncs)
+        self.partitions_owned = len(owned_topics)
+        self.partitions_pending = sum(
+            1
+            for t in owned_topics
+            if t not in running and (any(k[0] == t for k in desired) or t in self._sync_wanted)
+        )
+        # A pass that met an error (a partition count it could not ask) is done again, and
+        # so is one that left partitions waiting for another gateway to let go.
+        complete = self.stats.errors == errors_before and not self.partitions_pending
+        self._last_signature = signature if complete else None
         stats = self.stats
         stats.passes += 1
         stats.last_pass_at = self._clock()
@@ -344,7 +371,9 @@ class ReplicationManager:
         wanted: dict[str, str] = {}
         for namespace, topics in sorted(self._topics.items()):
             for topic in topics:
-                if not pulsar_port.is_side_topic(topic):  # it carries the sync itself
+                # The side topic carries the sync itself; another gateway's partitions
+                # are synced by that gateway.
+                if not pulsar_port.is_side_topic(topic) and self.ownership.target(topic):
                     wanted[topic] = namespace
         over = max(0, len(wanted) - self.sync_topics_max)
         if over and over != self.syncs_over_limit:
@@ -356,10 +385,9 @@ class ReplicationManager:
             )
         self.syncs_over_limit = over
         wanted = dict(list(wanted.items())[: self.sync_topics_max])
+        self._sync_wanted = set(wanted)
         for topic in [t for t in self.syncs if t not in wanted]:
-            sync = self.syncs.pop(topic)
-            self._namespace_syncs.get(sync.topic_name.namespace, {}).pop(topic, None)
-            await sync.stop()
+            await self._drop_sync(topic)
         for topic, namespace in wanted.items():
             remotes = frozenset(targets.get(topic, ()))
             sync = self.syncs.get(topic)
@@ -367,6 +395,8 @@ class ReplicationManager:
                 sync.core.remotes = remotes
                 sync.core.namespace_sync = self.sync_settings.for_namespace(namespace)
                 continue
+            if not self.ownership.may_run(topic):
+                continue  # another gateway still runs it
             core = SyncCore(
                 self.local.name,
                 namespace_sync=self.sync_settings.for_namespace(namespace),
@@ -388,6 +418,30 @@ class ReplicationManager:
             sync.start()
             sync.state_changed()  # read once: it may have changed before the watch began
         await self._watch_namespaces()
+
+    async def _drop_sync(self, topic: str) -> None:
+        sync = self.syncs.pop(topic)
+        self._namespace_syncs.get(sync.topic_name.namespace, {}).pop(topic, None)
+        await sync.stop()
+
+    async def _hand_over(self) -> None:
+        """Stop the replicators and syncs of partitions that are another gateway's now
+        (their subscriptions stay: the new owner resumes from them)."""
+        owned = self.ownership
+        moved = [key for key in self.replicators if not owned.target(key[0])]
+        moved_syncs = [topic for topic in self.syncs if not owned.target(topic)]
+        if not moved and not moved_syncs:
+            return
+        await asyncio.gather(
+            *(self.replicators.pop(key).stop() for key in moved),
+            *(self._drop_sync(topic) for topic in moved_syncs),
+            return_exceptions=True,
+        )
+        log.info(
+            "%d replicators and %d syncs stopped: their partitions are another gateway's",
+            len(moved),
+            len(moved_syncs),
+        )
 
     def _side_channel(self, namespace: str) -> SideChannel:
         channel = self.side_channels.get(namespace)

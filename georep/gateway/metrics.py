@@ -105,6 +105,25 @@ class ReplicationCollector:
                 ([self.manager.local.name, "sync"], self.manager.syncs_over_limit),
             ],
         )
+        manager, local = self.manager, self.manager.local.name
+        yield _gauge(
+            "georep_gateway_partitions",
+            "Topic partitions listed (known), this instance's share of them (owned), and"
+            " those of its share still run by another instance (pending)",
+            ["local_cluster", "instance", "state"],
+            [
+                ([local, manager.instance, "known"], manager.stats.topics),
+                ([local, manager.instance, "owned"], manager.partitions_owned),
+                ([local, manager.instance, "pending"], manager.partitions_pending),
+            ],
+        )
+        members = getattr(manager.ownership, "members", None)
+        yield _gauge(
+            "georep_gateway_members",
+            "Live gateway instances of this cluster, as this one last read them",
+            ["local_cluster", "instance"],
+            [([local, manager.instance], len(members) if members is not None else 1)],
+        )
         yield _gauge(
             "georep_gateway_problems",
             "Reasons /health answers degraded",

@@ -112,6 +112,25 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
         },
     },
+    "Ownership": {
+        "type": "object",
+        "description": "The gateway instances of this cluster and the topic partitions"
+                       " this one runs (docs/ARCHITECTURE.md, several gateways)",
+        "properties": {
+            "cluster": {"type": "string"},
+            "instance": {"type": "string", "description": "this instance"},
+            "leaseSeconds": {"type": "number"},
+            "heartbeatSeconds": {"type": "number"},
+            "fenced": {"type": "boolean",
+                       "description": "no lease: this instance runs nothing until it renews"},
+            "members": {"type": "array", "items": {"type": "object"}},
+            "partitions": {"type": "object",
+                           "description": "known, owned, running and pending (waiting for"
+                                          " the instance that ran them to let go)"},
+            "owner": {"type": ["string", "null"],
+                      "description": "with ?topic=: the instance that owns it"},
+        },
+    },
 }  # fmt: skip
 
 _STATUS_TEXT = {

@@ -14,6 +14,7 @@ topic's with ``POST /admin/v2/persistent/{t}/{ns}/{topic}/replication``). Here:
 ``GET    /admin/georep/v1/policies``                         every policy
 ``GET    /admin/georep/v1/clusters``                         local and remote clusters
 ``GET    /admin/georep/v1/stats``                            replicators and discovery
+``GET    /admin/georep/v1/ownership``                        gateway instances, owned partitions
 ``GET    /metrics``, ``GET /health``, ``GET /admin/georep/v1/openapi.json``  public
 ==========================================================  ====================================
 
@@ -279,6 +280,36 @@ async def get_stats(request: web.Request) -> web.Response:
     )
 
 
+async def get_ownership(request: web.Request) -> web.Response:
+    """The gateway instances of this cluster and the partitions this one runs;
+    ``?topic=`` (a topic partition) adds the instance that owns it."""
+    gateway = request.app[GATEWAY]
+    ownership, manager = gateway.ownership, gateway.manager
+    document: dict = {
+        "cluster": gateway.config.local.name,
+        "instance": ownership.instance,
+        "leaseSeconds": ownership.lease_s,
+        "heartbeatSeconds": ownership.heartbeat_s,
+        "fenced": ownership.fenced,
+        "lastError": ownership.last_error,
+        "members": ownership.members_json(),
+        "partitions": {
+            "known": manager.stats.topics,
+            "owned": manager.partitions_owned,
+            "running": len({key[0] for key in manager.replicators} | set(manager.syncs)),
+            "pending": manager.partitions_pending,
+        },
+    }
+    topic = request.query.get("topic")
+    if topic is not None:
+        try:
+            TopicName.parse(topic)
+        except InvalidTopicName as error:
+            raise PolicyError(f"?topic: {error}") from None
+        document["owner"] = ownership.owner(topic)
+    return json_response(document)
+
+
 def _count_query(request: web.Request, name: str, default: int, count_max: int) -> int:
     text = request.query.get(name)
     if text is None:
@@ -294,6 +325,9 @@ _VERSION = QueryParameter(
     "version", "delete only at this version", {"type": "integer", "minimum": 1}
 )
 _TOPIC_PREFIX = QueryParameter("topic", "only topic partitions starting so", {"type": "string"})
+_OWNED_TOPIC = QueryParameter(
+    "topic", "a topic partition: the answer names its owner", {"type": "string"}
+)
 _OFFSET = QueryParameter("offset", "topic partitions skipped", {"type": "integer", "minimum": 0})
 _LIMIT = QueryParameter(
     "limit",
@@ -333,6 +367,9 @@ ROUTES: tuple[Route, ...] = (
           "Replicator stats (Pulsar's replication stats names), discovery, subscription sync;"
           " one page of topic partitions", "stats", response="Stats",
           query=(_TOPIC_PREFIX, _OFFSET, _LIMIT)),
+    Route("GET", f"{V1}/ownership", get_ownership, Role.READ,
+          "The gateway instances of this cluster and the topic partitions this one runs",
+          "stats", response="Ownership", query=(_OWNED_TOPIC,)),
 )  # fmt: skip
 
 

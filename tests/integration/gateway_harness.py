@@ -105,8 +105,12 @@ class GatewayProcess(ChildProcess):
         token: str | None = None,
         extra_toml: str = "",
         kind: str = "georep",
+        metadata: Path | None = None,
+        instance: str | None = None,
     ) -> None:
-        """``kind = "pulsar"``: every cluster is a real Pulsar standalone."""
+        """``kind = "pulsar"``: every cluster is a real Pulsar standalone. ``metadata``
+        (a SQLite file) and ``instance`` make this one of several instances of the gateway
+        of ``local`` (gateway/ownership.py): they share the file."""
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.local = local
@@ -117,12 +121,15 @@ class GatewayProcess(ChildProcess):
         self.config_path = directory / f"gateway-{local.name}.toml"
         self.log_path = directory / f"gateway-{local.name}.log"
         self.process: subprocess.Popen | None = None
+        self.instance = instance
+        metadata = metadata or directory / f"gateway-{local.name}.db"
         lines = [
             "[gateway]",
             f'listen = "127.0.0.1:{self.port}"',
-            f'metadata = "sqlite:///{directory / f"gateway-{local.name}.db"}"',
+            f'metadata = "sqlite:///{metadata}"',
             "discovery_interval_s = 0.5",
             "retry_backoff_s_max = 2.0",
+            *([f'instance = "{instance}"'] if instance else []),
             "",
             "[local]",
             f'name = "{local.name}"',

@@ -293,3 +293,20 @@ class ReplicationPolicyRow(Base):
     clusters: Mapped[list[Any]] = mapped_column(JSON)
     updated_at: Mapped[float] = mapped_column(Double)
     version: Mapped[int] = mapped_column(Integer)
+
+
+class GatewayMemberRow(Base):
+    """A live gateway instance of a cluster (``gateway/ownership.py``): its lease, renewed
+    every heartbeat, and ``view``, the sorted instance names whose shares of the topic
+    partitions it has stopped down to (it runs only partitions that view gives it).
+    """
+
+    __tablename__ = "gateway_members"
+    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
+
+    cluster: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    instance: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    view: Mapped[list[Any]] = mapped_column(JSON)
+    joined_at: Mapped[float] = mapped_column(Double)
+    expires_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)

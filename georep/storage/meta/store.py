@@ -7,7 +7,8 @@ composed into :class:`MetadataStore`, the one object a process opens and passes 
 - ``leases.py``: named leases (the auditor's leadership);
 - ``managed_ledgers.py``: managed ledgers and cursors (``storage/managed_ledger``);
 - ``catalog.py``: tenants and namespaces (the admin REST, the broker);
-- ``replication_policies.py``: the gateway's remote clusters and policies.
+- ``replication_policies.py``: the gateway's remote clusters and policies;
+- ``gateway_members.py``: the gateway instances of a cluster (``gateway/ownership.py``).
 
 How a call runs (one short transaction in a worker thread, CAS on versions, retries,
 time from an injected clock) is the engine core's docstring.
@@ -23,6 +24,7 @@ from georep.storage.meta.catalog import (
     TenantRecord,
 )
 from georep.storage.meta.engine import Clock, MetadataEngine
+from georep.storage.meta.gateway_members import GatewayMember, GatewayMemberRepository
 from georep.storage.meta.leases import LeaseRepository
 from georep.storage.meta.ledgers import LedgerRepository
 from georep.storage.meta.managed_ledgers import (
@@ -47,6 +49,7 @@ __all__ = [
     "BookieRegistration",
     "CatalogOutcome",
     "Clock",
+    "GatewayMember",
     "LedgerInfo",
     "ManagedCursorInfo",
     "ManagedLedgerInfo",
@@ -67,6 +70,7 @@ class MetadataStore(
     ManagedLedgerRepository,
     CatalogRepository,
     ReplicationPolicyRepository,
+    GatewayMemberRepository,
     MetadataEngine,
 ):
     """Async access to the metadata database, every domain of it. Create with
