@@ -170,8 +170,7 @@ class Traffic:
     def _produce(self) -> None:
         client = pulsar.Client(self.url, operation_timeout_seconds=30)
         producers = [
-            client.create_producer(topic, batching_enabled=False)
-            for topic in [PARTITIONED, *PLAIN]
+            client.create_producer(topic, batching_enabled=False) for topic in [PARTITIONED, *PLAIN]
         ]
 
         def done(result, _message_id, payload: bytes) -> None:
