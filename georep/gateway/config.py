@@ -56,6 +56,7 @@ Unknown keys are refused (a typo in ``rate_limit`` would otherwise silently mean
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -287,14 +288,25 @@ def parse(
     )
 
 
+def with_overrides(
+    config: GatewayConfig, *, listen: str | None = None, instance: str | None = None
+) -> GatewayConfig:
+    """``config`` with ``listen`` (``host:port``) and ``instance`` from the command line,
+    so several instances run from one file (docs/ARCHITECTURE.md, several instances)."""
+    changes: dict[str, Any] = {}
+    if listen is not None:
+        changes["listen_host"], changes["listen_port"] = _listen(listen)
+    if instance is not None:
+        changes["instance"] = _instance(instance)
+    return dataclasses.replace(config, **changes)
+
+
 def _instance(value: Any) -> str | None:
     if value is None:
         return None
     chars = limits.gateway_instance_chars_max
     if not isinstance(value, str) or not INSTANCE_NAME.fullmatch(value):
-        raise ConfigError(
-            f"[gateway] instance must be 1..{chars} letters, digits, '.', '_' or '-'"
-        )
+        raise ConfigError(f"[gateway] instance must be 1..{chars} letters, digits, '.', '_' or '-'")
     return value
 
 

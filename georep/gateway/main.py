@@ -6,6 +6,9 @@ got with port 0. SIGTERM and SIGINT stop it cleanly: replicators stop with their
 acknowledgements persisted (their subscriptions stay, and replication resumes from them
 at the next start), links close, the metadata store closes.
 
+Several instances for one cluster run from one file and one metadata store
+(``ownership.py``): ``--listen`` and ``--instance`` give each its own address and name.
+
 Exit code 2 means the configuration is unusable, said in one line on stderr
 (``console.py``): the file, a host that is not an address here, a port in use, a
 metadata URL it cannot use, or a REST listening beyond loopback without tokens unless
@@ -21,7 +24,7 @@ from pathlib import Path
 
 from georep import console
 from georep.console import ConfigError
-from georep.gateway.config import GatewayConfig, load
+from georep.gateway.config import GatewayConfig, load, with_overrides
 from georep.gateway.gateway import Gateway
 from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.rest.access import ExposureError, check_exposure
@@ -36,6 +39,16 @@ READY_PREFIX = "GATEWAY_READY"
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", required=True, type=Path, help="gateway TOML file (see examples/)"
+    )
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="the REST admin's address, instead of the file's (several instances, one file)",
+    )
+    parser.add_argument(
+        "--instance",
+        metavar="NAME",
+        help="this instance's name among the gateways of its cluster (default: generated)",
     )
     parser.add_argument(
         "--insecure",
@@ -61,7 +74,7 @@ async def serve(config: GatewayConfig) -> int:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load(args.config)
+        config = with_overrides(load(args.config), listen=args.listen, instance=args.instance)
         check(config, insecure=args.insecure)
     except (ConfigError, console.BindError) as error:
         return console.config_error("gateway", error)

@@ -188,3 +188,19 @@ def test_heartbeat_longer_than_a_quarter_lease_and_bad_instance_names_are_refuse
         parse({"gateway": {"instance": "a b"}, "local": local})
     config = parse({"gateway": {"instance": "gw-a1", "lease_s": 10}, "local": local})
     assert (config.instance, config.lease_s, config.heartbeat_s) == ("gw-a1", 10.0, 0.5)
+
+
+def test_command_line_gives_an_instance_its_own_address_and_name() -> None:
+    from georep.console import ConfigError
+    from georep.gateway.config import parse, with_overrides
+
+    local = {"name": "A", "service_url": "pulsar://127.0.0.1:1", "admin_url": "http://x:1"}
+    config = parse({"gateway": {"instance": "a1"}, "local": local})
+    second = with_overrides(config, listen="127.0.0.1:8091", instance="a2")
+    assert (second.listen_port, second.instance, second.metadata_url) == (
+        8091,
+        "a2",
+        config.metadata_url,
+    )
+    with pytest.raises(ConfigError, match="listen"):
+        with_overrides(config, listen="nowhere")
