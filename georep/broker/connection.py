@@ -159,6 +159,10 @@ class ServerConnection:
         self.consumers: dict[int, Consumer] = {}
         self._creating_producers: set[int] = set()
         self._creating_consumers: set[int] = set()
+        #: Consumers and producers closed by the client while still being created
+        #: (Pulsar's ServerCnx completes their futures with an error in the same way).
+        self._closed_while_creating: set[int] = set()
+        self._producers_closed_while_creating: set[int] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.cleanup: asyncio.Task[None] | None = None
         self._opened_at = clock()
@@ -472,9 +476,14 @@ class ServerConnection:
             topic.add_producer(producer)
         finally:
             self._creating_producers.discard(producer_id)
+            closed_meanwhile = producer_id in self._producers_closed_while_creating
+            self._producers_closed_while_creating.discard(producer_id)
         if self.state is State.CLOSED:
             producer.close()
             return
+        if closed_meanwhile:  # the client gave up on it: its name must stay free
+            producer.close()
+            raise ServiceNotReady(f"producer {producer_id} was closed while being created")
         self.producers[producer_id] = producer
         schema_version = _SCHEMA_VERSION if request.HasField("schema") else None
         self.send_command(
@@ -499,6 +508,8 @@ class ServerConnection:
     def _on_close_producer(self, frame: frames.Frame) -> None:
         request = frame.command.close_producer
         producer = self.producers.pop(request.producer_id, None)
+        if producer is None and request.producer_id in self._creating_producers:
+            self._producers_closed_while_creating.add(request.producer_id)
         if producer is not None:
             producer.close()
         self.send_command(commands.success(request.request_id))
@@ -538,9 +549,16 @@ class ServerConnection:
             subscription, consumer = await topic.subscribe(new_consumer, request)
         finally:
             self._creating_consumers.discard(consumer_id)
+            closed_meanwhile = consumer_id in self._closed_while_creating
+            self._closed_while_creating.discard(consumer_id)
         if self.state is State.CLOSED:
             await subscription.remove_consumer(consumer)
             return
+        if closed_meanwhile:
+            # The client closed it before it was made (it gave up waiting): never leave
+            # it attached, or it holds an Exclusive subscription against the retry.
+            await subscription.remove_consumer(consumer)
+            raise ServiceNotReady(f"consumer {consumer_id} was closed while being created")
         self.consumers[consumer_id] = consumer
         self.send_command(commands.success(request.request_id))
 
@@ -615,6 +633,8 @@ class ServerConnection:
     async def _on_close_consumer(self, frame: frames.Frame) -> None:
         request = frame.command.close_consumer
         consumer = self.consumers.pop(request.consumer_id, None)
+        if consumer is None and request.consumer_id in self._creating_consumers:
+            self._closed_while_creating.add(request.consumer_id)  # _on_subscribe drops it
         if consumer is not None:
             # Returns once the consumer's acknowledgements are persisted.
             await consumer.subscription.remove_consumer(consumer)

@@ -6,10 +6,12 @@ Then the compose topology (docker/compose.yaml) once end to end with podman-comp
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +41,12 @@ def eventually(condition: Callable[[], object], what: str, timeout_s: float = 90
         if time.monotonic() > deadline:
             pytest.fail(f"not within {timeout_s} s: {what} (last error: {last})")
         time.sleep(0.5)
+
+
+def gateway_json(url: str) -> dict:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
 
 
 def client(url: str) -> pulsar.Client:
@@ -199,6 +207,7 @@ def test_compose_topology_end_to_end(georep_image, postgres_image):
     # holds would answer in our cluster's place.
     ports = {f"GEOREP_PORT_{cluster}_{kind}": str(free_port())
              for cluster in "ABC" for kind in ("BROKER", "ADMIN", "GATEWAY")}  # fmt: skip
+    ports["GEOREP_PORT_A2_GATEWAY"] = str(free_port())  # A's gateway runs twice
     env = {**os.environ, "GEOREP_IMAGE": georep_image, "GEOREP_TOKEN": TOKEN,
            "GEOREP_POSTGRES_IMAGE": postgres_image, **ports}  # fmt: skip
     compose = ["podman-compose", "-p", project, "-f", str(ROOT / "docker" / "compose.yaml")]
@@ -223,6 +232,11 @@ def test_compose_topology_end_to_end(georep_image, postgres_image):
                 producer.send(f"m{index}".encode())
             received = [copies.receive(120_000).data() for _ in range(20)]
             assert received == [f"m{i}".encode() for i in range(20)]
+            # Both instances of A's gateway see each other through PostgreSQL.
+            for port in ("GEOREP_PORT_A_GATEWAY", "GEOREP_PORT_A2_GATEWAY"):
+                url = f"http://127.0.0.1:{ports[port]}/admin/georep/v1/ownership"
+                eventually(lambda url=url: len(gateway_json(url)["members"]) == 2,
+                           f"two members seen from {port}")  # fmt: skip
         finally:
             on_a.close()
             on_c.close()

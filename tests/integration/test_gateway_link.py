@@ -10,9 +10,10 @@ import time
 
 import pytest
 
+from georep.client.consumer import SubType
 from georep.client.errors import LinkClosed, LinkError, ServerError
 from georep.client.link import PulsarLink
-from georep.protocol import batch
+from georep.protocol import batch, commands
 from georep.protocol import pulsar_wire_pb2 as pb
 from tests.integration.broker_cluster import ClusterProcess, unique_topic
 from tests.integration.gateway_harness import produce
@@ -159,3 +160,32 @@ async def test_pending_sends_fail_when_the_broker_dies(tmp_path) -> None:
     finally:
         await link.close()
         cluster.kill()
+
+
+async def test_a_subscribe_given_up_on_never_holds_the_exclusive_subscription(cluster) -> None:
+    """SUBSCRIBE and CLOSE_CONSUMER in one write, as a client that gave up sends them:
+    the close reaches the broker while it still loads the topic and creates the
+    consumer, which must then not stay attached (the retry, from another link here,
+    would meet "already has a consumer")."""
+    topics = [unique_topic("given-up") for _ in range(10)]
+    giving_up, retrying = PulsarLink(cluster.url), PulsarLink(cluster.url)
+    try:
+        for consumer_id, topic in enumerate(topics, start=1):
+            connection = await giving_up.lookup(topic)
+            subscribe = commands.build(
+                commands.Type.SUBSCRIBE,
+                topic=topic,
+                subscription="georep.repl.X",
+                sub_type=SubType.EXCLUSIVE,
+                consumer_id=consumer_id,
+                request_id=connection.next_request_id(),
+            )
+            connection.abandon(subscribe)  # queued: both go out in one write
+            connection.abandon(commands.close_consumer(consumer_id, connection.next_request_id()))
+        await asyncio.sleep(1)
+        for topic in topics:
+            consumer = await asyncio.wait_for(retrying.subscribe(topic, "georep.repl.X"), 30)
+            await consumer.close()
+    finally:
+        await giving_up.close()
+        await retrying.close()
