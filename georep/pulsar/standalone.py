@@ -357,6 +357,10 @@ def _get_json(url: str) -> object:
         return json.load(response)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """``tools/pulsar_standalone.py``: resolve, and optionally run one standalone."""
     import argparse
@@ -390,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
         f" (started in {standalone.start_seconds:.1f} s; data {data}); Ctrl-C stops it",
         flush=True,
     )
+    # SIGTERM (kill, a supervisor) stops the JVM as Ctrl-C does, instead of orphaning it.
+    signal.signal(signal.SIGTERM, _interrupted)
     with contextlib.suppress(KeyboardInterrupt):
         standalone.process.wait()
     standalone.stop()
