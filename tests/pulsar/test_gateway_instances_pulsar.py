@@ -33,7 +33,7 @@ def quiet_client(url: str) -> pulsar.Client:
 
 def running(instance: GatewayProcess) -> set[str]:
     stats = instance.get("/admin/georep/v1/stats?limit=10000")
-    return {r["topic"] for r in stats["replicators"] if r["connected"]}
+    return {r["topic"] for r in stats["replicators"] if r["connected"]} & set(PARTITIONS)
 
 
 def settled(instances: list[GatewayProcess]) -> dict[str, set[str]] | None:
@@ -77,7 +77,7 @@ def test_an_instance_killed_beside_pulsar_is_taken_over_without_loss_or_duplicat
             acked.append(payload)
 
     def produce() -> None:
-        client = quiet_client(a.url)
+        client = quiet_client(a.service_url)
         producer = client.create_producer(TOPIC, batching_enabled=False)
         sequence = 0
         while not halt.is_set():
@@ -110,7 +110,7 @@ def test_an_instance_killed_beside_pulsar_is_taken_over_without_loss_or_duplicat
 
         wait_for(caught_up, timeout_s=120)
         on_b: collections.Counter = collections.Counter()
-        client = quiet_client(b.url)
+        client = quiet_client(b.service_url)
         try:
             for partition in PARTITIONS:
                 reader = client.create_reader(partition, pulsar.MessageId.earliest)
