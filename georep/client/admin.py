@@ -280,19 +280,23 @@ class ClusterAdminClient:
                 body={"adminRoles": [], "allowedClusters": [self.cluster_name]},
                 allowed=(409,),
             )
-            await self._request(
+            created, _ = await self._request(
                 "PUT",
                 f"{V2}/namespaces/{_segment(topic.tenant)}/{_segment(topic.namespace_local)}",
                 allowed=(409,),
             )
-            log.info("%s: created namespace %s", self.cluster_name, topic.namespace)
+            if created != 409:
+                log.info("%s: created namespace %s", self.cluster_name, topic.namespace)
         if partitions > 0:
             existing = await self.partitions(topic)
             if not existing:
-                await self._request(
+                status, _ = await self._request(
                     "PUT", f"{_path(topic)}/partitions", body=partitions, allowed=(409,)
                 )
-                log.info("%s: created %s with %d partitions", self.cluster_name, topic, partitions)
+                if status != 409:  # every partition's replicator asks; one line a topic
+                    log.info(
+                        "%s: created %s with %d partitions", self.cluster_name, topic, partitions
+                    )
             elif existing != partitions:
                 log.warning(
                     "%s: %s has %d partitions here, %d at the origin; partitions beyond %d"
