@@ -130,7 +130,7 @@ def shares(instances: list[Instance], partitions: set[str]) -> dict[str, set[str
 
 
 async def wait_shares(instances: list[Instance], partitions: set[str]) -> dict[str, set[str]]:
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         found = await asyncio.to_thread(shares, instances, partitions)
         if found is not None:
