@@ -24,8 +24,11 @@ demo: $(STAMP)
 storage-demo: $(STAMP)
 	$(BIN)/georep demo
 
+# Two workers, a test file per worker at a time (tests/conftest.py says how files group).
+PYTEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check georep tests bench

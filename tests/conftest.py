@@ -5,6 +5,11 @@ backend: a SQLite file under ``tmp_path``, and a fresh schema on the PostgreSQL 
 named by ``GEOREP_TEST_POSTGRES_URL`` (skipped when unset; start one with
 ``eval "$(bash .ci/postgres.sh | tail -1)"``). ``metadata_store`` is a migrated
 ``MetadataStore`` on it, driven by ``manual_clock``.
+
+Two workers (``make test``: pytest-xdist, ``--dist loadgroup``): each test file goes to one
+worker whole, so a module's processes start once; every file under ``tests/pulsar``
+goes to the same worker, which starts the session's two Pulsar standalones once, and the
+container tests likewise share one worker and one image build.
 """
 
 from __future__ import annotations
@@ -94,3 +99,17 @@ async def metadata_store(metadata_url: str, manual_clock: ManualClock) -> AsyncI
         yield store
     finally:
         await store.close()
+
+
+#: Folders whose files share session fixtures too costly to start twice (JVMs, images).
+_SHARED_WORKER = ("pulsar", "containers")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """One xdist group per test file, one per folder of ``_SHARED_WORKER``."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    for item in items:
+        relative = os.path.relpath(os.path.abspath(item.path), root)
+        folder = relative.split(os.sep, 1)[0]
+        group = folder if folder in _SHARED_WORKER else relative
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -211,6 +211,12 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
     totals = json.loads(done.stdout.strip().splitlines()[-1])
     assert totals["messages"] == 20 and totals["replication_gap"] == 0
     assert (report / "report.html").read_text().count("<svg") == 2
+    # Spark silent: the command's own steps only (and the JVM's line about its modules)
+    others = [
+        line for line in done.stderr.splitlines()
+        if not line.startswith("reconcile: [") and "incubator modules" not in line
+    ]  # fmt: skip
+    assert others == [], others
 
 
 def test_export_of_an_unreachable_cluster_fails_cleanly(tmp_path) -> None:

@@ -1,8 +1,11 @@
 """``georep reconcile --master spark://…`` on a real Spark standalone cluster: a master
 and two workers started from the installed pyspark (``spark-class``), all on 127.0.0.1
-with ephemeral ports, once for the session. The same small exports (and delivery log)
-are reconciled there and in ``local[*]``: the summary and the tables must be the same.
-With ``local[*]``, stderr holds the command's own steps and nothing of Spark's.
+with ephemeral ports, once for the session. Small exports (and a delivery log) whose
+reconciliation ``tests/unit/test_reconcile_job.py`` checks table by table in ``local``
+mode are reconciled there: the summary must be the one ``local[*]`` gives (written out
+below, from ``georep reconcile`` on the same cases). A second, local, run of the command
+here would cost a minute of the suite for what the unit tests already hold; the local
+command's stderr (the steps, nothing of Spark's) is checked in test_export_cluster.py.
 
 Executors run on the workers: they read the inputs and write the tables by path, so
 this checks what a cluster on shared storage does (docs/AUDIT.md, "On a Spark cluster").
@@ -35,18 +38,25 @@ SPARK_HOME = Path(pyspark.__file__).parent
 WORKERS = 2
 START_TIMEOUT_S = 180
 RUN_TIMEOUT_S = 600
-#: Compared row by row between the cluster and local[*].
-TABLES = (
-    "link_summary",
-    "subscription_summary",
-    "translated_positions",
-    "redelivery_risk",
-    "skip_risk",
-    "replication_gap",
-    "batch_differences",
-    "observed_duplicates",
-    "observed_losses",
-)
+#: What ``georep reconcile`` in ``local[*]`` answers for cases T and Q with T's deliveries.
+LOCAL_SUMMARY = {
+    "acked_on_origin": 20,
+    "batch_entries_differing": 3,
+    "batch_entries_partly_acked": 4,
+    "clusters": 2,
+    "duplicate_copies": 0,
+    "links": 2,
+    "messages": 38,
+    "observed_duplicates": 4,
+    "observed_losses": 3,
+    "observed_redeliveries": 0,
+    "redelivery_risk": 6,
+    "replication_gap": 3,
+    "skip_risk": 3,
+    "subscriptions": 3,
+    "topics": 2,
+    "unmapped_copies": 0,
+}
 
 
 def _spark_env(root: Path) -> dict[str, str]:
@@ -150,22 +160,13 @@ def test_a_standalone_cluster_gives_the_same_audit_as_local(spark_master, tmp_pa
         "--conf", "spark.cores.max=2", "--conf", "spark.driver.host=127.0.0.1",
     )  # fmt: skip
     assert cluster.returncode == 0, cluster.stderr[-3000:]
-    local = reconcile(tmp_path / "local", inputs, deliveries, env)
-    assert local.returncode == 0, local.stderr[-3000:]
 
     summary = json.loads((tmp_path / "cluster" / "summary.json").read_text())
-    assert summary == json.loads((tmp_path / "local" / "summary.json").read_text())
-    assert summary["replication_gap"] == 3 and summary["observed_duplicates"] == 4
-    for table in TABLES:
-        assert rows(tmp_path / "cluster", table) == rows(tmp_path / "local", table), table
+    assert summary == LOCAL_SUMMARY
+    assert rows(tmp_path / "cluster", "replication_gap") and rows(
+        tmp_path / "cluster", "observed_duplicates"
+    ), "the tables are written where the driver named them"
 
     # the work ran on the workers: each executor left its directory under a worker's
     executors = list(tmp_path.parent.glob("spark-standalone*/work-*/app-*/*"))
     assert executors, "no executor ran on the standalone workers"
-
-    # Spark silent: the command's steps only (and the JVM's own line about its modules)
-    others = [
-        line for line in local.stderr.splitlines()
-        if not line.startswith("reconcile: [") and "incubator modules" not in line
-    ]  # fmt: skip
-    assert others == [], others
