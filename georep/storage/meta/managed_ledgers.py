@@ -23,6 +23,7 @@ from georep.storage.errors import (
     NoSuchManagedLedger,
 )
 from georep.storage.meta.engine import (
+    MetadataEngine,
     _check_custom,
     _check_int,
     _managed_cursors,
@@ -75,7 +76,7 @@ class ManagedCursorInfo:
         return dataclasses.replace(self, **changes)
 
 
-class ManagedLedgerRepository:
+class ManagedLedgerRepository(MetadataEngine):
     """Managed ledgers (their ledger lists) and their cursors, for
     ``storage/managed_ledger``."""
 

@@ -86,6 +86,8 @@ def create_engine(url: str, **engine_options: object) -> Engine:
     if parsed.get_backend_name() != "sqlite":
         return sqlalchemy.create_engine(parsed, pool_pre_ping=True, **engine_options)
 
+    if parsed.database is None:  # database_url refuses it; said again for the checker
+        raise InvalidArgument(f"metadata URL {url!r}: SQLite needs a file path")
     directory = os.path.dirname(os.path.abspath(parsed.database))
     if not os.path.isdir(directory):
         raise InvalidArgument(f"metadata URL {url!r}: directory {directory} does not exist")
