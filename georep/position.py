@@ -15,7 +15,7 @@ still order correctly against every entry, which is all cursors need. The sentin
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from georep.storage.errors import InvalidArgument
 
@@ -23,9 +23,19 @@ from georep.storage.errors import InvalidArgument
 ID_MAX = 2**63 - 1
 
 
-class Position(NamedTuple):
+class _Ids(NamedTuple):
     ledger_id: int
     entry_id: int
+
+
+class Position(_Ids):
+    """(ledger id, entry id); a tuple, so it unpacks, orders and hashes as one."""
+
+    __slots__ = ()
+
+    #: Before and after every entry: the client's MessageId.earliest and .latest.
+    EARLIEST: ClassVar[Position]
+    LATEST: ClassVar[Position]
 
     def __str__(self) -> str:
         return f"{self.ledger_id}:{self.entry_id}"
@@ -44,10 +54,7 @@ class Position(NamedTuple):
     @classmethod
     def checked(cls, ledger_id: object, entry_id: object) -> Position:
         """A position from untrusted ints: both within -1..2**63-1."""
-        for value in (ledger_id, entry_id):
-            if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= ID_MAX:
-                raise InvalidArgument(f"position ids must be ints in -1..2**63-1: {value!r}")
-        return cls(ledger_id, entry_id)  # type: ignore[arg-type]
+        return cls(_checked_id(ledger_id), _checked_id(entry_id))
 
     def predecessor(self) -> Position:
         """The position just before this one in the same ledger: (L, e) -> (L, e - 1).
@@ -70,6 +77,11 @@ class Position(NamedTuple):
         return self.ledger_id >= 0 and self.entry_id >= 0
 
 
-# Class attributes set after the class: a NamedTuple body turns annotations into fields.
-Position.EARLIEST = Position(-1, -1)  # type: ignore[attr-defined]
-Position.LATEST = Position(ID_MAX, ID_MAX)  # type: ignore[attr-defined]
+Position.EARLIEST = Position(-1, -1)
+Position.LATEST = Position(ID_MAX, ID_MAX)
+
+
+def _checked_id(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= ID_MAX:
+        raise InvalidArgument(f"position ids must be ints in -1..2**63-1: {value!r}")
+    return value

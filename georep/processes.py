@@ -18,6 +18,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from georep.invariant import InvariantViolation
 
@@ -31,7 +32,7 @@ def exit_on_invariant(loop: asyncio.AbstractEventLoop) -> None:
     """A broken invariant anywhere in ``loop`` is a bug: the process stops at once
     rather than serve from state it no longer trusts."""
 
-    def handle(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exception = context.get("exception")
         if isinstance(exception, InvariantViolation):
             log.critical("invariant violated: %s", context.get("message"), exc_info=exception)

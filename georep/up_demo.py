@@ -21,6 +21,7 @@ import json
 import os
 import time
 import urllib.request
+from typing import Any
 
 from georep.rest import tokens as token_sources
 from georep.up import UpConfig
@@ -145,7 +146,7 @@ def _failover(pulsar, config, urls, topic, consumer, expected, logger) -> bool:
     return ok
 
 
-def _stats(config, name: str) -> dict | None:
+def _stats(config, name: str) -> dict[str, Any] | None:
     gateway = config.gateways.get(name)
     if gateway is None:
         return None
@@ -169,7 +170,7 @@ def _gateway_token(config: UpConfig) -> str | None:
     return token_sources.client_token(os.environ, token_sources.GATEWAY_TOKENS_ENV)
 
 
-def _topic_sync(stats: dict | None, topic: str) -> dict:
+def _topic_sync(stats: dict[str, Any] | None, topic: str) -> dict[str, Any]:
     for entry in (stats or {}).get("subscriptionSync", {}).get("topics", []):
         if entry["topic"] == topic:
             return entry
@@ -213,7 +214,7 @@ def _drain(pulsar, url: str, topic: str, logger) -> list[str]:
 
 
 def _read_all(pulsar, url: str, topic: str, logger) -> dict[str, int]:
-    seen: collections.Counter = collections.Counter()
+    seen: collections.Counter[str] = collections.Counter()
     client = pulsar.Client(url, operation_timeout_seconds=30, logger=logger)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)

@@ -44,6 +44,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from georep import limits
 from georep.drill import rest
@@ -66,7 +67,7 @@ _RECEIVER_QUEUE_B = 100
 
 @dataclass
 class ModeRun:
-    report: dict
+    report: dict[str, Any]
     deliveries: list[Delivery]
 
 
@@ -249,7 +250,7 @@ class DrillOp:
             await asyncio.sleep(0.2)
         self._lap("gateways_ready")
 
-    def _not_ready(self, cluster: str, stats: dict | None) -> list[str]:
+    def _not_ready(self, cluster: str, stats: dict[str, Any] | None) -> list[str]:
         if stats is None:
             return [f"stats from {cluster}'s gateway"]
         missing = []
@@ -269,7 +270,7 @@ class DrillOp:
         self.progress.phase(f"{self.mode}: settle {self.settings.settle_s:g} s")
         await asyncio.sleep(self.settings.settle_s)
         self._lap("settle")
-        blocks: dict[str, dict | None] = {}
+        blocks: dict[str, dict[str, Any] | None] = {}
         for cluster in (A, B) if self.topology.has_gateways else ():
             stats = await asyncio.to_thread(self.topology.gateway_stats, cluster, self.topic)
             if stats is None:

@@ -589,7 +589,7 @@ def _target_column(
     target: str,
     block: Mapping[str, Any],
     deliveries: Sequence[Delivery],
-    report: Mapping,
+    report: Mapping[str, Any],
     scale: Scale | None,
     lag_scale: LagScale | None = None,
 ) -> str:

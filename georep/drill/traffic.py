@@ -25,6 +25,7 @@ import logging
 import random
 import threading
 import time
+from typing import Any
 
 from georep import limits
 from georep.decimal_text import parse_decimal
@@ -273,7 +274,7 @@ class ConsumerGroup:
         self.interval_s = len(policies) / rate_per_s if rate_per_s > 0 else 0.0
         self.stopping = threading.Event()
         self.errors: list[str] = []
-        self._consumers: list = []
+        self._consumers: list[Any] = []
         self._threads: list[threading.Thread] = []
 
     def subscribe(self) -> None:

@@ -70,7 +70,7 @@ class PulsarAdmin:
 
     # clusters, tenants, namespaces -------------------------------------------------
 
-    def _create_or_update(self, path: str, body: dict) -> None:
+    def _create_or_update(self, path: str, body: dict[str, Any]) -> None:
         """PUT creates; where it exists already (409), POST updates it to ``body``."""
         try:
             self.request("PUT", path, body)
@@ -106,15 +106,15 @@ class PulsarAdmin:
 
     # topics and cursors ------------------------------------------------------------
 
-    def internal_stats(self, topic: str) -> dict:
+    def internal_stats(self, topic: str) -> dict[str, Any]:
         """The managed ledger and, per cursor, ``markDeletePosition`` and
         ``individuallyDeletedMessages`` (``"[(3:1..3:5],(3:9..3:12]]"``)."""
         return self.request("GET", f"/admin/v2/{topic_path(topic)}/internalStats")
 
-    def stats(self, topic: str) -> dict:
+    def stats(self, topic: str) -> dict[str, Any]:
         return self.request("GET", f"/admin/v2/{topic_path(topic)}/stats")
 
-    def last_message_id(self, topic: str) -> dict:
+    def last_message_id(self, topic: str) -> dict[str, Any]:
         return self.request("GET", f"/admin/v2/{topic_path(topic)}/lastMessageId")
 
     def create_subscription(self, topic: str, subscription: str, *, earliest: bool) -> None:

@@ -54,6 +54,7 @@ import functools
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from tenacity import (
     AsyncRetrying,
@@ -136,7 +137,7 @@ class _Counters:
     #: Not sent: the remote's last sequence id was at or above the entry's.
     already_replicated: int = 0
     #: Not replicated by rule (not local, marker, not addressed), by verdict value.
-    skipped: collections.Counter = field(default_factory=collections.Counter)
+    skipped: collections.Counter[str] = field(default_factory=collections.Counter[str])
     errors: int = 0
 
 
@@ -562,7 +563,7 @@ class Replicator:
             return 0.0
         return None
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """Pulsar's replication stats names (``replicationBacklog`` counts entries, as
         Pulsar's does), and georep's own counters."""
         c = self.counters

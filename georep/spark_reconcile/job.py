@@ -494,7 +494,7 @@ def _drill_page(deliveries_path: str | None, out: Path) -> str | None:
 
 
 def _totals(F, checked, index, links_table, subscriptions_table, observed, differences,
-            subscriptions) -> dict:  # fmt: skip
+            subscriptions) -> dict[str, Any]:  # fmt: skip
     """Every total in one Spark job: single-row aggregates joined side by side."""
     parts = [
         index.agg(

@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from georep import limits
 from georep.storage.errors import ProtocolError
@@ -263,7 +263,7 @@ RESPONSES: dict[OpCode, type[Response]] = {
 }
 
 
-def _unpack(layout: struct.Struct, body: memoryview, what: str) -> tuple:
+def _unpack(layout: struct.Struct, body: memoryview, what: str) -> tuple[Any, ...]:
     if len(body) < layout.size:
         raise ProtocolError(f"{what} body of {len(body)} bytes, need at least {layout.size}")
     return layout.unpack_from(body, 0)

@@ -61,6 +61,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from georep import limits
 from georep.protocol import pulsar_wire_pb2 as wire
@@ -141,7 +142,7 @@ class _Source:
     #: last acknowledgements) is still this cluster's to send, once.
     active: bool = False
     consumers_attached: int = 0
-    last_normalized: tuple | None = None
+    last_normalized: tuple[Any, ...] | None = None
     last_content: bytes | None = None
     stats: SourceStats = field(default_factory=SourceStats)
 
@@ -431,7 +432,7 @@ class SyncCore:
                 source.stats.last_written_at = now
         return out
 
-    def _normalized(self, state: SubscriptionState) -> tuple:
+    def _normalized(self, state: SubscriptionState) -> tuple[Any, ...]:
         below = state.mark_delete
         floors = [self.forward[self.local_cluster].floor(below)]
         floors += [index.floor(below) for _, index in sorted(self.reverse.items())]
@@ -526,9 +527,9 @@ class SyncCore:
         if action.written_ms is not None:
             stats.sync_lag_ms = max(0.0, now * 1000 - action.written_ms)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         controller = self.controller.stats
-        subscriptions: dict[str, dict] = {}
+        subscriptions: dict[str, dict[str, Any]] = {}
         for name, source in self.sources.items():
             entry = subscriptions.setdefault(name, {"applied": {}})
             entry["cacheSize"] = len(source.cache)

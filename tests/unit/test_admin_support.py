@@ -19,8 +19,6 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from georep.broker.admin import AdminSettings, create_app
 from georep.broker.admin.cluster_admin import (
-    EARLIEST,
-    LATEST,
     Conflict,
     InvalidArgument,
     NotFound,
@@ -167,7 +165,7 @@ class MemoryCluster:
         if subscription in found.subscriptions:
             raise Conflict(f"subscription {subscription} already exists")
         found.subscriptions[subscription] = MemorySubscription(
-            self._entry_of(found, LATEST if position is None else position)
+            self._entry_of(found, Position.LATEST if position is None else position)
         )
 
     async def delete_subscription(self, topic: TopicName, subscription: str) -> None:
@@ -289,9 +287,9 @@ class MemoryCluster:
 
     @staticmethod
     def _entry_of(topic: MemoryTopic, position: Position) -> int:
-        if position == EARLIEST:
+        if position == Position.EARLIEST:
             return 0
-        if position == LATEST:
+        if position == Position.LATEST:
             return topic.entries
         ledger_id, entry_id = position
         if ledger_id != LEDGER_ID or entry_id > topic.entries:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 
 from georep.broker.message_id import (
-    EARLIEST,
-    LATEST,
     bits_from_words,
     message_id,
     position_of,
@@ -14,13 +12,14 @@ from georep.broker.message_id import (
     unacknowledged_bits,
     words_from_bits,
 )
+from georep.position import Position
 
 
 def test_negative_ids_travel_as_uint64() -> None:
     data = message_id((-1, -1))
     assert data.ledger_id == 2**64 - 1 and data.entry_id == 2**64 - 1
-    assert position_of(data) == EARLIEST
-    assert position_of(message_id(LATEST)) == LATEST
+    assert position_of(data) == Position.EARLIEST
+    assert position_of(message_id(Position.LATEST)) == Position.LATEST
     assert to_int64(2**63) == -(2**63)
 
 

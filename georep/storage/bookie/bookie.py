@@ -37,7 +37,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from georep import limits
 from georep.invariant import invariant
@@ -441,9 +441,9 @@ class Bookie:
 
     # -- observability --
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         journal, storage, server = self._journal, self._storage, self._server
-        stats: dict = {
+        stats: dict[str, Any] = {
             "address": self._address,
             "data_dir": str(self.config.data_dir),
             "fsync": self.config.fsync,

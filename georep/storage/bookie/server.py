@@ -32,6 +32,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from georep import limits
 from georep.invariant import InvariantViolation
@@ -237,7 +238,7 @@ class BookieServer:
         storage: LedgerStorage,
         journal: Journal,
         *,
-        stats: Callable[[], dict],
+        stats: Callable[[], dict[str, Any]],
         availability: Availability | None = None,
         fault_injection: bool = False,
         on_checkpoint_wanted: Callable[[], None] = lambda: None,
@@ -488,7 +489,7 @@ class BookieServer:
             for connection in list(self.connections):
                 connection.resume(PRESSURE)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "connections_open": len(self.connections),
             "faults": self.faults.to_json(),

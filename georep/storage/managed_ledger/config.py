@@ -44,7 +44,8 @@ class ManagedLedgerConfig:
     rollover_bytes_max: int = 256 * MIB
     rollover_age_s_max: float = 4 * 3600.0
     retention_s: float | None = None
-    retention_bytes: int | None = None
+    #: Bytes; ``math.inf`` (a namespace's unlimited size retention) keeps every ledger.
+    retention_bytes: float | None = None
     cursor_persist_interval_ms: float = 0.0
     #: Ranges written per persisted cursor state, at most the global limit.
     cursor_ranges_persisted_max: int = limits.cursor_ranges_persisted_max

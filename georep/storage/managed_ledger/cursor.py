@@ -167,7 +167,7 @@ class ManagedCursor:
             managed_ledger=managed_ledger.name,
             name=name,
             cursor_ledger_id=None,
-            mark_delete=tuple(mark_delete),  # type: ignore[arg-type]
+            mark_delete=mark_delete,
             properties={},
             created_at=0.0,
             version=0,

@@ -786,7 +786,7 @@ class ManagedLedger:
             self.name,
             name,
             cursor_ledger_id=cursor_ledger_id,
-            mark_delete=tuple(mark_delete),  # type: ignore[arg-type]
+            mark_delete=mark_delete,
             properties={},
         )
 

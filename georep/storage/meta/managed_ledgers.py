@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from georep import limits
 from georep.invariant import invariant
+from georep.position import Position
 from georep.storage.errors import (
     BadVersion,
     InvalidArgument,
@@ -67,7 +68,7 @@ class ManagedCursorInfo:
     managed_ledger: str
     name: str
     cursor_ledger_id: int | None
-    mark_delete: tuple[int, int]
+    mark_delete: Position
     properties: Mapping[str, str]
     created_at: float
     version: int
@@ -117,7 +118,7 @@ class ManagedLedgerRepository(MetadataEngine):
         name: str,
         *,
         cursor_ledger_id: int | None,
-        mark_delete: tuple[int, int],
+        mark_delete: Position,
         properties: Mapping[str, str] | None = None,
     ) -> ManagedCursorInfo:
         """A new cursor row at version 1. BadVersion when the cursor exists,
@@ -326,7 +327,7 @@ def _managed_cursor_from_row(row: Row[Any]) -> ManagedCursorInfo:
             managed_ledger=row.managed_ledger,
             name=row.name,
             cursor_ledger_id=row.cursor_ledger_id,
-            mark_delete=(row.mark_delete_ledger_id, row.mark_delete_entry_id),
+            mark_delete=Position(row.mark_delete_ledger_id, row.mark_delete_entry_id),
             properties=dict(row.properties),
             created_at=row.created_at,
             version=row.version,
