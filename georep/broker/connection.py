@@ -325,7 +325,9 @@ class ServerConnection:
     def send_command(self, command: pb.BaseCommand) -> None:
         self.write(frames.encode_command(command))
 
-    def _reply_error(self, command: pb.BaseCommand, server_error: int, text: str) -> None:
+    def _reply_error(
+        self, command: pb.BaseCommand, server_error: pb.ServerError, text: str
+    ) -> None:
         reply = commands.error_reply(command, server_error, text)
         if reply is not None:
             self.stats["errors_sent"] += 1

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 
 def _text(position: Position) -> str:
-    return f"{position.ledger_id}:{position.entry_id}"
+    return f"{position[0]}:{position[1]}"
 
 
 class BrokerAdmin:

@@ -454,7 +454,7 @@ class ManagedCursor:
         """The lowest batch entries one persisted state holds (count and bytes bounds)."""
         count_max = self._ml.config.cursor_batch_entries_persisted_max
         room = limits.cursor_batch_bytes_persisted_max
-        chosen = []
+        chosen: list[tuple[Position, int]] = []
         for position, bits in self._acks.batches():
             size = cursor_state.batch_bytes(bits)
             if len(chosen) >= count_max or size > room:
