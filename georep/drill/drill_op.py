@@ -55,7 +55,14 @@ from georep.drill.report import ModeFacts, Produced, classify, mode_report
 from georep.drill.scenarios import SCENARIOS, AckEach
 from georep.drill.settings import KILL, DrillSettings
 from georep.drill.topology import A, B, Topology
-from georep.drill.traffic import ConsumerGroup, DeliveryCounter, connect, produce, read_origins
+from georep.drill.traffic import (
+    ConsumerGroup,
+    DeliveryCounter,
+    PulsarObject,
+    connect,
+    produce,
+    read_origins,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +97,7 @@ class DrillOp:
         self.log = DeliveryLog()
         self.facts = ModeFacts(mode, self.topic, self.subscription, settings.fail)
         self._timer = time.monotonic()
-        self._sampling: asyncio.Future | None = None
+        self._sampling: asyncio.Future[None] | None = None
         self._sampling_stop = asyncio.Event()
 
     def _lap(self, name: str) -> None:
@@ -133,7 +140,9 @@ class DrillOp:
         classification = classify(produced, origins, records)
         return ModeRun(mode_report(classification, produced, self.facts), records)
 
-    async def _consume_on_a(self, client_a) -> tuple[ConsumerGroup, dict[str, Produced]]:
+    async def _consume_on_a(
+        self, client_a: PulsarObject
+    ) -> tuple[ConsumerGroup, dict[str, Produced]]:
         s = self.settings
         target = s.target_on_a
         counter = DeliveryCounter(target)
@@ -178,8 +187,8 @@ class DrillOp:
         try:
             while not counter.reached.is_set():
                 self.progress.update(counter.distinct)
-                if producing.done() and producing.exception() is not None:
-                    raise producing.exception()
+                if producing.done() and (failure := producing.exception()) is not None:
+                    raise failure
                 if time.monotonic() > deadline or group.errors:
                     problem = "; ".join(group.errors[:3]) or (
                         f"{limits.drill_consume_timeout_s_max:.0f} s passed"
@@ -300,7 +309,7 @@ class DrillOp:
             raise DrillError("before the failure: " + "; ".join(exits))
 
     async def _drain_on_b(
-        self, client_b, produced: dict[str, Produced]
+        self, client_b: PulsarObject, produced: dict[str, Produced]
     ) -> tuple[ConsumerGroup, dict[str, str]]:
         counter = DeliveryCounter()
         group = ConsumerGroup(
@@ -367,7 +376,7 @@ class DrillOp:
         return group, origins
 
 
-def _close_quietly(client, group: ConsumerGroup | None) -> None:
+def _close_quietly(client: PulsarObject, group: ConsumerGroup | None) -> None:
     try:
         if group is not None:
             group.stop()

@@ -77,6 +77,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from georep import limits
+from georep.position import Position
 from georep.pulsar.cursor_text import parse_cursor, parse_position
 from georep.rest.tokens import ADMIN_TOKENS_ENV, TokenError, client_token
 from georep.spark_reconcile import schema
@@ -533,8 +534,8 @@ def _capture_subscriptions(
 
 def batch_acks_of(
     state: dict[str, Any] | None,
-    mark_delete: tuple[int, int],
-    ranges: list[tuple[tuple[int, int], tuple[int, int]]],
+    mark_delete: Position,
+    ranges: list[tuple[Position, Position]],
 ) -> tuple[list[dict[str, Any]], int]:
     """The ``batch_acks`` column of one subscription from its sync-state document (None:
     none), leaving out entries the mark-delete position or a range ``(lower, upper]``
