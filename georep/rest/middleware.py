@@ -47,7 +47,7 @@ Observer = Callable[[web.Request, str, int, float], None]
 UNMATCHED_ROUTE = "unmatched"
 
 
-def application(middleware, body_bytes_max: int) -> web.Application:  # type: ignore[no-untyped-def]
+def application(middleware: Middleware, body_bytes_max: int) -> web.Application:
     """An app with ``middleware`` (from :func:`answering`) taking bodies of at most
     ``body_bytes_max`` bytes."""
     app = web.Application(client_max_size=body_bytes_max, middlewares=[middleware])

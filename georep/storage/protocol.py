@@ -295,7 +295,7 @@ def encode(message: Message) -> bytes:
     )
 
 
-def error_response(request: Request, status: Status, error: str) -> Response:
+def error_response(request: Message, status: Status, error: str) -> Response:
     """The response to ``request`` that reports ``status`` with a message."""
     return RESPONSES[request.op](request.request_id, status, error)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from georep import limits
 from georep.storage.errors import InvalidArgument
@@ -96,10 +97,10 @@ class ManagedLedgerConfig:
         return self.retention_s is not None or self.retention_bytes is not None
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
 
 
 def _positive(name: str, value: object) -> None:
-    if not (_is_number(value) and value > 0):  # type: ignore[operator]
+    if not (_is_number(value) and value > 0):
         raise InvalidArgument(f"{name} must be > 0, got {value!r}")
