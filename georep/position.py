@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from typing import ClassVar, NamedTuple
 
-from georep.storage.errors import InvalidArgument
+
+class InvalidPosition(ValueError):
+    """Text or ids that are not a position (``Position.parse``, ``Position.checked``)."""
+
 
 #: Largest ledger or entry id: the int64 maximum of the wire protocol.
 ID_MAX = 2**63 - 1
@@ -42,14 +45,14 @@ class Position(_Ids):
 
     @classmethod
     def parse(cls, text: str) -> Position:
-        """``"12:5"`` -> Position(12, 5); InvalidArgument otherwise."""
+        """``"12:5"`` -> Position(12, 5); InvalidPosition otherwise."""
         ledger, sep, entry = text.partition(":")
         try:
             if not sep:
                 raise ValueError(text)
             return cls.checked(int(ledger), int(entry))
         except ValueError:
-            raise InvalidArgument(f"not a position (ledger:entry): {text!r}") from None
+            raise InvalidPosition(f"not a position (ledger:entry): {text!r}") from None
 
     @classmethod
     def checked(cls, ledger_id: object, entry_id: object) -> Position:
@@ -83,5 +86,5 @@ Position.LATEST = Position(ID_MAX, ID_MAX)
 
 def _checked_id(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= ID_MAX:
-        raise InvalidArgument(f"position ids must be ints in -1..2**63-1: {value!r}")
+        raise InvalidPosition(f"position ids must be ints in -1..2**63-1: {value!r}")
     return value

@@ -43,9 +43,10 @@ from georep.broker.subscription import Subscription, asks_replicated, mark_repli
 from georep.broker.topic_name import TopicName
 from georep.broker.topic_policies import TopicPolicies
 from georep.invariant import invariant
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
-from georep.storage.managed_ledger import ManagedLedgerConfig, Position
+from georep.storage.managed_ledger import ManagedLedgerConfig
 
 if TYPE_CHECKING:
     from georep.broker.producer import Producer

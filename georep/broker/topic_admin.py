@@ -41,7 +41,7 @@ from georep.broker.service import BrokerService
 from georep.broker.subscription import is_replicated
 from georep.broker.topic import PersistentTopic, SeekTarget, is_system_cursor
 from georep.broker.topic_name import TopicName
-from georep.position import Position
+from georep.position import InvalidPosition, Position
 from georep.storage.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
@@ -308,7 +308,7 @@ class BrokerAdmin:
         cursor = loaded.ledger.cursors[subscription]
         wanted = []
         for ledger_id, entry_id in positions:
-            position = Position.checked(ledger_id, entry_id)
+            position = _checked(ledger_id, entry_id)
             if cursor.is_acknowledged(position):
                 continue
             if not loaded.ledger.is_entry(position):
@@ -384,7 +384,15 @@ def _start(position: Position | None) -> SeekTarget:
         return "latest"
     if position == Position.EARLIEST:
         return "earliest"
-    return Position.checked(*position)
+    return _checked(*position)
+
+
+def _checked(ledger_id: object, entry_id: object) -> Position:
+    """``Position.checked``, refused as the storage InvalidArgument the app answers 400."""
+    try:
+        return Position.checked(ledger_id, entry_id)
+    except InvalidPosition as error:
+        raise InvalidArgument(str(error)) from None
 
 
 def _ranges(ranges: Iterable[tuple[Position, Position]]) -> str:

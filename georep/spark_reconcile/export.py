@@ -581,12 +581,12 @@ def _resolve_set_aside(
             link.subscribe(name, f"georep-export-{os.getpid()}-{time.monotonic_ns()}",
                            durable=False)
         )  # fmt: skip
-        current: tuple[tuple[int, int], Any] | None = None
+        current: tuple[Position, Any] | None = None
         exhausted = False
         side = pq.ParquetFile(side_file)
         for batch in side.iter_batches(batch_size=limits.export_row_group_rows_max):
             for row in batch.to_pylist():
-                position = (row["ledger_id"], row["entry_id"])
+                position = Position(row["ledger_id"], row["entry_id"])
                 while not exhausted and (current is None or current[0] < position):
                     try:
                         entry = loop.run_until_complete(

@@ -166,7 +166,7 @@ def entries_to_acknowledge(action: Apply, cursor: dict[str, Any] | None) -> list
     >>> [str(p) for p in entries_to_acknowledge(action, cursor)]
     ['3:3', '3:6', '5:0', '5:1']
     """
-    mark_delete, ranges = parse_cursor(cursor) if cursor is not None else (Position(-1, -1), [])
+    mark_delete, ranges = parse_cursor(cursor) if cursor is not None else (Position.EARLIEST, [])
     out: list[Position] = []
     for first, last in action.ranges:
         if first[0] != last[0]:
