@@ -22,12 +22,12 @@ from georep.broker.admin.cluster_admin import (
     Conflict,
     InvalidArgument,
     NotFound,
-    Position,
     format_position,
     format_ranges,
 )
 from georep.broker.change_feed import ChangeFeed
 from georep.broker.topic_name import TopicName
+from georep.position import Position
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 READ_TOKEN = "read-only-token-0123456789abcdef"
@@ -128,10 +128,10 @@ class MemoryCluster:
         for name, sub in sorted(found.subscriptions.items()):
             acked = sorted(entry for entry in sub.acknowledged if entry >= sub.next_entry)
             cursors[name] = {
-                "markDeletePosition": format_position((LEDGER_ID, sub.next_entry - 1)),
-                "readPosition": format_position((LEDGER_ID, sub.next_entry)),
+                "markDeletePosition": format_position(Position(LEDGER_ID, sub.next_entry - 1)),
+                "readPosition": format_position(Position(LEDGER_ID, sub.next_entry)),
                 "individuallyDeletedMessages": format_ranges(
-                    ((LEDGER_ID, entry - 1), (LEDGER_ID, entry)) for entry in acked
+                    (Position(LEDGER_ID, entry - 1), Position(LEDGER_ID, entry)) for entry in acked
                 ),
                 "messagesConsumedCounter": sub.next_entry + len(acked),
             }
@@ -141,7 +141,7 @@ class MemoryCluster:
             "totalSize": 10 * found.entries,
             "currentLedgerEntries": found.entries,
             "currentLedgerSize": 10 * found.entries,
-            "lastConfirmedEntry": format_position((LEDGER_ID, found.entries - 1)),
+            "lastConfirmedEntry": format_position(Position(LEDGER_ID, found.entries - 1)),
             "state": "LedgerOpened",
             "ledgers": [
                 {"ledgerId": LEDGER_ID, "entries": found.entries, "size": 10 * found.entries}
