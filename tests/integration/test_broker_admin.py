@@ -12,6 +12,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -32,7 +33,7 @@ RATE_WINDOW_S = 2
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(
         tmp_path_factory.mktemp("admin") / "cluster",
         admin_port=0,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -34,7 +35,7 @@ ROLLOVER_ENTRIES = 100
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(
         tmp_path_factory.mktemp("policies") / "cluster",
         admin_port=0,

@@ -5,6 +5,8 @@ subscription over markers without disconnecting its consumer."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pulsar
 import pytest
 
@@ -31,7 +33,7 @@ EARLIEST = pulsar.InitialPosition.Earliest
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(tmp_path_factory.mktemp("sync-live") / "cluster", admin_port=0)
     running.start()
     yield running
