@@ -100,7 +100,7 @@ class SubscriptionState:
 @dataclass(frozen=True, slots=True)
 class WriteMarker:
     kind: MarkerKind
-    message: object
+    message: Message
     #: Clusters the marker is addressed to (a response: the asker); empty: by kind.
     replicate_to: tuple[str, ...] = ()
 
