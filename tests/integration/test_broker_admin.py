@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pulsar
 import pytest
@@ -45,10 +46,10 @@ def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     assert running.errors == []
 
 
-def call(cluster: InProcessCluster, method: str, path: str, body=None) -> tuple[int, object]:
+def call(cluster: InProcessCluster, method: str, path: str, body=None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        cluster.cluster.admin_url + path,
+        cluster.admin_url + path,
         data=data,
         method=method,
         headers={"Content-Type": "application/json"},

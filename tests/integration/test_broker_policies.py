@@ -57,7 +57,7 @@ def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
 
 
 def call(cluster: InProcessCluster, method: str, path: str, body=None):
-    return admin_call(cluster.cluster.admin_url, method, path, body)
+    return admin_call(cluster.admin_url, method, path, body)
 
 
 def new_namespace(cluster: InProcessCluster, prefix: str) -> str:
