@@ -46,6 +46,7 @@ async def _read_lac(client: RawClient, ledger: int, *, fence: bool = False):
 
 async def _health(address: str) -> dict:
     response = await request(address, protocol.HealthRequest(1))
+    assert isinstance(response, protocol.HealthResponse)
     return json.loads(response.stats_json)
 
 
