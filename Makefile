@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo storage-demo test lint format bench clean
+.PHONY: demo storage-demo test lint typecheck format bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,9 +30,13 @@ PYTEST_WORKERS ?= 2
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-lint: $(STAMP)
+lint: typecheck
 	$(BIN)/ruff check georep tests bench
 	$(BIN)/ruff format --check georep tests bench
+
+# mypy, configured in pyproject.toml: strict for georep/, a basic check for tests/.
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format georep tests bench

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import socket
 import sys
+from collections.abc import Iterable
 
 #: Exit status of a command whose configuration is unusable.
 EXIT_CONFIG = 2
@@ -27,7 +28,7 @@ class BindError(ConfigError):
     """An address a server was told to listen on cannot be had."""
 
 
-def check_keys(table, allowed: set[str], where: str) -> None:  # type: ignore[no-untyped-def]
+def check_keys(table: Iterable[str], allowed: set[str], where: str) -> None:
     """ConfigError naming every key of ``table`` that is not in ``allowed``: a typo in a
     key must not silently mean its default."""
     unknown = sorted(set(table) - allowed)

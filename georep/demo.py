@@ -109,6 +109,7 @@ async def _demo(data: Path, count: int) -> None:
         step(f"auto-recovery: waiting for {victim}'s lease ({LEASE_S:.0f} s) to lapse")
         service = AutoRecovery(store, audit_interval_s=1.0, auditor_lease_s=5.0, grace_s=5.0)
         await service.start()
+        metadata = await store.get_ledger(writer.ledger_id)
         for _ in range(120):
             metadata = await store.get_ledger(writer.ledger_id)
             if victim not in metadata.bookies():

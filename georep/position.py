@@ -15,39 +15,49 @@ still order correctly against every entry, which is all cursors need. The sentin
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
-from georep.storage.errors import InvalidArgument
+
+class InvalidPosition(ValueError):
+    """Text or ids that are not a position (``Position.parse``, ``Position.checked``)."""
+
 
 #: Largest ledger or entry id: the int64 maximum of the wire protocol.
 ID_MAX = 2**63 - 1
 
 
-class Position(NamedTuple):
+class _Ids(NamedTuple):
     ledger_id: int
     entry_id: int
+
+
+class Position(_Ids):
+    """(ledger id, entry id); a tuple, so it unpacks, orders and hashes as one."""
+
+    __slots__ = ()
+
+    #: Before and after every entry: the client's MessageId.earliest and .latest.
+    EARLIEST: ClassVar[Position]
+    LATEST: ClassVar[Position]
 
     def __str__(self) -> str:
         return f"{self.ledger_id}:{self.entry_id}"
 
     @classmethod
     def parse(cls, text: str) -> Position:
-        """``"12:5"`` -> Position(12, 5); InvalidArgument otherwise."""
+        """``"12:5"`` -> Position(12, 5); InvalidPosition otherwise."""
         ledger, sep, entry = text.partition(":")
         try:
             if not sep:
                 raise ValueError(text)
             return cls.checked(int(ledger), int(entry))
         except ValueError:
-            raise InvalidArgument(f"not a position (ledger:entry): {text!r}") from None
+            raise InvalidPosition(f"not a position (ledger:entry): {text!r}") from None
 
     @classmethod
     def checked(cls, ledger_id: object, entry_id: object) -> Position:
         """A position from untrusted ints: both within -1..2**63-1."""
-        for value in (ledger_id, entry_id):
-            if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= ID_MAX:
-                raise InvalidArgument(f"position ids must be ints in -1..2**63-1: {value!r}")
-        return cls(ledger_id, entry_id)  # type: ignore[arg-type]
+        return cls(_checked_id(ledger_id), _checked_id(entry_id))
 
     def predecessor(self) -> Position:
         """The position just before this one in the same ledger: (L, e) -> (L, e - 1).
@@ -70,6 +80,11 @@ class Position(NamedTuple):
         return self.ledger_id >= 0 and self.entry_id >= 0
 
 
-# Class attributes set after the class: a NamedTuple body turns annotations into fields.
-Position.EARLIEST = Position(-1, -1)  # type: ignore[attr-defined]
-Position.LATEST = Position(ID_MAX, ID_MAX)  # type: ignore[attr-defined]
+Position.EARLIEST = Position(-1, -1)
+Position.LATEST = Position(ID_MAX, ID_MAX)
+
+
+def _checked_id(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not -1 <= value <= ID_MAX:
+        raise InvalidPosition(f"position ids must be ints in -1..2**63-1: {value!r}")
+    return value

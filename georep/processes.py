@@ -18,8 +18,9 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, BinaryIO
 
-from georep.invariant import InvariantViolation
+from georep.invariant import InvariantViolation, present
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def exit_on_invariant(loop: asyncio.AbstractEventLoop) -> None:
     """A broken invariant anywhere in ``loop`` is a bug: the process stops at once
     rather than serve from state it no longer trusts."""
 
-    def handle(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exception = context.get("exception")
         if isinstance(exception, InvariantViolation):
             log.critical("invariant violated: %s", context.get("message"), exc_info=exception)
@@ -74,7 +75,7 @@ class ManagedProcess:
         self.process: asyncio.subprocess.Process | None = None
         self.detail = ""
         self._drain: asyncio.Task[None] | None = None
-        self._log = None
+        self._log: BinaryIO | None = None
 
     @property
     def pid(self) -> int:
@@ -90,11 +91,11 @@ class ManagedProcess:
         return self.process is not None and self.process.returncode is None
 
     async def start(self, timeout_s: float = 60.0) -> str:
-        stderr = asyncio.subprocess.DEVNULL
+        stderr: int | BinaryIO = asyncio.subprocess.DEVNULL
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = open(self.log_path, "ab")  # noqa: ASYNC230 - closed in wait(); a local file
-            stderr = self._log
+            log_file = open(self.log_path, "ab")  # noqa: ASYNC230 - closed in wait(); a local file
+            self._log = stderr = log_file
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self.env or {})}
         self.process = await asyncio.create_subprocess_exec(
             *self.args, stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env
@@ -111,27 +112,29 @@ class ManagedProcess:
         return self.detail
 
     async def _await_ready(self) -> str:
-        stdout = self.process.stdout
+        process = present(self.process, "waiting on a process never started")
+        stdout = present(process.stdout, "a process started with its stdout piped")
         while True:
             line = await stdout.readline()
             if not line:
-                raise ProcessFailed(f"exited with {await self.process.wait()}")
+                raise ProcessFailed(f"exited with {await process.wait()}")
             text = line.decode(errors="replace").strip()
             if text.startswith(self.ready_prefix):
                 return text[len(self.ready_prefix) :].strip()
 
     async def _drain_stdout(self) -> None:
         with contextlib.suppress(Exception):
-            while await self.process.stdout.read(65536):
+            stdout = present(self.process, "draining a process never started").stdout
+            while await present(stdout, "a process started with its stdout piped").read(65536):
                 pass
 
     def kill(self) -> None:
         """SIGKILL: no shutdown path runs."""
-        if self.running:
+        if self.process is not None and self.running:
             self.process.send_signal(signal.SIGKILL)
 
     async def terminate(self, timeout_s: float = 10.0) -> int:
-        if self.running:
+        if self.process is not None and self.running:
             self.process.send_signal(signal.SIGTERM)
             try:
                 return await asyncio.wait_for(self.wait(), timeout_s)

@@ -18,7 +18,7 @@ def nice_step(span: float, count: int = 5) -> float:
     if span <= 0 or not math.isfinite(span):
         return 1.0
     raw = span / max(count, 1)
-    magnitude = 10 ** math.floor(math.log10(raw))
+    magnitude: float = 10 ** math.floor(math.log10(raw))
     for factor in (1, 2, 5, 10):
         if factor * magnitude >= raw:
             return factor * magnitude

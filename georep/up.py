@@ -67,9 +67,10 @@ import socket
 import sys
 import time
 import tomllib
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from georep import console, limits
 from georep.console import ConfigError, check_keys
@@ -182,8 +183,8 @@ def check(config: UpConfig, environ: dict[str, str], *, insecure: bool) -> list[
     for name, spec in sorted(config.clusters.items()):
         ports[f"[clusters.{name}] broker_port"] = spec.broker_port
         ports[f"[clusters.{name}] admin_port"] = spec.admin_port
-    for name, spec in sorted(config.gateways.items()):
-        ports[f"[gateways.{name}] port"] = spec.port
+    for name, gateway_spec in sorted(config.gateways.items()):
+        ports[f"[gateways.{name}] port"] = gateway_spec.port
     try:
         console.check_distinct(ports)
         console.check_bind("host", config.host, 0)
@@ -240,7 +241,8 @@ def _port(what: str, value: Any) -> int:
 def _free_port(host: str) -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 # --- processes -----------------------------------------------------------------------------
@@ -425,11 +427,11 @@ def build(config: UpConfig, *, insecure: bool = False) -> tuple[list[Supervised]
             Supervised(f"cluster {name}", args, "CLUSTER_READY", logs / f"cluster-{name}.log")
         )
     gateways = []
-    for name, spec in sorted(config.gateways.items()):
+    for name, gateway in sorted(config.gateways.items()):
         home = config.data_dir / f"gateway-{name}"
         home.mkdir(parents=True, exist_ok=True)
         path = home / "gateway.toml"
-        path.write_text(_gateway_toml(config, spec, home))
+        path.write_text(_gateway_toml(config, gateway, home))
         gateways.append(
             Supervised(
                 f"gateway {name}",
@@ -497,11 +499,14 @@ async def serve(config: UpConfig, demo: bool, *, insecure: bool = False) -> int:
     return int(code or 0)
 
 
+_T = TypeVar("_T")
+
+
 def _failed(processes: list[Supervised]) -> list[Supervised]:
     return [p for p in processes if p.config_error is not None]
 
 
-async def _unless_stopped(awaitable, stopping: asyncio.Event):
+async def _unless_stopped(awaitable: Awaitable[_T], stopping: asyncio.Event) -> _T | int:
     """``await awaitable`` unless a signal comes first (then cancel it)."""
     task = asyncio.ensure_future(awaitable)
     waiter = asyncio.ensure_future(stopping.wait())

@@ -21,9 +21,13 @@ import json
 import os
 import time
 import urllib.request
+from typing import Any
 
 from georep.rest import tokens as token_sources
 from georep.up import UpConfig
+
+#: The official client's module and objects: pulsar-client ships no types.
+_Pulsar = Any
 
 MESSAGES_PER_CLUSTER = 5
 WAIT_S = 60.0
@@ -104,7 +108,7 @@ def run_demo(config: UpConfig) -> int:
         extra = f"; twice: {twice}" if twice else ""
         print(f"demo: cluster {name} holds {held or 'nothing'}{extra}  [{mark}]", flush=True)
     print(f"demo: {'every cluster holds what its policies say' if ok else 'MISMATCH'}", flush=True)
-    if consumer is not None:
+    if app is not None and consumer is not None:
         try:
             ok = _failover(pulsar, config, urls, topic, consumer, expected, logger) and ok
         finally:
@@ -112,7 +116,15 @@ def run_demo(config: UpConfig) -> int:
     return 0 if ok else 1
 
 
-def _failover(pulsar, config, urls, topic, consumer, expected, logger) -> bool:
+def _failover(
+    pulsar: _Pulsar,
+    config: UpConfig,
+    urls: dict[str, str],
+    topic: str,
+    consumer: _Pulsar,
+    expected: dict[str, set[str]],
+    logger: _Pulsar,
+) -> bool:
     """Consume on A, leave LEFT_UNACKED, and check what fails over to each remote."""
     received = []
     with contextlib.suppress(pulsar.Timeout):
@@ -145,7 +157,7 @@ def _failover(pulsar, config, urls, topic, consumer, expected, logger) -> bool:
     return ok
 
 
-def _stats(config, name: str) -> dict | None:
+def _stats(config: UpConfig, name: str) -> dict[str, Any] | None:
     gateway = config.gateways.get(name)
     if gateway is None:
         return None
@@ -156,7 +168,8 @@ def _stats(config, name: str) -> dict | None:
         request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
-            return json.load(response)
+            stats: dict[str, Any] = json.load(response)
+            return stats
     except OSError:
         return None
 
@@ -169,14 +182,15 @@ def _gateway_token(config: UpConfig) -> str | None:
     return token_sources.client_token(os.environ, token_sources.GATEWAY_TOKENS_ENV)
 
 
-def _topic_sync(stats: dict | None, topic: str) -> dict:
+def _topic_sync(stats: dict[str, Any] | None, topic: str) -> dict[str, Any]:
     for entry in (stats or {}).get("subscriptionSync", {}).get("topics", []):
         if entry["topic"] == topic:
-            return entry
+            found: dict[str, Any] = entry
+            return found
     return {}
 
 
-def _wait_synced(config, name: str, topic: str) -> bool:
+def _wait_synced(config: UpConfig, name: str, topic: str) -> bool:
     """Until ``name``'s gateway has applied A's last state of the subscription."""
     deadline = time.monotonic() + WAIT_S
     time.sleep(1.0)  # A's gateway polls its subscriptions a few times a second
@@ -196,7 +210,7 @@ def _wait_synced(config, name: str, topic: str) -> bool:
     return False
 
 
-def _drain(pulsar, url: str, topic: str, logger) -> list[str]:
+def _drain(pulsar: _Pulsar, url: str, topic: str, logger: _Pulsar) -> list[str]:
     client = pulsar.Client(url, operation_timeout_seconds=30, logger=logger)
     got = []
     try:
@@ -212,8 +226,8 @@ def _drain(pulsar, url: str, topic: str, logger) -> list[str]:
     return got
 
 
-def _read_all(pulsar, url: str, topic: str, logger) -> dict[str, int]:
-    seen: collections.Counter = collections.Counter()
+def _read_all(pulsar: _Pulsar, url: str, topic: str, logger: _Pulsar) -> dict[str, int]:
+    seen: collections.Counter[str] = collections.Counter()
     client = pulsar.Client(url, operation_timeout_seconds=30, logger=logger)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)

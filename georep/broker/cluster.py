@@ -21,14 +21,16 @@ Start order (stop is the reverse):
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from georep import limits
+from georep.broker.ports import TopicLogFactory
 from georep.broker.server import BrokerServer
 from georep.broker.service import BrokerConfig, BrokerService
 from georep.storage.bookie.bookie import Bookie, BookieConfig
@@ -37,7 +39,10 @@ from georep.storage.errors import NotEnoughBookies
 from georep.storage.meta.store import MetadataStore
 
 if TYPE_CHECKING:
+    from georep.broker.admin import AdminServer, AdminSettings
     from georep.broker.admin.state import StorageHealth
+    from georep.broker.topic_admin import BrokerAdmin
+    from georep.storage.managed_ledger import ManagedLedgerConfig
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,7 @@ class ClusterConfig:
     broker_port: int = 0
     #: None: no admin REST; 0: any free port. ``admin_settings`` (tokens, TLS) wins if set.
     admin_port: int | None = None
-    admin_settings: object = None
+    admin_settings: AdminSettings | None = None
     metadata_url: str | None = None
     #: Addresses of external bookies; empty: run ``bookie_count`` in-process bookies.
     bookies: list[str] = field(default_factory=list)
@@ -91,7 +96,9 @@ class Cluster:
         self,
         config: ClusterConfig,
         *,
-        managed_ledger_factory: Callable[[BookKeeper, MetadataStore, ClusterConfig], object]
+        managed_ledger_factory: Callable[
+            [BookKeeper, MetadataStore, ClusterConfig], TopicLogFactory
+        ]
         | None = None,
     ) -> None:
         self.config = config
@@ -99,12 +106,12 @@ class Cluster:
         self.store: MetadataStore | None = None
         self.bookies: list[Bookie] = []
         self.bookkeeper: BookKeeper | None = None
-        self.factory = None
+        self.factory: TopicLogFactory | None = None
         self.service: BrokerService | None = None
         self.server: BrokerServer | None = None
-        self.admin = None
+        self.admin: BrokerAdmin | None = None
         self.admin_url: str | None = None
-        self._admin_server = None
+        self._admin_server: AdminServer | None = None
 
     @property
     def broker_url(self) -> str:
@@ -114,13 +121,13 @@ class Cluster:
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self.store = await MetadataStore.open(config.metadata)
+            store = self.store = await MetadataStore.open(config.metadata)
             if not config.bookies:
                 await self._start_bookies()
-            await self._wait_for_bookies()
-            self.bookkeeper = BookKeeper(self.store)
-            self.factory = self._factory_maker(self.bookkeeper, self.store, config)
-            self.service = await BrokerService.start(
+            await self._wait_for_bookies(store)
+            self.bookkeeper = BookKeeper(store)
+            self.factory = self._factory_maker(self.bookkeeper, store, config)
+            service = self.service = await BrokerService.start(
                 BrokerConfig(
                     cluster_name=config.name,
                     managed_ledger_config=self._ledger_config(),
@@ -129,20 +136,20 @@ class Cluster:
                     message_expiry_interval_s=config.message_expiry_interval_s,
                 ),
                 self.factory,
-                self.store,
+                store,
             )
-            self.server = BrokerServer(self.service, config.broker_host, config.broker_port)
+            self.server = BrokerServer(service, config.broker_host, config.broker_port)
             await self.server.start()
-            self.service.config.service_url = self.server.url
+            service.config.service_url = self.server.url
             if config.admin_port is not None or config.admin_settings is not None:
-                await self._start_admin()
+                await self._start_admin(service, store)
         except BaseException:
             await self.stop()
             raise
         log.info("cluster %s ready: %s", config.name, self.broker_url)
         return self
 
-    def _ledger_config(self):
+    def _ledger_config(self) -> ManagedLedgerConfig:
         from georep.storage.managed_ledger import ManagedLedgerConfig
 
         return ManagedLedgerConfig(
@@ -158,7 +165,7 @@ class Cluster:
         ports = json.loads(ports_file.read_text()) if ports_file.exists() else {}
         for index in range(self.config.bookie_count):
             name = f"bookie-{index}"
-            options = {}
+            options: dict[str, Any] = {}
             if self.config.bookie_lease_s is not None:
                 options["lease_s"] = self.config.bookie_lease_s
             bookie = Bookie(
@@ -176,12 +183,12 @@ class Cluster:
             ports[name] = int(bookie.address.rsplit(":", 1)[1])
         ports_file.write_text(json.dumps(ports, indent=1, sort_keys=True))
 
-    async def _wait_for_bookies(self) -> None:
+    async def _wait_for_bookies(self, store: MetadataStore) -> None:
         needed = self.config.ensemble_size
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.cluster_bookies_wait_s_max
         while True:
-            alive = await self.store.list_bookies()
+            alive = await store.list_bookies()
             if len(alive) >= needed:
                 return
             if loop.time() > deadline:
@@ -191,7 +198,7 @@ class Cluster:
                 )
             await asyncio.sleep(0.2)
 
-    async def _start_admin(self) -> None:
+    async def _start_admin(self, service: BrokerService, store: MetadataStore) -> None:
         from georep.broker.admin import AdminServer, AdminSettings
         from georep.broker.topic_admin import BrokerAdmin
 
@@ -200,17 +207,17 @@ class Cluster:
             cluster_name=config.name,
             metadata_url=config.metadata,
             host=config.broker_host,
-            port=config.admin_port,
+            port=config.admin_port or 0,
         )
-        self.admin = BrokerAdmin(self.service)
-        self._admin_server = await AdminServer.start(
+        self.admin = BrokerAdmin(service)
+        server = self._admin_server = await AdminServer.start(
             settings,
             self.admin,
-            store=self.store,
+            store=store,
             storage_health=self.storage_health if self.bookies else None,
         )
         scheme = "https" if settings.tls_cert_file else "http"
-        self.admin_url = f"{scheme}://{settings.host}:{self._admin_server.port}"
+        self.admin_url = f"{scheme}://{settings.host}:{server.port}"
 
     def storage_health(self) -> StorageHealth:
         """The in-process bookies' availability, for ``/health`` and ``/metrics``."""
@@ -247,12 +254,14 @@ class Cluster:
         self.bookies = []
 
 
-def _real_factory(bookkeeper: BookKeeper, store: MetadataStore, config: ClusterConfig):
+def _real_factory(
+    bookkeeper: BookKeeper, store: MetadataStore, config: ClusterConfig
+) -> TopicLogFactory:
     from georep.storage.managed_ledger import ManagedLedgerFactory
 
     return ManagedLedgerFactory(bookkeeper, store)
 
 
-async def _maybe_await(result) -> None:
-    if hasattr(result, "__await__"):
+async def _maybe_await(result: object) -> None:
+    if inspect.isawaitable(result):
         await result

@@ -44,7 +44,7 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from georep import limits
@@ -56,10 +56,11 @@ from georep.broker.errors import (
     ServiceNotReady,
     TooManyRequests,
 )
-from georep.broker.message_id import EARLIEST, LATEST, message_id, position_of
+from georep.broker.message_id import message_id, position_of
 from georep.broker.producer import Producer
 from georep.broker.topic_name import TopicName
 from georep.invariant import InvariantViolation, invariant
+from georep.position import Position
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import REGISTRY, Sender, Type
@@ -72,8 +73,12 @@ from georep.protocol.errors import (
 
 if TYPE_CHECKING:
     from georep.broker.service import BrokerService
+    from georep.broker.subscription import Subscription
 
 log = logging.getLogger(__name__)
+
+#: An asynchronous command handler (``_on_subscribe`` and the like).
+FrameHandler = Callable[[frames.Frame], Awaitable[None]]
 
 #: The highest protocol version this broker speaks (the client's is 20 or 21).
 PROTOCOL_VERSION = pb.PROTOCOL_V20
@@ -208,8 +213,12 @@ class ServerConnection:
 
     # -- bytes in --
 
+    @property
+    def closed(self) -> bool:
+        return self.state is State.CLOSED
+
     def data_received(self, data: bytes) -> None:
-        if self.state is State.CLOSED:
+        if self.closed:
             return
         self._last_received = self._clock()
         self._ping_sent_at = None
@@ -219,7 +228,7 @@ class ServerConnection:
         except PulsarProtocolError as error:
             self.close(f"{type(error).__name__}: {error}")
             return
-        while self.state is not State.CLOSED:
+        while not self.closed:
             try:
                 frame = self._decoder.next_frame()
             except PulsarProtocolError as error:
@@ -240,7 +249,8 @@ class ServerConnection:
         if isinstance(error, UnknownCommand):
             log.info("%s: ignoring %s", self.peer, error)
             return
-        invariant(isinstance(error, FrameContentError), f"unexpected codec error {error!r}")
+        if not isinstance(error, FrameContentError):
+            raise InvariantViolation(f"unexpected codec error {error!r}")
         server_error = (
             pb.CHECKSUM_ERROR if isinstance(error, ChecksumMismatch) else pb.UNKNOWN_ERROR
         )
@@ -274,13 +284,13 @@ class ServerConnection:
             log.exception("%s: %s handler failed", self.peer, spec.name)
             self._reply_error(frame.command, pb.UNKNOWN_ERROR, f"{type(error).__name__}: {error}")
 
-    def _spawn(self, handler, frame: frames.Frame) -> None:
+    def _spawn(self, handler: FrameHandler, frame: frames.Frame) -> None:
         """Run ``await handler(frame)`` as a task of this connection."""
         task = asyncio.get_running_loop().create_task(self._guarded(handler, frame))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _guarded(self, handler, frame: frames.Frame) -> None:
+    async def _guarded(self, handler: FrameHandler, frame: frames.Frame) -> None:
         command = frame.command
         try:
             await handler(frame)
@@ -319,7 +329,9 @@ class ServerConnection:
     def send_command(self, command: pb.BaseCommand) -> None:
         self.write(frames.encode_command(command))
 
-    def _reply_error(self, command: pb.BaseCommand, server_error: int, text: str) -> None:
+    def _reply_error(
+        self, command: pb.BaseCommand, server_error: pb.ServerError, text: str
+    ) -> None:
         reply = commands.error_reply(command, server_error, text)
         if reply is not None:
             self.stats["errors_sent"] += 1
@@ -531,7 +543,7 @@ class ServerConnection:
         name = TopicName.parse(request.topic)
         key_shared_meta = request.key_shared_meta if request.HasField("key_shared_meta") else None
 
-        def new_consumer(subscription) -> Consumer:
+        def new_consumer(subscription: Subscription) -> Consumer:
             return Consumer(
                 subscription=subscription,
                 connection=self,
@@ -605,9 +617,9 @@ class ServerConnection:
         topic = subscription.topic
         if request.HasField("message_id"):
             target = position_of(request.message_id)
-            if target == EARLIEST or target[0] < 0:
+            if target == Position.EARLIEST or target.ledger_id < 0:
                 position = await topic.seek_target("earliest")
-            elif target == LATEST:
+            elif target == Position.LATEST:
                 position = await topic.seek_target("latest")
             else:
                 position = await topic.seek_target(target)
@@ -650,7 +662,7 @@ class ServerConnection:
             commands.get_last_message_id_response(
                 request.request_id,
                 message_id(position, partition, batch_index),
-                message_id(tuple(subscription.cursor.mark_delete_position), partition),
+                message_id(subscription.cursor.mark_delete_position, partition),
             )
         )
 

@@ -23,6 +23,7 @@ from georep import limits
 from georep.broker.entry import Entry
 from georep.broker.message_id import message_id, words_from_bits
 from georep.broker.rate_meter import RateMeter
+from georep.position import Position
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 SubType = pb.Subscribe.SubType
 
 #: Subscription types as Pulsar's admin JSON spells them (stats, sync-state).
-SUB_TYPE_NAMES = {
+SUB_TYPE_NAMES: dict[int, str] = {
     SubType.EXCLUSIVE: "Exclusive",
     SubType.SHARED: "Shared",
     SubType.FAILOVER: "Failover",
@@ -54,6 +55,8 @@ class ConsumerConnection(Protocol):
 
     @property
     def peer(self) -> str: ...
+
+    def close_consumer_from_broker(self, consumer: Consumer) -> None: ...
 
 
 class Consumer:
@@ -79,7 +82,7 @@ class Consumer:
         self.partition_index = partition_index
         self.permits = 0
         #: position -> messages in that entry, for every entry sent and not acknowledged
-        self.pending: dict[tuple[int, int], int] = {}
+        self.pending: dict[Position, int] = {}
         self.unacked_messages = 0
         self.closed = False
         self.stats = {"messages_out": 0, "entries_out": 0, "bytes_out": 0, "redelivered": 0}
@@ -131,7 +134,7 @@ class Consumer:
 
     # -- acknowledgements and redelivery --
 
-    def acknowledged(self, position: tuple[int, int]) -> bool:
+    def acknowledged(self, position: Position) -> bool:
         """Forget ``position``; False if this consumer did not hold it."""
         messages = self.pending.pop(position, None)
         if messages is None:
@@ -139,11 +142,11 @@ class Consumer:
         self.unacked_messages -= messages
         return True
 
-    def acknowledged_up_to(self, position: tuple[int, int]) -> None:
+    def acknowledged_up_to(self, position: Position) -> None:
         for held in [p for p in self.pending if p <= position]:
             self.acknowledged(held)
 
-    def take_pending(self, positions: list[tuple[int, int]] | None = None) -> list[tuple[int, int]]:
+    def take_pending(self, positions: list[Position] | None = None) -> list[Position]:
         """Remove and return the pending positions (all, or those of ``positions`` held
         here), in position order, for redelivery."""
         if positions is None:

@@ -37,7 +37,8 @@ from collections.abc import Callable
 
 from georep import limits
 from georep.broker.entry import parse_metadata
-from georep.storage.managed_ledger import Position
+from georep.broker.ports import SubscriptionCursor, TopicLog
+from georep.position import Position
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +54,12 @@ class DupStatus(enum.Enum):
 
 
 class MessageDeduplication:
-    def __init__(self, ledger, *, is_connected: Callable[[str], bool] = lambda _name: False):
+    def __init__(
+        self, ledger: TopicLog, *, is_connected: Callable[[str], bool] = lambda _name: False
+    ) -> None:
         self._ledger = ledger
         self._is_connected = is_connected
-        self._cursor = None
+        self._cursor: SubscriptionCursor | None = None
         #: name -> highest sequence id pushed / persisted; dict order = least recently
         #: updated first.
         self.pushed: dict[str, int] = {}
@@ -69,15 +72,15 @@ class MessageDeduplication:
     # -- recovery and snapshots --
 
     async def recover(self) -> None:
+        """Read the snapshot and scan the entries after it."""
         from georep.broker.producer import highest_sequence_id  # producer imports this module
 
-        """Read the snapshot and scan the entries after it."""
-        self._cursor = await self._ledger.open_cursor(CURSOR_NAME, start="earliest")
-        for name, value in dict(self._cursor.properties).items():
+        cursor = self._cursor = await self._ledger.open_cursor(CURSOR_NAME, start="earliest")
+        for name, value in dict(cursor.properties).items():
             self.persisted[str(name)] = int(value)
         scanned = 0
         while True:
-            batch = await self._cursor.read_entries(limits.topic_scan_read_entries_max)
+            batch = await cursor.read_entries(limits.topic_scan_read_entries_max)
             if not batch:
                 break
             for _position, data in batch:
@@ -100,7 +103,7 @@ class MessageDeduplication:
                 "dedup state of %s rebuilt from a scan of %d entries", self._ledger.name, scanned
             )
 
-    async def snapshot(self, position=None) -> None:
+    async def snapshot(self, position: Position | None = None) -> None:
         """Persist the current persisted map, covering entries up to ``position`` (the
         last confirmed entry when None)."""
         if self._cursor is None:
@@ -109,7 +112,7 @@ class MessageDeduplication:
             position = self._ledger.last_confirmed
         if position is None:
             return
-        if tuple(position) <= tuple(self._cursor.mark_delete_position):
+        if position <= self._cursor.mark_delete_position:
             return
         properties = {name: str(value) for name, value in self.persisted.items()}
         await self._cursor.mark_delete(Position(*position), properties=properties)
@@ -137,7 +140,7 @@ class MessageDeduplication:
     def record_pushed(self, name: str, highest_sequence_id: int) -> None:
         self._raise(self.pushed, name, highest_sequence_id)
 
-    def record_persisted(self, name: str, highest_sequence_id: int, position) -> None:
+    def record_persisted(self, name: str, highest_sequence_id: int, position: Position) -> None:
         self._raise(self.persisted, name, highest_sequence_id)
         if self._waiters:
             self._release_waiters()
@@ -176,7 +179,7 @@ class MessageDeduplication:
                 still.append((name, sequence_id, future))
         self._waiters = still
 
-    async def _snapshot_quietly(self, position) -> None:
+    async def _snapshot_quietly(self, position: Position) -> None:
         try:
             await self.snapshot(position)
         except Exception as error:

@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING
 from georep import limits
 from georep.broker.consumer import Consumer, SubType
 from georep.broker.entry import Entry
+from georep.broker.ports import SubscriptionCursor
 from georep.invariant import InvariantViolation, invariant
+from georep.position import Position
 
 if TYPE_CHECKING:
     from georep.broker.subscription import Subscription
@@ -53,7 +55,7 @@ class Dispatcher(ABC):
         return f"{type(self).__name__}({self.subscription})"
 
     @property
-    def cursor(self):
+    def cursor(self) -> SubscriptionCursor:
         return self.subscription.cursor
 
     # -- what the subscription calls --
@@ -67,13 +69,13 @@ class Dispatcher(ABC):
         """Detach ``consumer``; what it held unacknowledged is delivered again."""
 
     @abstractmethod
-    def redeliver(self, consumer: Consumer, positions: list[tuple[int, int]] | None) -> None:
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Deliver again what ``consumer`` holds (all of it when ``positions`` is None)."""
 
-    def acknowledged(self, positions: list[tuple[int, int]]) -> None:  # noqa: B027 - a hook
+    def acknowledged(self, positions: list[Position]) -> None:  # noqa: B027 - a hook
         """Entries acknowledged individually (a dispatcher holding them for replay drops them)."""
 
-    def held(self) -> list[tuple[int, int]]:
+    def held(self) -> list[Position]:
         """Positions the dispatcher itself holds for (re)delivery (its replay queue)."""
         return []
 
@@ -125,7 +127,7 @@ class Dispatcher(ABC):
         async with self.subscription.cursor_lock:
             raw = await self.cursor.read_entries(count)
         self.stats["entries_read"] += len(raw)
-        return [Entry.of(tuple(position), data) for position, data in raw]
+        return [Entry.of(position, data) for position, data in raw]
 
 
 def new_dispatcher(subscription: Subscription, sub_type: int) -> Dispatcher:

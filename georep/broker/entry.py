@@ -24,6 +24,7 @@ import binascii
 import struct
 from dataclasses import dataclass
 
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.frames import CHECKSUM_MAGIC, parse_untrusted
 
@@ -89,12 +90,12 @@ def key_of(metadata: pb.MessageMetadata | None) -> bytes:
 class Entry:
     """One entry read from a topic's managed ledger."""
 
-    position: tuple[int, int]
+    position: Position
     data: bytes
     metadata: pb.MessageMetadata | None
 
     @classmethod
-    def of(cls, position: tuple[int, int], data: bytes) -> Entry:
+    def of(cls, position: Position, data: bytes) -> Entry:
         return cls(position, data, parse_metadata(data))
 
     @property

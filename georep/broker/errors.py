@@ -17,7 +17,7 @@ from georep.protocol import pulsar_wire_pb2 as pb
 class BrokerError(Exception):
     """Base of every broker operating error."""
 
-    server_error: ClassVar[int] = pb.UNKNOWN_ERROR
+    server_error: ClassVar[pb.ServerError] = pb.UNKNOWN_ERROR
 
 
 class InvalidTopicName(BrokerError):

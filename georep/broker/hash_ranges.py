@@ -19,9 +19,13 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Hashable, Sequence
+from typing import Generic, TypeVar
 
 from georep import limits
 from georep.broker.errors import ConsumerAssignError
+
+#: Whoever owns a range: a consumer, in the dispatcher.
+Owner = TypeVar("Owner", bound=Hashable)
 
 _MASK32 = 0xFFFFFFFF
 
@@ -65,23 +69,23 @@ def key_hash(key: bytes, range_size: int = limits.key_shared_hash_range_size) ->
     return (murmur3_32(key) & 0x7FFFFFFF) % range_size
 
 
-class AutoSplitRanges:
+class AutoSplitRanges(Generic[Owner]):
     """Hash ranges split among consumers as they come and go (see module docstring)."""
 
     def __init__(self, range_size: int = limits.key_shared_hash_range_size) -> None:
         self.range_size = range_size
         #: (end, owner) sorted by end; range i spans (end of i-1) + 1 .. end of i
         self._ends: list[int] = []
-        self._owners: list[Hashable] = []
+        self._owners: list[Owner] = []
 
-    def ranges(self) -> list[tuple[int, int, Hashable]]:
+    def ranges(self) -> list[tuple[int, int, Owner]]:
         out, start = [], 0
         for end, owner in zip(self._ends, self._owners, strict=True):
             out.append((start, end, owner))
             start = end + 1
         return out
 
-    def add(self, owner: Hashable) -> None:
+    def add(self, owner: Owner) -> None:
         if not self._ends:
             self._ends, self._owners = [self.range_size - 1], [owner]
             return
@@ -95,7 +99,7 @@ class AutoSplitRanges:
         self._ends.insert(index, middle)
         self._owners.insert(index + 1, owner)
 
-    def remove(self, owner: Hashable) -> None:
+    def remove(self, owner: Owner) -> None:
         if owner not in self._owners:
             return
         index = self._owners.index(owner)
@@ -108,21 +112,21 @@ class AutoSplitRanges:
             del self._ends[index]  # the range above extends down
             del self._owners[index]
 
-    def owner_of(self, hash_value: int) -> Hashable | None:
+    def owner_of(self, hash_value: int) -> Owner | None:
         if not self._ends:
             return None
         return self._owners[bisect.bisect_left(self._ends, hash_value)]
 
 
-class StickyRanges:
+class StickyRanges(Generic[Owner]):
     """Hash ranges each consumer states; overlaps are refused."""
 
     def __init__(self, range_size: int = limits.key_shared_hash_range_size) -> None:
         self.range_size = range_size
         self._starts: list[int] = []
-        self._spans: list[tuple[int, int, Hashable]] = []
+        self._spans: list[tuple[int, int, Owner]] = []
 
-    def add(self, owner: Hashable, ranges: Sequence[tuple[int, int]]) -> None:
+    def add(self, owner: Owner, ranges: Sequence[tuple[int, int]]) -> None:
         if not ranges:
             raise ConsumerAssignError("a sticky Key_Shared consumer must state hash ranges")
         wanted = sorted(ranges)
@@ -146,18 +150,18 @@ class StickyRanges:
             self._starts.insert(index, start)
             self._spans.insert(index, (start, end, owner))
 
-    def remove(self, owner: Hashable) -> None:
+    def remove(self, owner: Owner) -> None:
         kept = [span for span in self._spans if span[2] is not owner]
         self._spans = kept
         self._starts = [span[0] for span in kept]
 
-    def _overlapping(self, start: int, end: int) -> tuple[int, int, Hashable] | None:
+    def _overlapping(self, start: int, end: int) -> tuple[int, int, Owner] | None:
         for span in self._spans:
             if span[0] <= end and start <= span[1]:
                 return span
         return None
 
-    def owner_of(self, hash_value: int) -> Hashable | None:
+    def owner_of(self, hash_value: int) -> Owner | None:
         index = bisect.bisect_right(self._starts, hash_value) - 1
         if index < 0:
             return None

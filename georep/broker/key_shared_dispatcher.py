@@ -22,19 +22,25 @@ because A may still hold k2 entries among them; e11 (k1) goes to A at once.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from georep.broker.consumer import Consumer
 from georep.broker.entry import Entry
 from georep.broker.errors import ConsumerAssignError
 from georep.broker.hash_ranges import AutoSplitRanges, StickyRanges, key_hash
-from georep.broker.shared_dispatcher import Position, SharedDispatcher
+from georep.broker.shared_dispatcher import SharedDispatcher
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
+
+if TYPE_CHECKING:
+    from georep.broker.subscription import Subscription
 
 
 class KeySharedDispatcher(SharedDispatcher):
-    def __init__(self, subscription) -> None:
+    def __init__(self, subscription: Subscription) -> None:
         super().__init__(subscription)
-        self._auto = AutoSplitRanges()
-        self._sticky = StickyRanges()
+        self._auto: AutoSplitRanges[Consumer] = AutoSplitRanges()
+        self._sticky: StickyRanges[Consumer] = StickyRanges()
         self._mode: int | None = None
         #: consumer -> read position when it joined (rule 2)
         self._recently_joined: dict[Consumer, Position] = {}
@@ -48,18 +54,19 @@ class KeySharedDispatcher(SharedDispatcher):
         meta = consumer.key_shared_meta
         mode = meta.key_shared_mode if meta is not None else pb.KEY_SHARED_AUTO_SPLIT
         if self.consumers and mode != self._mode:
+            current = pb.KeySharedMode.Name(self._mode) if self._mode is not None else "none"
             raise ConsumerAssignError(
                 f"subscription {self.subscription.name!r} uses Key_Shared mode"
-                f" {pb.KeySharedMode.Name(self._mode)}, not {pb.KeySharedMode.Name(mode)}"
+                f" {current}, not {pb.KeySharedMode.Name(mode)}"
             )
-        if mode == pb.KEY_SHARED_STICKY:
+        if meta is not None and mode == pb.KEY_SHARED_STICKY:
             ranges = [(r.start, r.end) for r in meta.hash_ranges]
             self._sticky.add(consumer, ranges)
         else:
             self._auto.add(consumer)
         self._mode = mode
         if self.consumers and not self._out_of_order(consumer):
-            self._recently_joined[consumer] = tuple(self.cursor.read_position)
+            self._recently_joined[consumer] = self.cursor.read_position
         self.consumers.append(consumer)
         self.wake()
 
@@ -99,7 +106,7 @@ class KeySharedDispatcher(SharedDispatcher):
     def _release_joined(self) -> None:
         mark_delete = self.cursor.mark_delete_position
         following = self.subscription.ledger.next_position(mark_delete)
-        done_up_to = tuple(following) if following is not None else tuple(mark_delete)
+        done_up_to = following if following is not None else mark_delete
         for consumer, joined_at in list(self._recently_joined.items()):
             if done_up_to >= joined_at:
                 del self._recently_joined[consumer]

@@ -25,6 +25,7 @@ from pathlib import Path
 from georep import console
 from georep.broker.admin import AdminSettings
 from georep.broker.cluster import Cluster, ClusterConfig
+from georep.invariant import InvariantViolation
 from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.rest.access import ExposureError, check_exposure
 from georep.storage.errors import InvalidArgument
@@ -115,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
 def check(config: ClusterConfig, *, insecure: bool) -> None:
     """What can be known wrong before anything starts (see the module docstring)."""
     admin = config.admin_settings
+    if admin is None:
+        raise InvariantViolation("a cluster from the command line has admin settings")
     try:
         database_url(config.metadata)
     except InvalidArgument as error:

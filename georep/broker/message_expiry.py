@@ -34,10 +34,12 @@ from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.broker.entry import parse_metadata
+from georep.broker.ports import SubscriptionCursor
+from georep.position import Position
 from georep.storage.errors import StorageError
-from georep.storage.managed_ledger import Position
 
 if TYPE_CHECKING:
+    from georep.broker.subscription import Subscription
     from georep.broker.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
@@ -62,9 +64,11 @@ class MessageExpiryMonitor:
         self.stats["passes"] += 1
         topic = self.topic
         ledger = topic.ledger
-        targets = {name: (ledger.cursors[name], None) for name in topic.subscription_names()}
-        for name, subscription in list(topic.subscriptions.items()):
-            targets[name] = (subscription.cursor, subscription)
+        targets: dict[str, tuple[SubscriptionCursor, Subscription | None]] = {
+            name: (ledger.cursors[name], None) for name in topic.subscription_names()
+        }
+        for name, loaded in list(topic.subscriptions.items()):
+            targets[name] = (loaded.cursor, loaded)
         if not targets:
             return None
         lowest = min(cursor.mark_delete_position for cursor, _ in targets.values())
@@ -76,7 +80,7 @@ class MessageExpiryMonitor:
                 continue
             try:
                 if subscription is not None:
-                    subscription.expire_through(tuple(horizon))
+                    subscription.expire_through(horizon)
                 else:
                     await cursor.mark_delete(horizon)
             except StorageError as error:  # deleted or closed meanwhile; next pass

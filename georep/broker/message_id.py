@@ -22,10 +22,6 @@ _I64_MAX = ID_MAX
 _WORD_BITS = 64
 _WORD_MASK = _U64 - 1
 
-#: The client's MessageId.earliest and MessageId.latest, as (ledger, entry) int64 pairs.
-EARLIEST = Position.EARLIEST  # type: ignore[attr-defined]
-LATEST = Position.LATEST  # type: ignore[attr-defined]
-
 
 def to_int64(value: int) -> int:
     return value - _U64 if value > _I64_MAX else value
@@ -35,9 +31,7 @@ def to_uint64(value: int) -> int:
     return value + _U64 if value < 0 else value
 
 
-def message_id(
-    position: tuple[int, int], partition: int = -1, batch_index: int = -1
-) -> pb.MessageIdData:
+def message_id(position: Position, partition: int = -1, batch_index: int = -1) -> pb.MessageIdData:
     ledger_id, entry_id = position
     data = pb.MessageIdData(ledger_id=to_uint64(ledger_id), entry_id=to_uint64(entry_id))
     if partition >= 0:
@@ -47,9 +41,9 @@ def message_id(
     return data
 
 
-def position_of(data: pb.MessageIdData) -> tuple[int, int]:
+def position_of(data: pb.MessageIdData) -> Position:
     """(ledger id, entry id) of a wire id, as the client's signed values."""
-    return (to_int64(data.ledger_id), to_int64(data.entry_id))
+    return Position(to_int64(data.ledger_id), to_int64(data.entry_id))
 
 
 def bits_from_words(words: Iterable[int]) -> int:

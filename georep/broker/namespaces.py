@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 
 from georep import limits
+from georep.broker.ports import NamespaceCatalog
 from georep.broker.topic_name import check_namespace
 from georep.broker.topic_policies import TopicPolicies
 
@@ -28,7 +29,7 @@ DEFAULT_NAMESPACE = "public/default"
 class Namespaces:
     def __init__(
         self,
-        store,
+        store: NamespaceCatalog,
         *,
         cache_s: float = limits.namespace_cache_s_default,
         clock: Callable[[], float] = time.monotonic,

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from georep.position import Position
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.range_set import RangeSet
-from georep.storage.meta.catalog import CatalogOutcome
+from georep.storage.meta.catalog import CatalogOutcome, NamespaceRecord
 from georep.storage.meta.managed_ledgers import ManagedLedgerInfo
 
 
@@ -66,7 +66,10 @@ class TopicLog(Protocol):
 
     name: str
     config: ManagedLedgerConfig
-    cursors: Mapping[str, Any]
+
+    @property
+    def cursors(self) -> Mapping[str, SubscriptionCursor]: ...
+
     #: Told the name of each cursor whose state changes (``ManagedLedger``).
     cursor_listener: Callable[[str], None] | None
 
@@ -122,9 +125,29 @@ class TopicLogFactory(Protocol):
     async def close(self) -> None: ...
 
 
-class BrokerMetadata(Protocol):
-    """What the broker asks of the metadata store itself (``BrokerService(store)``): a
-    topic's row, for its internal stats, and the partitioned topics (``catalog.py``)."""
+class NamespaceCatalog(Protocol):
+    """The tenants and namespaces the broker serves (``Namespaces(store)``)."""
+
+    async def get_namespace(self, tenant: str, name: str) -> NamespaceRecord | None: ...
+
+    async def create_tenant(
+        self, name: str, *, admin_roles: Iterable[str] = (), allowed_clusters: Iterable[str] = ()
+    ) -> CatalogOutcome: ...
+
+    async def create_namespace(
+        self,
+        tenant: str,
+        name: str,
+        *,
+        retention: tuple[int, int] | None = None,
+        message_ttl_s: int | None = None,
+    ) -> CatalogOutcome: ...
+
+
+class BrokerMetadata(NamespaceCatalog, Protocol):
+    """What the broker asks of the metadata store itself (``BrokerService(store)``): its
+    namespaces, a topic's row, for its internal stats, and the partitioned topics
+    (``catalog.py``)."""
 
     async def get_managed_ledger(self, name: str) -> ManagedLedgerInfo: ...
 

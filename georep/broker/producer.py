@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from georep import limits
 from georep.broker.deduplication import DupStatus
@@ -46,6 +47,7 @@ from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
 from georep.broker.errors import BrokerError, MessageNeverStored, NotAllowed, PersistenceError
 from georep.broker.message_id import message_id
 from georep.broker.rate_meter import RateMeter
+from georep.position import Position
 from georep.protocol import commands
 from georep.protocol import pulsar_wire_pb2 as pb
 
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_DUPLICATE_ID = (-1, -1)
+_DUPLICATE_ID = Position(-1, -1)
 
 
 @dataclass(slots=True)
@@ -64,7 +66,7 @@ class _PendingSend:
     sequence_id: int
     highest_sequence_id: int
     #: Resolves to the entry's position, or None for a duplicate.
-    future: asyncio.Future
+    future: asyncio.Future[Position] | asyncio.Future[None]
 
 
 class Producer:
@@ -115,17 +117,20 @@ class Producer:
             self.connection.refuse_producer(self, str(refusal))
             return
         status = dedup.check(self.name, sequence_id) if refusal is None else None
+        future: asyncio.Future[Position] | asyncio.Future[None]
         if refusal is not None:
             future = loop.create_future()
             future.set_exception(refusal)
         elif status is DupStatus.DUPLICATE:
-            future = loop.create_future()
-            future.set_result(None)
+            duplicate: asyncio.Future[None] = loop.create_future()
+            duplicate.set_result(None)
+            future = duplicate
             self.stats["duplicates"] += 1
         elif status is DupStatus.IN_FLIGHT:
-            future = loop.create_future()
+            original: asyncio.Future[None] = loop.create_future()
             waiter = dedup.wait_persisted(self.name, highest)
-            waiter.add_done_callback(lambda done: _chain(done, future))
+            waiter.add_done_callback(functools.partial(_chain, target=original))
+            future = original
             self.stats["duplicates"] += 1
         else:
             try:
@@ -175,7 +180,7 @@ class Producer:
                 )
         return None
 
-    def _answer_ready(self, _future: asyncio.Future) -> None:
+    def _answer_ready(self, _future: asyncio.Future[Any]) -> None:
         while self._pending and self._pending[0].future.done():
             pending = self._pending.popleft()
             self.connection.publish_finished()
@@ -197,7 +202,7 @@ class Producer:
         if position is None:
             data = message_id(_DUPLICATE_ID)
         else:
-            data = message_id(tuple(position), self.topic.name.partition_index)
+            data = message_id(position, self.topic.name.partition_index)
         return commands.send_receipt(
             self.producer_id, pending.sequence_id, data, pending.highest_sequence_id
         )
@@ -231,12 +236,12 @@ def highest_sequence_id(
     return max(sequence_id, highest, sequence_id + max(1, messages) - 1)
 
 
-def _chain(source: asyncio.Future, target: asyncio.Future) -> None:
+def _chain(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:
     if target.done():
         return
     if source.cancelled():
         target.cancel()
-    elif source.exception() is not None:
-        target.set_exception(source.exception())
+    elif (error := source.exception()) is not None:
+        target.set_exception(error)
     else:
         target.set_result(None)

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import typing
 from collections.abc import Callable
 
 from georep import limits
@@ -32,7 +33,9 @@ class _PulsarProtocol(asyncio.Protocol):
         self._server = server
         self._connection: ServerConnection | None = None
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
+        # A stream server's protocol is always handed a read-write transport.
+        transport = typing.cast(asyncio.Transport, base_transport)
         peername = transport.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         if len(self._server.connections) >= limits.broker_connections_max:

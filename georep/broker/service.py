@@ -92,7 +92,9 @@ class BrokerService:
         self._expirer = loop.create_task(self._expiry_loop())
 
     @classmethod
-    async def start(cls, config: BrokerConfig, factory, store) -> BrokerService:
+    async def start(
+        cls, config: BrokerConfig, factory: TopicLogFactory, store: BrokerMetadata
+    ) -> BrokerService:
         """``store`` is the metadata store holding tenants and namespaces."""
         namespaces = Namespaces(store)
         await namespaces.ensure_defaults(config.cluster_name)

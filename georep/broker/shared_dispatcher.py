@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.broker.consumer import Consumer
@@ -24,6 +25,9 @@ from georep.broker.dispatcher import Dispatcher
 from georep.broker.entry import Entry
 from georep.position import Position
 from georep.storage.errors import NoSuchEntry
+
+if TYPE_CHECKING:
+    from georep.broker.subscription import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +82,7 @@ class ReplayQueue:
 
 
 class SharedDispatcher(Dispatcher):
-    def __init__(self, subscription) -> None:
+    def __init__(self, subscription: Subscription) -> None:
         super().__init__(subscription)
         self.replay = ReplayQueue()
         self._next_index = 0
@@ -92,7 +96,7 @@ class SharedDispatcher(Dispatcher):
         self._give_back(consumer.take_pending())
         self.wake()
 
-    def redeliver(self, consumer: Consumer, positions) -> None:
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         self._give_back(consumer.take_pending(positions))
         self.wake()
 

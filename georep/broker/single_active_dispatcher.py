@@ -19,15 +19,20 @@ skipped by the cursor. Redelivery counts of what the consumer held are raised.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING, Any
 
 from georep import limits
 from georep.broker.consumer import Consumer, SubType
 from georep.broker.dispatcher import Dispatcher
 from georep.broker.errors import ConsumerBusy
+from georep.position import Position
+
+if TYPE_CHECKING:
+    from georep.broker.subscription import Subscription
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
-    def __init__(self, subscription, sub_type: int) -> None:
+    def __init__(self, subscription: Subscription, sub_type: int) -> None:
         super().__init__(subscription)
         self.sub_type = sub_type
         self.active: Consumer | None = None
@@ -55,7 +60,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self._pick_active()
         self.wake()
 
-    def redeliver(self, consumer: Consumer, positions) -> None:
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         # Exclusive and Failover redeliver everything unacknowledged, in order.
         self._take_back(consumer)
         self.wake()
@@ -71,7 +76,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             self.subscription.count_redelivery(held)
         self._rewind_wanted = True
 
-    def _rank(self, consumer: Consumer) -> tuple:
+    def _rank(self, consumer: Consumer) -> tuple[Any, ...]:
         if self.subscription.topic.name.is_partition:
             return (consumer.priority_level, consumer.name, self._join_order[consumer])
         return (consumer.priority_level, self._join_order[consumer])
@@ -102,7 +107,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if self._rewind_wanted:
             async with self.subscription.cursor_lock:
                 self._rewind_wanted = False
-                await _maybe_await(self.cursor.rewind())
+                self.cursor.rewind()
         count = min(consumer.permits, limits.dispatcher_read_entries_max)
         entries = await self._read_new(count)
         if not entries:
@@ -113,8 +118,3 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         for entry in self.subscription.deliverable(entries):
             self.subscription.send(consumer, entry)
         return True
-
-
-async def _maybe_await(result) -> None:
-    if hasattr(result, "__await__"):
-        await result

@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from georep import limits
@@ -58,7 +59,7 @@ from georep.broker.consumer import Consumer, SubType
 from georep.broker.entry import Entry, is_georep_name
 from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
-from georep.broker.ports import SubscriptionCursor
+from georep.broker.ports import SubscriptionCursor, TopicLog
 from georep.broker.rate_meter import RateMeter
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
@@ -88,11 +89,11 @@ REPLICATED_PROPERTY = "georep.replicated"
 REPLICATED_VALUE = "true"
 
 
-def is_replicated(cursor) -> bool:
+def is_replicated(cursor: SubscriptionCursor) -> bool:
     return cursor.properties.get(REPLICATED_PROPERTY) == REPLICATED_VALUE
 
 
-async def mark_replicated(cursor) -> None:
+async def mark_replicated(cursor: SubscriptionCursor) -> None:
     """Set the replicated property (durable when this returns); a no-op when set."""
     if not is_replicated(cursor):
         await cursor.set_properties({**cursor.properties, REPLICATED_PROPERTY: REPLICATED_VALUE})
@@ -120,7 +121,7 @@ class CursorUpdates:
     messages will then be delivered again after a restart, never lost).
     """
 
-    def __init__(self, cursor: SubscriptionCursor, on_flushed) -> None:
+    def __init__(self, cursor: SubscriptionCursor, on_flushed: Callable[[], None]) -> None:
         self._cursor = cursor
         self._on_flushed = on_flushed
         self._mark_delete: Position | None = None
@@ -302,7 +303,7 @@ class Subscription:
         #: entry -> bits of the batch members still unacknowledged (restored from the
         #: cursor; ahead of it by what ``updates`` has not persisted yet)
         self.partial_batches: dict[Position, int] = {
-            tuple(position): bits for position, bits in cursor.batches
+            position: bits for position, bits in cursor.batches
         }
         self.redelivery_counts: dict[Position, int] = {}
         self._markers: set[Position] = set()
@@ -324,7 +325,7 @@ class Subscription:
         return f"Subscription({self.topic.name} {self.name!r})"
 
     @property
-    def ledger(self):
+    def ledger(self) -> TopicLog:
         return self.topic.ledger
 
     @property
@@ -340,7 +341,7 @@ class Subscription:
             raise ConsumerBusy(f"subscription {self.name!r} is closing")
         if self.dispatcher is not None and self.dispatcher.consumers:
             if consumer.sub_type != self.sub_type:
-                current = SubType.Name(self.sub_type)
+                current = SubType.Name(self.sub_type) if self.sub_type is not None else "none"
                 raise ConsumerBusy(
                     f"subscription {self.name!r} is {current} and has consumers;"
                     f" cannot attach a {SubType.Name(consumer.sub_type)} consumer"
@@ -388,7 +389,7 @@ class Subscription:
     @property
     def acknowledged_floor(self) -> Position:
         """The mark-delete position, counting one asked for and not yet persisted."""
-        mark_delete = tuple(self.cursor.mark_delete_position)
+        mark_delete = self.cursor.mark_delete_position
         target = self.updates.mark_delete_target
         return max(mark_delete, target) if target is not None else mark_delete
 
@@ -468,7 +469,7 @@ class Subscription:
         target: Position | None = position
         if remaining is not None:
             self._merge_partial(position, remaining)
-            target = (position[0], position[1] - 1) if position[1] > 0 else None
+            target = position.predecessor() if position.entry_id > 0 else None
         if target is None:
             return
         self._forget_through(target)
@@ -597,15 +598,15 @@ class Subscription:
     def _advance_over_markers(self) -> None:
         if not self._markers:
             return
-        mark_delete = tuple(self.cursor.mark_delete_position)
+        mark_delete = self.cursor.mark_delete_position
         target = self.updates.mark_delete_target
         if target is not None and target > mark_delete:
             return  # a mark-delete is on its way; look again once it is persisted
         self._markers = {p for p in self._markers if p > mark_delete}
         following = self.ledger.next_position(self.cursor.mark_delete_position)
-        if tuple(following) in self._markers:
-            self._markers.discard(tuple(following))
-            self.updates.delete([tuple(following)])
+        if following in self._markers:
+            self._markers.discard(following)
+            self.updates.delete([following])
 
     # -- redelivery, reset, removal --
 
@@ -615,7 +616,7 @@ class Subscription:
         positions = [position_of(data) for data in message_ids] if message_ids else None
         self.dispatcher.redeliver(consumer, positions)
 
-    async def reset_cursor(self, position) -> None:
+    async def reset_cursor(self, position: Position) -> None:
         """Seek: every consumer is disconnected (the clients reconnect and read from
         ``position``), partial state is dropped, and the cursor is reset."""
         for consumer in self.consumers:
@@ -623,7 +624,7 @@ class Subscription:
             self._detach(consumer)
         async with self.cursor_lock:
             await self.updates.flush()
-            await self.cursor.reset(Position(*position))
+            await self.cursor.reset(position)
             self.partial_batches.clear()
             self.redelivery_counts.clear()
             self._markers.clear()

@@ -57,8 +57,9 @@ from georep.broker.consumer import SUB_TYPE_NAMES
 from georep.broker.entry import is_georep_name, messages_in, parse_metadata
 from georep.broker.errors import NotAllowed
 from georep.broker.message_id import all_bits
+from georep.broker.ports import SubscriptionCursor, TopicLog
 from georep.broker.subscription import Subscription, is_replicated, mark_replicated
-from georep.broker.topic import PersistentTopic, is_system_cursor
+from georep.broker.topic import PersistentTopic, SeekTarget, is_system_cursor
 from georep.position import Position
 from georep.storage.errors import InvalidArgument
 from georep.storage.managed_ledger import RangeSet
@@ -157,22 +158,22 @@ def _view(topic: PersistentTopic, name: str) -> _View:
         if target is not None or positions or pending_ranges:
             acks = AckState(mark_delete, RangeSet.of(ranges.ranges()))
             if target is not None:
-                acks.mark_delete(Position(*target), ledger)
-            acks.acknowledge([Position(*p) for p in positions], ledger)
+                acks.mark_delete(target, ledger)
+            acks.acknowledge(positions, ledger)
             for low, high in pending_ranges:
                 acks.acknowledge_range(low, high, ledger)
             mark_delete, ranges = acks.mark_delete_position, acks.individually_deleted
         batches = live.partial_batches.items()
     shown, ranges_truncated = _entry_ranges(ledger, ranges, limits.sync_state_ranges_count_max)
     open_batches = sorted(
-        (tuple(position), bits)
+        (position, bits)
         for position, bits in batches
         if not (position <= mark_delete or ranges.contains(position))
     )
     batches_max = limits.sync_state_batches_count_max
     sub_type = live.sub_type if live is not None else None
     return _View(
-        mark_delete=tuple(mark_delete),
+        mark_delete=mark_delete,
         ranges=shown,
         ranges_truncated=ranges_truncated,
         batches=open_batches[:batches_max],
@@ -184,7 +185,7 @@ def _view(topic: PersistentTopic, name: str) -> _View:
     )
 
 
-def _entry_ranges(ledger, ranges: RangeSet, count_max: int) -> tuple[list[Range], bool]:
+def _entry_ranges(ledger: TopicLog, ranges: RangeSet, count_max: int) -> tuple[list[Range], bool]:
     """``ranges`` with their ends moved onto entries, ranges holding no entry dropped,
     neighbours with no entry between them joined; the lowest ``count_max``, and
     whether more were left out."""
@@ -194,7 +195,7 @@ def _entry_ranges(ledger, ranges: RangeSet, count_max: int) -> tuple[list[Range]
         if span is None:
             continue
         first, last = span
-        if out and ledger.entries_between(Position(*out[-1][1]), Position(*first)) == 0:
+        if out and ledger.entries_between(out[-1][1], first) == 0:
             out[-1] = (out[-1][0], last)
             continue
         if len(out) == count_max:
@@ -203,14 +204,14 @@ def _entry_ranges(ledger, ranges: RangeSet, count_max: int) -> tuple[list[Range]
     return out, False
 
 
-def _on_entries(ledger, low, high) -> Range | None:
+def _on_entries(ledger: TopicLog, low: Position, high: Position) -> Range | None:
     """The first and last entries inside the closed range ``[low, high]``; None when it
     holds none."""
-    first = ledger.position_at_or_after(Position(*low))
-    last = ledger.entry_at_or_before(Position(*high))
+    first = ledger.position_at_or_after(low)
+    last = ledger.entry_at_or_before(high)
     if last is None or first > last:
         return None
-    return tuple(first), tuple(last)
+    return first, last
 
 
 def acked_indexes(bits: int, size: int) -> list[int]:
@@ -230,12 +231,12 @@ def unacked_bits(indexes: Iterable[int], size: int) -> int:
     return all_bits(size) & ~int.from_bytes(acked, "little")
 
 
-async def batch_sizes(ledger, positions: Sequence[Position]) -> dict[Position, int]:
+async def batch_sizes(ledger: TopicLog, positions: Sequence[Position]) -> dict[Position, int]:
     """Messages in each entry of ``positions`` (sorted), from its metadata (1 when it
     is not a batch); positions that are not entries are left out. Entries that follow
     one another are read together, ``limits.topic_scan_read_entries_max`` at a time."""
     sizes: dict[Position, int] = {}
-    wanted = [p for p in positions if ledger.is_entry(Position(*p))]
+    wanted = [p for p in positions if ledger.is_entry(p)]
     index = 0
     while index < len(wanted):
         start = wanted[index]
@@ -243,11 +244,11 @@ async def batch_sizes(ledger, positions: Sequence[Position]) -> dict[Position, i
         while (
             end < len(wanted)
             and end - index < limits.topic_scan_read_entries_max
-            and wanted[end] == (start[0], start[1] + end - index)
+            and wanted[end] == Position(start.ledger_id, start.entry_id + end - index)
         ):
             end += 1
-        for position, data in await ledger.read(Position(*start), end - index):
-            sizes[tuple(position)] = messages_in(parse_metadata(data))
+        for position, data in await ledger.read(start, end - index):
+            sizes[position] = messages_in(parse_metadata(data))
         index = end
     return {p: sizes[p] for p in wanted if p in sizes}
 
@@ -278,7 +279,7 @@ async def sync_subscription(
         cursor = ledger.cursors.get(name)
         created = cursor is None
         if cursor is None:
-            start = Position(*target) if target is not None else "earliest"
+            start: SeekTarget = target if target is not None else "earliest"
             cursor = await ledger.open_cursor(name, start=start)
             log.info("%s: subscription %r created by sync", topic.name, name)
         if replicated:
@@ -298,13 +299,13 @@ async def sync_subscription(
 
 
 async def _checked_batches(
-    ledger, batches: Mapping[Position, frozenset[int]]
+    ledger: TopicLog, batches: Mapping[Position, frozenset[int]]
 ) -> dict[Position, int]:
     """Entry -> bits of its members still unacknowledged once the given indexes are;
     InvalidArgument for an index at or past its batch's size. Not entries, and batches
     naming no index (nothing to acknowledge): left out."""
     sizes = await batch_sizes(ledger, sorted(p for p, indexes in batches.items() if indexes))
-    out = {}
+    out: dict[Position, int] = {}
     for position, size in sizes.items():
         indexes = batches[position]
         if max(indexes) >= size:
@@ -316,36 +317,40 @@ async def _checked_batches(
     return out
 
 
-def _clamped_mark_delete(ledger, mark_delete: Position | None) -> Position | None:
+def _clamped_mark_delete(ledger: TopicLog, mark_delete: Position | None) -> Position | None:
     """The last entry at or before ``mark_delete`` (None: no entry is)."""
     if mark_delete is None:
         return None
-    found = ledger.entry_at_or_before(Position(*mark_delete))
-    return tuple(found) if found is not None else None
+    return ledger.entry_at_or_before(mark_delete)
 
 
-def _clamped_ranges(ledger, ranges: Sequence[Range]) -> list[Range]:
+def _clamped_ranges(ledger: TopicLog, ranges: Sequence[Range]) -> list[Range]:
     """Each range's first and last entries; ranges holding no entry dropped."""
     return [span for low, high in ranges if (span := _on_entries(ledger, low, high)) is not None]
 
 
 async def _apply_to_cursor(
-    cursor, mark_delete: Position | None, spans: list[Range], remaining: dict[Position, int]
+    cursor: SubscriptionCursor,
+    mark_delete: Position | None,
+    spans: list[Range],
+    remaining: dict[Position, int],
 ) -> None:
-    if mark_delete is not None and mark_delete > tuple(cursor.mark_delete_position):
-        await cursor.mark_delete(Position(*mark_delete))
+    if mark_delete is not None and mark_delete > cursor.mark_delete_position:
+        await cursor.mark_delete(mark_delete)
     if spans:
-        await cursor.delete_ranges([(Position(*low), Position(*high)) for low, high in spans])
+        await cursor.delete_ranges(spans)
     members = {
-        Position(*position): bits
+        position: bits
         for position, bits in remaining.items()
-        if not cursor.is_acknowledged(Position(*position))
+        if not cursor.is_acknowledged(position)
     }
     if members:
         await cursor.delete_batch_members(members)
 
 
-async def _step_over_markers(topic: PersistentTopic, cursor, live: Subscription | None) -> None:
+async def _step_over_markers(
+    topic: PersistentTopic, cursor: SubscriptionCursor, live: Subscription | None
+) -> None:
     """Move the MDP to the last marker of the stretch after it that holds only
     acknowledged entries and markers (bounded scan; see the module docstring).
     Acknowledged ranges are stepped over without reading them, and only entries nobody
@@ -368,7 +373,7 @@ async def _step_over_markers(topic: PersistentTopic, cursor, live: Subscription 
             metadata = parse_metadata(await ledger.read_entry(position))
             if metadata is None or not metadata.HasField("marker_type"):
                 break  # the first message no one acknowledged: the stretch ends
-            found.append(tuple(position))
+            found.append(position)
         position = ledger.next_position(position)
     if not found:
         return
@@ -376,5 +381,5 @@ async def _step_over_markers(topic: PersistentTopic, cursor, live: Subscription 
         for marker in found:
             live.note_marker(marker)
         await live.updates.flush()
-    elif found[-1] > tuple(cursor.mark_delete_position):
-        await cursor.mark_delete(Position(*found[-1]))
+    elif found[-1] > cursor.mark_delete_position:
+        await cursor.mark_delete(found[-1])

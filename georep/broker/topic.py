@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from georep import limits, names
 from georep.broker.consumer import Consumer
@@ -42,14 +43,19 @@ from georep.broker.subscription import Subscription, asks_replicated, mark_repli
 from georep.broker.topic_name import TopicName
 from georep.broker.topic_policies import TopicPolicies
 from georep.invariant import invariant
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
-from georep.storage.managed_ledger import ManagedLedgerConfig, Position
+from georep.storage.managed_ledger import ManagedLedgerConfig
 
 if TYPE_CHECKING:
     from georep.broker.producer import Producer
 
 log = logging.getLogger(__name__)
+
+#: Where a subscription is reset to or a reader starts: either end of the topic, or a
+#: position (clamped to the entries that exist).
+SeekTarget = Literal["earliest", "latest"] | Position
 
 SYSTEM_CURSOR_PREFIX = "pulsar."
 READER_CURSOR_PREFIX = "pulsar.reader."
@@ -86,7 +92,9 @@ class PersistentTopic:
         self.policies = TopicPolicies()
         self.expiry = MessageExpiryMonitor(self)
         #: Entries handed to ``publish`` and not yet handed to the managed ledger.
-        self._appends: collections.deque[tuple[bytes, asyncio.Future]] = collections.deque()
+        self._appends: collections.deque[tuple[bytes, asyncio.Future[Position]]] = (
+            collections.deque()
+        )
         self._appender: asyncio.Task[None] | None = None
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
@@ -103,7 +111,7 @@ class PersistentTopic:
         return f"PersistentTopic({self.name})"
 
     @classmethod
-    async def load(cls, name: TopicName, ledger, **options) -> PersistentTopic:
+    async def load(cls, name: TopicName, ledger: TopicLog, **options: Any) -> PersistentTopic:
         topic = cls(name, ledger, **options)
         for cursor_name in list(ledger.cursors):
             if cursor_name.startswith(READER_CURSOR_PREFIX):  # left by a crash
@@ -137,7 +145,9 @@ class PersistentTopic:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
 
-    def publish(self, producer_name: str, highest_sequence_id: int, data: bytes) -> asyncio.Future:
+    def publish(
+        self, producer_name: str, highest_sequence_id: int, data: bytes
+    ) -> asyncio.Future[Position]:
         """Queue ``data`` for the managed ledger; the future resolves to its position once
         durable. Entries reach the ledger in call order, so positions follow it too."""
         if self._fenced or self.closed:
@@ -146,13 +156,13 @@ class PersistentTopic:
         # failing an entry for its size would make a permanent refusal look transient.
         invariant(len(data) <= limits.entry_payload_bytes_max, "an entry storage refuses")
         self.dedup.record_pushed(producer_name, highest_sequence_id)
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         self._appends.append((data, future))
         if self._appender is None or self._appender.done():
             self._appender = asyncio.get_running_loop().create_task(self._append_queued())
         self._pending_publishes += 1
 
-        def done(completed: asyncio.Future) -> None:
+        def done(completed: asyncio.Future[Position]) -> None:
             self._pending_publishes -= 1
             error = completed.exception() if not completed.cancelled() else None
             if completed.cancelled() or error is not None:
@@ -181,7 +191,7 @@ class PersistentTopic:
                 if not future.done():
                     future.set_exception(error)
                 continue
-            stored.add_done_callback(lambda done, target=future: _copy_outcome(done, target))
+            stored.add_done_callback(functools.partial(_copy_outcome, target=future))
 
     def _fence(self, error: BaseException) -> None:
         if not self._fenced:
@@ -225,7 +235,7 @@ class PersistentTopic:
     # -- subscriptions --
 
     async def subscribe(
-        self, consumer_factory, command: pb.Subscribe
+        self, consumer_factory: Callable[[Subscription], Consumer], command: pb.Subscribe
     ) -> tuple[Subscription, Consumer]:
         """Find or create the subscription ``command`` names and attach a consumer made by
         ``consumer_factory(subscription)``."""
@@ -258,9 +268,8 @@ class PersistentTopic:
                 start = "latest"
             cursor = await self.ledger.open_cursor(name, start=start)
             return Subscription(self, name, cursor, durable=True)
-        start = _reader_start(command)
         cursor = await self.ledger.open_cursor(
-            f"{READER_CURSOR_PREFIX}{name}", start=start, durable=False
+            f"{READER_CURSOR_PREFIX}{name}", start=_reader_start(command), durable=False
         )
         return Subscription(self, name, cursor, durable=False)
 
@@ -279,7 +288,7 @@ class PersistentTopic:
 
     # -- reading --
 
-    async def last_message_id(self) -> tuple[tuple[int, int], int]:
+    async def last_message_id(self) -> tuple[Position, int]:
         """((ledger id, entry id), batch index) of the last message; entry id -1 if the
         topic holds none. The batch index is that of the last message of a batch. Marker
         entries are stepped over (at most ``limits.last_message_id_markers_skipped_max``):
@@ -291,10 +300,10 @@ class PersistentTopic:
             metadata = parse_metadata(await self.ledger.read_entry(position))
             if metadata is None or not metadata.HasField("marker_type"):
                 if metadata is not None and metadata.HasField("num_messages_in_batch"):
-                    return tuple(position), max(0, metadata.num_messages_in_batch - 1)
-                return tuple(position), -1
+                    return position, max(0, metadata.num_messages_in_batch - 1)
+                return position, -1
             position = self._entry_before(position)
-        return (self.ledger.tail_position.ledger_id, -1), -1
+        return Position(self.ledger.tail_position.ledger_id, -1), -1
 
     def _entry_before(self, position: Position) -> Position | None:
         if position.entry_id > 0:
@@ -311,29 +320,30 @@ class PersistentTopic:
                 return Position(ledger_id, count - 1)
         return None
 
-    async def seek_target(self, target):
+    async def seek_target(self, target: SeekTarget) -> Position:
         """The position a subscription reset to ``target`` ("earliest", "latest" or a
-        position) should read next, clamped to the entries that exist."""
+        position) should read next, clamped to the entries that exist; on a topic that
+        holds none, where its next entry will go."""
         last = self.ledger.last_confirmed
         after_last = self.ledger.next_position(last) if last is not None else None
         first = self.ledger.first_position
         if target == "latest":
-            return after_last if after_last is not None else first
+            return after_last or first or self.ledger.tail_position
         if target == "earliest":
-            return first if first is not None else after_last
+            return first or after_last or self.ledger.tail_position
         position = Position(*target)
-        if after_last is not None and position >= tuple(after_last):
+        if after_last is not None and position >= after_last:
             return after_last
-        if first is not None and position < tuple(first):
+        if first is not None and position < first:
             return first
         return position
 
-    async def find_by_publish_time(self, publish_time_ms: int):
+    async def find_by_publish_time(self, publish_time_ms: int) -> Position:
         """The first entry published at or after ``publish_time_ms`` (a linear scan from
         the oldest entry, ``limits.topic_scan_read_entries_max`` at a time), or the end."""
         last = self.ledger.last_confirmed
         position = self.ledger.first_position
-        while position is not None and last is not None and tuple(position) <= tuple(last):
+        while position is not None and last is not None and position <= last:
             batch = await self.ledger.read(position, limits.topic_scan_read_entries_max)
             if not batch:
                 break
@@ -380,34 +390,34 @@ class PersistentTopic:
         await self.ledger.close()
 
 
-def _cursor_names(ledger) -> list[str]:
+def _cursor_names(ledger: TopicLog) -> list[str]:
     return list(ledger.cursors)
 
 
-def _copy_outcome(source: asyncio.Future, target: asyncio.Future) -> None:
+def _copy_outcome(source: asyncio.Future[Position], target: asyncio.Future[Position]) -> None:
     if target.done():
         return
     if source.cancelled():
         target.cancel()
-    elif source.exception() is not None:
-        target.set_exception(source.exception())
+    elif (error := source.exception()) is not None:
+        target.set_exception(error)
     else:
         target.set_result(source.result())
 
 
-def _reader_start(command: pb.Subscribe):
+def _reader_start(command: pb.Subscribe) -> SeekTarget:
     """Where a non-durable cursor starts: at the given message id (the client drops what
     it should not see, honouring its own ``start_message_id_inclusive``), or at either end."""
-    from georep.broker.message_id import EARLIEST, LATEST, position_of
+    from georep.broker.message_id import position_of
 
     if not command.HasField("start_message_id"):
         return "earliest" if command.initial_position == pb.Subscribe.EARLIEST else "latest"
     position = position_of(command.start_message_id)
-    if position == EARLIEST or position[0] < 0:
+    if position == Position.EARLIEST or position.ledger_id < 0:
         return "earliest"
-    if position == LATEST:
+    if position == Position.LATEST:
         return "latest"
-    return Position(*position)
+    return position
 
 
 __all__ = ["DEDUP_CURSOR", "PersistentTopic", "is_system_cursor"]

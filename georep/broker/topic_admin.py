@@ -22,7 +22,8 @@ property ``georep.replicated``. The gateway's subscription sync (``sync_state``,
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from georep import limits
 from georep.broker import subscription_sync
@@ -35,19 +36,18 @@ from georep.broker.errors import (
     TopicExists,
     TopicNotFound,
 )
-from georep.broker.message_id import EARLIEST, LATEST
 from georep.broker.rate_meter import RateMeter
 from georep.broker.service import BrokerService
 from georep.broker.subscription import is_replicated
-from georep.broker.topic import PersistentTopic, is_system_cursor
+from georep.broker.topic import PersistentTopic, SeekTarget, is_system_cursor
 from georep.broker.topic_name import TopicName
+from georep.position import InvalidPosition, Position
 from georep.storage.errors import InvalidArgument
-from georep.storage.managed_ledger import Position
 
 log = logging.getLogger(__name__)
 
 
-def _text(position) -> str:
+def _text(position: Position) -> str:
     return f"{position[0]}:{position[1]}"
 
 
@@ -118,7 +118,7 @@ class BrokerAdmin:
 
     # -- stats --
 
-    async def topic_stats(self, topic: TopicName) -> dict:
+    async def topic_stats(self, topic: TopicName) -> dict[str, Any]:
         loaded = await self._topic(topic)
         ledger_stats = loaded.ledger.stats()
         entries = max(1, ledger_stats["entries"])
@@ -143,10 +143,11 @@ class BrokerAdmin:
             subscription = loaded.subscriptions.get(name)
             consumers = subscription.consumers if subscription is not None else []
             sub_type = subscription.sub_type if subscription is not None else None
+            type_name = SUB_TYPE_NAMES.get(sub_type, "Exclusive") if sub_type is not None else None
             rate_out = subscription.rate_out if subscription is not None else None
             subscriptions[name] = {
                 "msgBacklog": backlog,
-                "type": SUB_TYPE_NAMES.get(sub_type, "Exclusive"),
+                "type": type_name or "Exclusive",
                 **_rates(rate_out, "Out"),
                 "markDeletePosition": _text(cursor.mark_delete_position),
                 "isReplicated": is_replicated(cursor),
@@ -173,7 +174,7 @@ class BrokerAdmin:
             "subscriptions": subscriptions,
         }
 
-    async def internal_stats(self, topic: TopicName) -> dict:
+    async def internal_stats(self, topic: TopicName) -> dict[str, Any]:
         loaded = await self._topic(topic)
         ledger = loaded.ledger
         ledger_stats = ledger.stats()
@@ -209,13 +210,13 @@ class BrokerAdmin:
             "currentLedgerSize": current_size,
             "lastConfirmedEntry": _text(last)
             if last is not None
-            else _text((ledger.tail_position.ledger_id, -1)),
+            else _text(Position(ledger.tail_position.ledger_id, -1)),
             "state": "LedgerOpened" if ledger_stats["state"] == "open" else "Closed",
             "ledgers": ledgers,
             "cursors": cursors,
         }
 
-    async def last_message_id(self, topic: TopicName) -> dict:
+    async def last_message_id(self, topic: TopicName) -> dict[str, Any]:
         loaded = await self._topic(topic)
         (ledger_id, entry_id), batch_index = await loaded.last_message_id()
         document = {
@@ -230,7 +231,7 @@ class BrokerAdmin:
     # -- subscriptions --
 
     async def create_subscription(
-        self, topic: TopicName, subscription: str, position: tuple[int, int] | None
+        self, topic: TopicName, subscription: str, position: Position | None
     ) -> None:
         partitions = self.service.catalog.partitions_of(topic)
         members = [topic.partition(i) for i in range(partitions)] if partitions else [topic]
@@ -252,13 +253,11 @@ class BrokerAdmin:
             raise ConsumerBusy(f"subscription {subscription!r} has consumers connected")
         await loaded.delete_subscription(subscription)
 
-    async def reset_cursor(
-        self, topic: TopicName, subscription: str, position: tuple[int, int]
-    ) -> None:
+    async def reset_cursor(self, topic: TopicName, subscription: str, position: Position) -> None:
         loaded = await self._subscription_topic(topic, subscription)
-        if tuple(position) == EARLIEST:
+        if position == Position.EARLIEST:
             target = await loaded.seek_target("earliest")
-        elif tuple(position) == LATEST:
+        elif position == Position.LATEST:
             target = await loaded.seek_target("latest")
         else:
             target = await loaded.seek_target(position)
@@ -272,12 +271,12 @@ class BrokerAdmin:
         await self._reset(loaded, subscription, target)
 
     @staticmethod
-    async def _reset(loaded: PersistentTopic, subscription: str, target) -> None:
+    async def _reset(loaded: PersistentTopic, subscription: str, target: Position) -> None:
         live = loaded.subscriptions.get(subscription)
         if live is not None:
             await live.reset_cursor(target)  # consumers reconnect and read from there
         else:
-            await loaded.ledger.cursors[subscription].reset(Position(*target))
+            await loaded.ledger.cursors[subscription].reset(target)
 
     async def skip(self, topic: TopicName, subscription: str, messages: int) -> None:
         loaded = await self._subscription_topic(topic, subscription)
@@ -303,13 +302,13 @@ class BrokerAdmin:
         await self._acknowledge(loaded, subscription, chosen)
 
     async def acknowledge(
-        self, topic: TopicName, subscription: str, positions: Sequence[tuple[int, int]]
+        self, topic: TopicName, subscription: str, positions: Sequence[Position]
     ) -> None:
         loaded = await self._subscription_topic(topic, subscription)
         cursor = loaded.ledger.cursors[subscription]
         wanted = []
         for ledger_id, entry_id in positions:
-            position = Position.checked(ledger_id, entry_id)
+            position = _checked(ledger_id, entry_id)
             if cursor.is_acknowledged(position):
                 continue
             if not loaded.ledger.is_entry(position):
@@ -318,25 +317,27 @@ class BrokerAdmin:
         await self._acknowledge(loaded, subscription, wanted)
 
     @staticmethod
-    async def _acknowledge(loaded: PersistentTopic, subscription: str, positions) -> None:
+    async def _acknowledge(
+        loaded: PersistentTopic, subscription: str, positions: list[Position]
+    ) -> None:
         if not positions:
             return
         live = loaded.subscriptions.get(subscription)
         if live is not None:
-            live.acknowledge_entries([tuple(p) for p in positions])
+            live.acknowledge_entries(positions)
             await live.updates.flush()
         else:
             await loaded.ledger.cursors[subscription].delete(sorted(positions))
 
     # -- subscription sync (the gateway's) --
 
-    async def sync_state(self, topic: TopicName) -> dict:
+    async def sync_state(self, topic: TopicName) -> dict[str, Any]:
         """Every subscription's acknowledgement state (``subscription_sync.py``)."""
         return await subscription_sync.sync_state(await self._topic(topic))
 
     async def sync_changes(
         self, namespace: str, *, epoch: str | None, after: int, wait_s: float
-    ) -> dict:
+    ) -> dict[str, Any]:
         changes = await self.service.change_feed.changes(namespace, epoch, after, wait_s)
         return {
             "epoch": changes.epoch,
@@ -350,11 +351,11 @@ class BrokerAdmin:
         topic: TopicName,
         subscription: str,
         *,
-        mark_delete: tuple[int, int] | None,
-        ranges: Sequence[tuple[tuple[int, int], tuple[int, int]]],
-        batches: Mapping[tuple[int, int], frozenset[int]],
+        mark_delete: Position | None,
+        ranges: Sequence[tuple[Position, Position]],
+        batches: Mapping[Position, frozenset[int]],
         replicated: bool,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Create or move one subscription to a synced state (``subscription_sync.py``)."""
         return await subscription_sync.sync_subscription(
             await self._topic(topic),
@@ -378,23 +379,33 @@ def _rates(meter: RateMeter | None, direction: str) -> dict[str, float]:
     return {f"msgRate{direction}": messages, f"msgThroughput{direction}": size_bytes}
 
 
-def _start(position: tuple[int, int] | None):
-    if position is None or tuple(position) == LATEST:
+def _start(position: Position | None) -> SeekTarget:
+    if position is None or position == Position.LATEST:
         return "latest"
-    if tuple(position) == EARLIEST:
+    if position == Position.EARLIEST:
         return "earliest"
-    return Position.checked(*position)
+    return _checked(*position)
 
 
-def _ranges(ranges) -> str:
+def _checked(ledger_id: object, entry_id: object) -> Position:
+    """``Position.checked``, refused as the storage InvalidArgument the app answers 400."""
+    try:
+        return Position.checked(ledger_id, entry_id)
+    except InvalidPosition as error:
+        raise InvalidArgument(str(error)) from None
+
+
+def _ranges(ranges: Iterable[tuple[Position, Position]]) -> str:
     parts = [f"({_text(low)}..{_text(high)}]" for low, high in _open_closed(ranges)]
     return "[" + ", ".join(parts) + "]"
 
 
-def _open_closed(ranges):
+def _open_closed(
+    ranges: Iterable[tuple[Position, Position]],
+) -> Iterator[tuple[Position, Position]]:
     """Pulsar writes each acknowledged range ``[a, b]`` as ``(a-1, b]``."""
     for low, high in ranges:
-        yield (low[0], low[1] - 1), high
+        yield low.predecessor(), high
 
 
 def _int_or_zero(value: str) -> int:

@@ -174,18 +174,18 @@ class ClusterAdminClient:
             return []
         return sorted((stats or {}).get("subscriptions", {}))
 
-    async def internal_stats(self, topic: TopicName) -> dict:
+    async def internal_stats(self, topic: TopicName) -> dict[str, Any]:
         """``internalStats`` of ``topic``: its ledgers and every cursor (Pulsar's
         ``markDeletePosition`` / ``individuallyDeletedMessages`` spelling)."""
         _, document = await self._request("GET", f"{_path(topic)}/internalStats")
         return document if isinstance(document, dict) else {}
 
-    async def topic_stats(self, topic: TopicName) -> dict:
+    async def topic_stats(self, topic: TopicName) -> dict[str, Any]:
         """``stats`` of ``topic``: per subscription its consumers and flags."""
         _, document = await self._request("GET", f"{_path(topic)}/stats")
         return document if isinstance(document, dict) else {}
 
-    async def sync_state(self, topic: TopicName) -> dict:
+    async def sync_state(self, topic: TopicName) -> dict[str, Any]:
         """Every subscription's acknowledgement state on ``topic`` (a non-partitioned
         topic or one partition), unpersisted acknowledgements included, the gateway's own
         (``georep.*``) left out::
@@ -213,7 +213,7 @@ class ClusterAdminClient:
 
     async def sync_changes(
         self, namespace: str, *, epoch: str | None, after: int, wait_s: float
-    ) -> dict:
+    ) -> dict[str, Any]:
         """The change feed of ``namespace`` (georep clusters only; a long poll of up to
         ``wait_s``): ``{"epoch", "sequence", "topics", "reset"}`` as
         ``broker/change_feed.py`` says. AdminRequestFailed as for :meth:`sync_state`."""
@@ -253,7 +253,7 @@ class ClusterAdminClient:
             )
         return text
 
-    async def partitioned_stats(self, topic: TopicName) -> dict:
+    async def partitioned_stats(self, topic: TopicName) -> dict[str, Any]:
         """``partitioned-stats?perPartition=true`` of a partitioned ``topic`` (a base
         name): every partition's ``stats`` in one answer, under ``partitions``."""
         _, document = await self._request(
@@ -314,7 +314,7 @@ class ClusterAdminClient:
         ranges: Iterable[tuple[Position, Position]] = (),
         batches: Mapping[Position, Iterable[int]] | None = None,
         replicated: bool = False,
-    ) -> dict:
+    ) -> dict[str, Any]:
         """Bring ``subscription`` (created when missing) to a synced state without
         disconnecting its consumers: mark-delete moved forward to ``mark_delete``, every
         entry inside the closed ``ranges`` acknowledged, and in ``batches`` (entry ->

@@ -43,12 +43,13 @@ import enum
 import itertools
 import logging
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from georep import limits
 from georep.client.errors import LinkClosed, LinkError, RequestTimeout, ServerError
 from georep.decimal_text import parse_decimal
-from georep.invariant import invariant
+from georep.invariant import invariant, present
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import REGISTRY, Sender, Type
@@ -120,7 +121,7 @@ class LinkConnection:
         token: str | None = None,
         request_timeout_s: float = limits.link_request_timeout_s_default,
         keepalive_s: float = limits.link_keepalive_interval_s_default,
-        clock=time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url = url
         self._token = token
@@ -151,6 +152,10 @@ class LinkConnection:
     def __repr__(self) -> str:
         return f"LinkConnection({self.url} {self.state.value})"
 
+    @property
+    def is_closed(self) -> bool:
+        return self.state is State.CLOSED
+
     # -- life cycle --
 
     @classmethod
@@ -160,7 +165,7 @@ class LinkConnection:
         *,
         token: str | None = None,
         connect_timeout_s: float = limits.link_connect_timeout_s_default,
-        **options,
+        **options: Any,
     ) -> LinkConnection:
         """Connect and finish the handshake within ``connect_timeout_s``."""
         connection = cls(url, token=token, **options)
@@ -303,7 +308,7 @@ class LinkConnection:
         data = self._out[0] if len(self._out) == 1 else b"".join(self._out)
         self._out.clear()
         self._out_bytes = 0
-        self._writer.write(data)
+        present(self._writer, "a flush before the connection opened").write(data)
 
     @property
     def write_buffer_bytes(self) -> int:
@@ -316,7 +321,7 @@ class LinkConnection:
         if self.write_buffer_bytes > limits.link_write_buffer_bytes_max:
             self._flush()
             try:
-                await self._writer.drain()
+                await present(self._writer, "a drain before the connection opened").drain()
             except (ConnectionError, RuntimeError) as error:
                 self.close(f"write failed: {error}")
                 raise LinkClosed(f"{self.url}: write failed: {error}") from None
@@ -349,9 +354,9 @@ class LinkConnection:
     # -- bytes in --
 
     async def _read_loop(self) -> None:
-        reader = self._reader
+        reader = present(self._reader, "reading before the connection opened")
         try:
-            while self.state is not State.CLOSED:
+            while not self.is_closed:
                 data = await reader.read(limits.link_read_chunk_bytes)
                 if not data:
                     self.close("the broker closed the connection")
@@ -360,7 +365,7 @@ class LinkConnection:
                 self._ping_sent_at = None
                 self.stats["bytes_in"] += len(data)
                 self._decoder.feed(data)
-                while self.state is not State.CLOSED:
+                while not self.is_closed:
                     frame = self._decoder.next_frame()
                     if frame is None:
                         break

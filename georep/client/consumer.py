@@ -24,12 +24,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from georep import limits
 from georep.client.connection import LinkConnection
 from georep.client.errors import LinkClosed, LinkError, ServerError
-from georep.invariant import invariant
+from georep.invariant import invariant, present
+from georep.position import Position
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
@@ -49,8 +52,8 @@ def _signed(value: int) -> int:
 class ReceivedEntry:
     """One entry as the broker stored it."""
 
-    #: (ledger id, entry id) on the topic.
-    position: tuple[int, int]
+    #: Where the entry is on the topic.
+    position: Position
     metadata: pb.MessageMetadata
     #: The payload as stored: for a batch, every message with its header (batch.py).
     payload: bytes
@@ -72,7 +75,7 @@ class ReceivedEntry:
         return len(self.payload)
 
 
-def message_id_data(position: tuple[int, int], partition: int = -1) -> pb.MessageIdData:
+def message_id_data(position: Position, partition: int = -1) -> pb.MessageIdData:
     ledger_id, entry_id = position
     data = pb.MessageIdData(ledger_id=ledger_id % _U64, entry_id=entry_id % _U64)
     if partition >= 0:
@@ -116,10 +119,10 @@ class LinkConsumer:
         sub_type: int = SubType.EXCLUSIVE,
         initial_position: int = InitialPosition.EARLIEST,
         durable: bool = True,
-        start_message_id: tuple[int, int] | None = None,
+        start_message_id: Position | None = None,
         consumer_name: str = "",
         replicate_subscription_state: bool = False,
-        **options,
+        **options: Any,
     ) -> LinkConsumer:
         consumer = cls(connection, consumer_id, topic, subscription, **options)
         connection.register_consumer(consumer_id, consumer)
@@ -177,7 +180,7 @@ class LinkConsumer:
                 raise self.failure
             self._arrived.clear()
             await self._arrived.wait()
-        return self.receive_nowait()
+        return present(self.receive_nowait(), "an entry was queued")
 
     def _taken(self, messages: int) -> None:
         self._taken_messages += messages
@@ -191,7 +194,7 @@ class LinkConsumer:
 
     # -- acknowledging --
 
-    def ack_cumulative(self, position: tuple[int, int]) -> None:
+    def ack_cumulative(self, position: Position) -> None:
         """Acknowledge every entry up to ``position`` (no receipt)."""
         if self.failure is not None:
             raise self.failure
@@ -204,7 +207,7 @@ class LinkConsumer:
             )
         )
 
-    def ack_individual(self, positions: list[tuple[int, int]]) -> None:
+    def ack_individual(self, positions: list[Position]) -> None:
         """Acknowledge exactly these entries (no receipt), in ACKs of at most
         ``limits.link_ack_ids_per_command_max`` ids: what a Shared subscription accepts
         from any of its consumers, whether or not the entry was dispatched to it."""
@@ -221,7 +224,7 @@ class LinkConsumer:
                 )
             )
 
-    async def ack_cumulative_durably(self, position: tuple[int, int]) -> None:
+    async def ack_cumulative_durably(self, position: Position) -> None:
         """Acknowledge up to ``position`` and wait until the broker persisted it."""
         if self.failure is not None:
             raise self.failure
@@ -266,8 +269,10 @@ class LinkConsumer:
         if kind == _MESSAGE:
             message = frame.command.message
             entry = ReceivedEntry(
-                (_signed(message.message_id.ledger_id), _signed(message.message_id.entry_id)),
-                frame.metadata,
+                Position(
+                    _signed(message.message_id.ledger_id), _signed(message.message_id.entry_id)
+                ),
+                present(frame.metadata, "a MESSAGE frame carries metadata"),
                 frame.payload,
                 message.redelivery_count,
             )
@@ -305,7 +310,7 @@ class LinkConsumer:
 
         await self._finish(Type.UNSUBSCRIBE, build)
 
-    async def _finish(self, _kind: int, build) -> None:
+    async def _finish(self, _kind: int, build: Callable[[int, int], pb.BaseCommand]) -> None:
         if self.failure is not None:
             if _kind == Type.UNSUBSCRIBE:
                 raise self.failure

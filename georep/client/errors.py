@@ -28,7 +28,10 @@ _RETRIABLE_SERVER_ERRORS = frozenset(
 class LinkError(Exception):
     """A link to a cluster (binary protocol or admin REST) failed."""
 
-    retriable = True
+    @property
+    def retriable(self) -> bool:
+        """Whether trying again later may succeed: yes, unless a kind says otherwise."""
+        return True
 
 
 class LinkClosed(LinkError):
@@ -47,7 +50,7 @@ class ServerError(LinkError):
         self.code = code
 
     @property
-    def retriable(self) -> bool:  # type: ignore[override]
+    def retriable(self) -> bool:
         return self.code in _RETRIABLE_SERVER_ERRORS
 
     @property
@@ -66,7 +69,7 @@ class AdminRequestFailed(LinkError):
         self.status = status
 
     @property
-    def retriable(self) -> bool:  # type: ignore[override]
+    def retriable(self) -> bool:
         return self.status == 0 or self.status >= 500 or self.status == 429
 
 

@@ -33,6 +33,7 @@ import contextlib
 import itertools
 import logging
 import zlib
+from typing import Any
 
 from georep import limits
 from georep.client.connection import LinkConnection, split_url
@@ -134,7 +135,7 @@ class PulsarLink:
 
     # -- producers and consumers --
 
-    async def create_producer(self, topic: str, name: str, **options) -> LinkProducer:
+    async def create_producer(self, topic: str, name: str, **options: Any) -> LinkProducer:
         connection = await self.lookup(topic)
         return await LinkProducer.open(connection, next(self._ids), topic, name, **options)
 
@@ -146,7 +147,7 @@ class PulsarLink:
         sub_type: int = SubType.EXCLUSIVE,
         initial_position: int = InitialPosition.EARLIEST,
         durable: bool = True,
-        **options,
+        **options: Any,
     ) -> LinkConsumer:
         connection = await self.lookup(topic)
         return await LinkConsumer.open(

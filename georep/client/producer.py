@@ -25,11 +25,13 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from georep import limits
 from georep.client.connection import LinkConnection
 from georep.client.errors import LinkClosed, LinkError, MessageTooLarge, ServerError
 from georep.invariant import invariant
+from georep.position import Position
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
@@ -38,7 +40,7 @@ from georep.protocol.errors import FrameTooLarge
 log = logging.getLogger(__name__)
 
 _U64 = 2**64
-_SEND = int(Type.SEND)
+_SEND = Type.SEND
 _SEND_RECEIPT = int(Type.SEND_RECEIPT)
 _SEND_ERROR = int(Type.SEND_ERROR)
 _CLOSE_PRODUCER = int(Type.CLOSE_PRODUCER)
@@ -48,15 +50,19 @@ def _signed(value: int) -> int:
     return value - _U64 if value >= 2**63 else value
 
 
+#: A receipt's position when the broker stored nothing (a duplicate, or no message id).
+_DUPLICATE = Position(-1, -1)
+
+
 @dataclass(frozen=True, slots=True)
 class SendReceipt:
     sequence_id: int
     #: (ledger id, entry id) on the broker; (-1, -1) for a duplicate.
-    position: tuple[int, int]
+    position: Position
 
     @property
     def duplicate(self) -> bool:
-        return self.position == (-1, -1)
+        return self.position == _DUPLICATE
 
 
 @dataclass(slots=True)
@@ -98,7 +104,7 @@ class LinkProducer:
 
     @classmethod
     async def open(
-        cls, connection: LinkConnection, producer_id: int, topic: str, name: str, **options
+        cls, connection: LinkConnection, producer_id: int, topic: str, name: str, **options: Any
     ) -> LinkProducer:
         producer = cls(connection, producer_id, topic, **options)
         connection.register_producer(producer_id, producer)
@@ -228,9 +234,11 @@ class LinkProducer:
             return
         pending = self._pending.popleft()
         self._pending_bytes -= pending.size_bytes
-        position = (-1, -1)
+        position = _DUPLICATE
         if receipt.HasField("message_id"):
-            position = (_signed(receipt.message_id.ledger_id), _signed(receipt.message_id.entry_id))
+            position = Position(
+                _signed(receipt.message_id.ledger_id), _signed(receipt.message_id.entry_id)
+            )
         if not pending.future.done():
             pending.future.set_result(SendReceipt(pending.sequence_id, position))
         if self._has_room():

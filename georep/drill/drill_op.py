@@ -44,6 +44,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from georep import limits
 from georep.drill import rest
@@ -54,7 +55,14 @@ from georep.drill.report import ModeFacts, Produced, classify, mode_report
 from georep.drill.scenarios import SCENARIOS, AckEach
 from georep.drill.settings import KILL, DrillSettings
 from georep.drill.topology import A, B, Topology
-from georep.drill.traffic import ConsumerGroup, DeliveryCounter, connect, produce, read_origins
+from georep.drill.traffic import (
+    ConsumerGroup,
+    DeliveryCounter,
+    PulsarObject,
+    connect,
+    produce,
+    read_origins,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +74,7 @@ _RECEIVER_QUEUE_B = 100
 
 @dataclass
 class ModeRun:
-    report: dict
+    report: dict[str, Any]
     deliveries: list[Delivery]
 
 
@@ -89,7 +97,7 @@ class DrillOp:
         self.log = DeliveryLog()
         self.facts = ModeFacts(mode, self.topic, self.subscription, settings.fail)
         self._timer = time.monotonic()
-        self._sampling: asyncio.Future | None = None
+        self._sampling: asyncio.Future[None] | None = None
         self._sampling_stop = asyncio.Event()
 
     def _lap(self, name: str) -> None:
@@ -132,7 +140,9 @@ class DrillOp:
         classification = classify(produced, origins, records)
         return ModeRun(mode_report(classification, produced, self.facts), records)
 
-    async def _consume_on_a(self, client_a) -> tuple[ConsumerGroup, dict[str, Produced]]:
+    async def _consume_on_a(
+        self, client_a: PulsarObject
+    ) -> tuple[ConsumerGroup, dict[str, Produced]]:
         s = self.settings
         target = s.target_on_a
         counter = DeliveryCounter(target)
@@ -177,8 +187,8 @@ class DrillOp:
         try:
             while not counter.reached.is_set():
                 self.progress.update(counter.distinct)
-                if producing.done() and producing.exception() is not None:
-                    raise producing.exception()
+                if producing.done() and (failure := producing.exception()) is not None:
+                    raise failure
                 if time.monotonic() > deadline or group.errors:
                     problem = "; ".join(group.errors[:3]) or (
                         f"{limits.drill_consume_timeout_s_max:.0f} s passed"
@@ -249,7 +259,7 @@ class DrillOp:
             await asyncio.sleep(0.2)
         self._lap("gateways_ready")
 
-    def _not_ready(self, cluster: str, stats: dict | None) -> list[str]:
+    def _not_ready(self, cluster: str, stats: dict[str, Any] | None) -> list[str]:
         if stats is None:
             return [f"stats from {cluster}'s gateway"]
         missing = []
@@ -269,7 +279,7 @@ class DrillOp:
         self.progress.phase(f"{self.mode}: settle {self.settings.settle_s:g} s")
         await asyncio.sleep(self.settings.settle_s)
         self._lap("settle")
-        blocks: dict[str, dict | None] = {}
+        blocks: dict[str, dict[str, Any] | None] = {}
         for cluster in (A, B) if self.topology.has_gateways else ():
             stats = await asyncio.to_thread(self.topology.gateway_stats, cluster, self.topic)
             if stats is None:
@@ -299,7 +309,7 @@ class DrillOp:
             raise DrillError("before the failure: " + "; ".join(exits))
 
     async def _drain_on_b(
-        self, client_b, produced: dict[str, Produced]
+        self, client_b: PulsarObject, produced: dict[str, Produced]
     ) -> tuple[ConsumerGroup, dict[str, str]]:
         counter = DeliveryCounter()
         group = ConsumerGroup(
@@ -366,7 +376,7 @@ class DrillOp:
         return group, origins
 
 
-def _close_quietly(client, group: ConsumerGroup | None) -> None:
+def _close_quietly(client: PulsarObject, group: ConsumerGroup | None) -> None:
     try:
         if group is not None:
             group.stop()

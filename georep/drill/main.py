@@ -24,6 +24,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,10 @@ from georep.drill.settings import (
     DrillSettings,
     settings_from_args,
 )
-from georep.drill.topology import ManagedTopology, RunningTopology, Topology
+from georep.drill.topology import ManagedTopology, RunningTopology, StartFailure, Topology
 from georep.drill.traffic import log_client_to, pulsar_module
 from georep.drill.verdict import verdict
+from georep.invariant import present
 
 REPORT_VERSION = 1
 #: The gateways' [subscription_sync] in a managed drill, besides the mode: short periods,
@@ -204,18 +206,22 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
     stamp = time.strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(2)
     temporary = settings.managed and settings.data is None
     data_root = Path(tempfile.mkdtemp(prefix="georep-drill-")) if temporary else settings.data
+
+    def data_of(mode: str) -> Path:
+        return present(data_root, "clusters the drill starts have a data directory") / mode
+
     log_client_to(out / "pulsar-client.log")
     runs: dict[str, ModeRun] = {}
     try:
         for mode in settings.modes:
             topology: Topology
             if mode == PULSAR:
-                topology = PulsarTopology(data_root / mode, settings.namespace)
+                topology = PulsarTopology(data_of(mode), settings.namespace)
             elif settings.managed:
                 sync = {"mode": mode, **SYNC_PERIODS}
-                topology = ManagedTopology(data_root / mode, settings.namespace, sync)
+                topology = ManagedTopology(data_of(mode), settings.namespace, sync)
             else:
-                topology = RunningTopology(settings.running)
+                topology = RunningTopology(present(settings.running, "running clusters"))
             progress.phase(
                 f"{mode}: start A and B" if settings.managed else f"{mode}: check A and B"
             )
@@ -240,14 +246,14 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
         raise
     finally:
         log_client_to(None)
-    if temporary:
+    if temporary and data_root is not None:
         shutil.rmtree(data_root, ignore_errors=True)
     report = assemble(settings, runs, started, time.time())
     write_outputs(out, report, runs)
     return report
 
 
-def keep_start_failures(failures, out: Path, mode: str) -> list[str]:
+def keep_start_failures(failures: Sequence[StartFailure], out: Path, mode: str) -> list[str]:
     """Copy the logs of each failed start attempt into ``out`` (the data directory may be
     temporary) and say, for the report's warnings, what failed and where its logs are."""
     warnings = []

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -437,9 +437,9 @@ def lag_chart(block: Mapping[str, Any], scale: LagScale) -> str:
             f'<text x="{_LEFT - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end">'
             f"{tick_label(tick, step)}</text>"
         )
-    for tick in panel.ticks():
+    for tick_svg in panel.ticks():
         parts.append(
-            tick.replace(f'y="{_H - _BOTTOM + 15}"', f'y="{bottom + 15}"').replace(
+            tick_svg.replace(f'y="{_H - _BOTTOM + 15}"', f'y="{bottom + 15}"').replace(
                 f'y1="{_H - _BOTTOM}" y2="{_H - _BOTTOM + 4}"', f'y1="{bottom}" y2="{bottom + 4}"'
             )
         )
@@ -539,7 +539,7 @@ def chart(
     return "".join(parts)
 
 
-def _strip(strip: Sequence[str], left: float, height: float, sy) -> str:
+def _strip(strip: Sequence[str], left: float, height: float, sy: Callable[[float], float]) -> str:
     parts = [
         f'<text x="{left + _STRIP_W:.1f}" y="{_H - 8}" font-size="11" '
         'fill="#4a5568" text-anchor="end">outcome</text>'
@@ -589,7 +589,7 @@ def _target_column(
     target: str,
     block: Mapping[str, Any],
     deliveries: Sequence[Delivery],
-    report: Mapping,
+    report: Mapping[str, Any],
     scale: Scale | None,
     lag_scale: LagScale | None = None,
 ) -> str:

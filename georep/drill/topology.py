@@ -27,17 +27,20 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from georep import limits
-from georep.broker.topic_name import InvalidTopicName, TopicName
+from georep.broker.errors import InvalidTopicName
+from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed
 from georep.drill import rest
 from georep.drill.errors import DrillError
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
+from georep.invariant import present
 from georep.processes import ManagedProcess, ProcessFailed
 from georep.up import ClusterSpec, GatewaySpec, UpConfig, _with_ports, build
 
@@ -195,7 +198,7 @@ class ManagedTopology(Topology):
             )
 
 
-async def _start_all(processes) -> None:
+async def _start_all(processes: Iterable[ManagedProcess]) -> None:
     """Start processes together; every start is awaited before the first failure is
     raised, so that none is left starting unobserved."""
     results = await asyncio.gather(*(p.start() for p in processes), return_exceptions=True)
@@ -235,12 +238,15 @@ class RunningTopology(Topology):
             except DrillError as error:
                 raise DrillError(f"cluster {name} does not answer: {error}") from None
 
+    def _gateway_url(self, name: str) -> str:
+        return present(self.urls[name].gateway_url, "cut-link needs the gateways' URLs")
+
     async def fail(self, kind: str, topic: str) -> None:
         if kind != CUT_LINK:
             raise DrillError("running clusters can only be failed with cut-link")
         self._cut_topics.append(topic)
         for name in (A, B):
-            await asyncio.to_thread(rest.set_topic_policy, self.urls[name].gateway_url, topic, [])
+            await asyncio.to_thread(rest.set_topic_policy, self._gateway_url(name), topic, [])
         deadline = time.monotonic() + limits.drill_cut_link_wait_s_max
         while time.monotonic() < deadline:
             live = []
@@ -258,5 +264,5 @@ class RunningTopology(Topology):
             for name in (A, B):
                 with contextlib.suppress(DrillError):
                     await asyncio.to_thread(
-                        rest.set_topic_policy, self.urls[name].gateway_url, topic, None
+                        rest.set_topic_policy, self._gateway_url(name), topic, None
                     )

@@ -22,9 +22,12 @@ abort the process at exit (a known pulsar-client issue with Python loggers).
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 from georep import limits
 from georep.decimal_text import parse_decimal
@@ -52,12 +55,16 @@ from georep.replicator.origin import (
 DRILL_ID_PROPERTY = "drill-id"
 DRILL_INDEX_PROPERTY = "drill-index"
 
+#: An object of the official client (a client, producer, consumer, message, id): the
+#: pulsar-client package ships no types.
+PulsarObject = Any
+
 #: Where the clients' log goes (set by the command); None: errors only, to stderr.
 _client_log_path: str | None = None
 _RECEIVE_TIMEOUT_MS = 100
 
 
-def pulsar_module():
+def pulsar_module() -> PulsarObject:
     try:
         import pulsar
     except ImportError:
@@ -67,13 +74,13 @@ def pulsar_module():
     return pulsar
 
 
-def log_client_to(path) -> None:
+def log_client_to(path: str | os.PathLike[str] | None) -> None:
     """Send the log of every client :func:`connect` makes from now on to ``path``."""
     global _client_log_path
     _client_log_path = None if path is None else str(path)
 
 
-def connect(service_url: str):
+def connect(service_url: str) -> PulsarObject:
     pulsar = pulsar_module()
     if _client_log_path is not None:
         logger = pulsar.FileLogger(pulsar.LoggerLevel.Info, _client_log_path)
@@ -97,12 +104,12 @@ def drill_id(index: int) -> str:
     return f"m{index:06d}"
 
 
-def position_text(message_id) -> str:
+def position_text(message_id: PulsarObject) -> str:
     return f"{message_id.ledger_id()}:{message_id.entry_id()}"
 
 
 def produce(
-    client,
+    client: PulsarObject,
     topic: str,
     count: int,
     keys: int,
@@ -131,8 +138,8 @@ def produce(
         key = f"key-{rng.randrange(keys)}"
         messages.append((index, drill_id(index), key))
 
-    def receipt(index: int):
-        def callback(result, message_id) -> None:
+    def receipt(index: int) -> Callable[[PulsarObject, PulsarObject], None]:
+        def callback(result: PulsarObject, message_id: PulsarObject) -> None:
             with answered:
                 if result == pulsar.Result.Ok:
                     receipts[index] = message_id
@@ -244,7 +251,7 @@ class ConsumerGroup:
 
     def __init__(
         self,
-        client,
+        client: PulsarObject,
         *,
         cluster: str,
         phase: str,
@@ -273,7 +280,7 @@ class ConsumerGroup:
         self.interval_s = len(policies) / rate_per_s if rate_per_s > 0 else 0.0
         self.stopping = threading.Event()
         self.errors: list[str] = []
-        self._consumers: list = []
+        self._consumers: list[Any] = []
         self._threads: list[threading.Thread] = []
 
     def subscribe(self) -> None:
@@ -323,7 +330,7 @@ class ConsumerGroup:
             except Exception as error:  # a consumer of a dead cluster: nothing to do
                 logging.getLogger(__name__).debug("closing a consumer: %s", error)
 
-    def _delivery(self, message, consumer_name: str) -> Delivery:
+    def _delivery(self, message: PulsarObject, consumer_name: str) -> Delivery:
         message_id = message.message_id()
         properties = message.properties()
         own = position_text(message_id)
@@ -354,7 +361,7 @@ class ConsumerGroup:
             redelivery_count=message.redelivery_count(),
         )
 
-    def _consume(self, consumer, policy: AckPolicy) -> None:
+    def _consume(self, consumer: PulsarObject, policy: AckPolicy) -> None:
         pulsar = pulsar_module()
         name = consumer.consumer_name()
         next_slot = 0.0  # monotonic time of the next message this consumer may take
@@ -395,7 +402,7 @@ class ConsumerGroup:
                 self.stopping.set()  # this delivery was the last one before the failure
 
 
-def read_origins(client, topic: str) -> dict[str, str]:
+def read_origins(client: PulsarObject, topic: str) -> dict[str, str]:
     """Every copy on ``topic`` (read from the earliest message to the last one there
     now): origin position -> drill id."""
     pulsar = pulsar_module()

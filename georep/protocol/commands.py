@@ -25,13 +25,14 @@ command in one line.
 
 from __future__ import annotations
 
+import builtins
 import enum
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from google.protobuf.message import Message as ProtobufMessage
 
-from georep.invariant import invariant
+from georep.invariant import InvariantViolation, invariant
 from georep.protocol import pulsar_wire_pb2 as pb
 
 Type = pb.BaseCommand.Type
@@ -53,7 +54,7 @@ class CommandSpec:
     #: Field of BaseCommand that carries the body.
     field: str
     #: Generated message class of the body.
-    body: type[ProtobufMessage]
+    body: builtins.type[ProtobufMessage]
     sender: Sender
     #: True for SEND and MESSAGE: MessageMetadata and a payload follow the command.
     carries_payload: bool = False
@@ -173,7 +174,8 @@ def _check_registry() -> None:
     invariant(len(REGISTRY) == len(declared_bodies), "registry and BaseCommand fields differ")
     for spec in REGISTRY.values():
         field = envelope.fields_by_name.get(spec.field)
-        invariant(field is not None, f"BaseCommand has no field {spec.field}")
+        if field is None:
+            raise InvariantViolation(f"BaseCommand has no field {spec.field}")
         invariant(field.number == spec.type, f"{spec.field}: field number != type number")
         invariant(spec.field == spec.name.lower(), f"{spec.field}: not named after its type")
         invariant(field.message_type is spec.body.DESCRIPTOR, f"{spec.field}: wrong body")
@@ -191,10 +193,11 @@ def spec_of(command: pb.BaseCommand) -> CommandSpec | None:
 
 def body_of(command: pb.BaseCommand) -> ProtobufMessage:
     """The body message of ``command`` (``command.connect`` for a CONNECT, ...)."""
-    return getattr(command, REGISTRY[command.type].field)
+    body: ProtobufMessage = getattr(command, REGISTRY[command.type].field)
+    return body
 
 
-def build(command_type: int, /, **fields: object) -> pb.BaseCommand:
+def build(command_type: pb.BaseCommand.Type, /, **fields: object) -> pb.BaseCommand:
     """A BaseCommand of ``command_type`` whose body is ``Body(**fields)``.
 
     >>> build(Type.FLOW, consumer_id=1, message_permits=1000).flow.message_permits
@@ -217,7 +220,8 @@ def request_id_of(command: pb.BaseCommand) -> int | None:
     body = getattr(command, spec.field)
     if "request_id" not in spec.body.DESCRIPTOR.fields_by_name or not body.HasField("request_id"):
         return None
-    return body.request_id
+    request_id: int = body.request_id
+    return request_id
 
 
 # --- builders for what the broker sends -------------------------------------------------
@@ -264,7 +268,7 @@ def success(request_id: int) -> pb.BaseCommand:
     return build(Type.SUCCESS, request_id=request_id)
 
 
-def error(request_id: int, server_error: int, message: str) -> pb.BaseCommand:
+def error(request_id: int, server_error: pb.ServerError, message: str) -> pb.BaseCommand:
     return build(Type.ERROR, request_id=request_id, error=server_error, message=message)
 
 
@@ -293,7 +297,7 @@ def lookup_response(
     return command
 
 
-def lookup_failed(request_id: int, server_error: int, message: str) -> pb.BaseCommand:
+def lookup_failed(request_id: int, server_error: pb.ServerError, message: str) -> pb.BaseCommand:
     return build(
         Type.LOOKUP_RESPONSE,
         request_id=request_id,
@@ -313,7 +317,9 @@ def partitioned_metadata_response(request_id: int, partitions: int) -> pb.BaseCo
     )
 
 
-def partitioned_metadata_failed(request_id: int, server_error: int, message: str) -> pb.BaseCommand:
+def partitioned_metadata_failed(
+    request_id: int, server_error: pb.ServerError, message: str
+) -> pb.BaseCommand:
     return build(
         Type.PARTITIONED_METADATA_RESPONSE,
         request_id=request_id,
@@ -363,7 +369,7 @@ def send_receipt(
 
 
 def send_error(
-    producer_id: int, sequence_id: int, server_error: int, message: str
+    producer_id: int, sequence_id: int, server_error: pb.ServerError, message: str
 ) -> pb.BaseCommand:
     return build(
         Type.SEND_ERROR,
@@ -393,7 +399,7 @@ def message(
 def ack_response(
     consumer_id: int,
     request_id: int,
-    server_error: int | None = None,
+    server_error: pb.ServerError | None = None,
     message: str | None = None,
 ) -> pb.BaseCommand:
     command = build(Type.ACK_RESPONSE, consumer_id=consumer_id, request_id=request_id)
@@ -457,7 +463,7 @@ def get_or_create_schema_response(request_id: int, schema_version: bytes) -> pb.
 
 
 def tc_client_connect_response(
-    request_id: int, server_error: int | None = None, message: str | None = None
+    request_id: int, server_error: pb.ServerError | None = None, message: str | None = None
 ) -> pb.BaseCommand:
     command = build(Type.TC_CLIENT_CONNECT_RESPONSE, request_id=request_id)
     if server_error is not None:
@@ -468,30 +474,36 @@ def tc_client_connect_response(
 
 # --- error replies ------------------------------------------------------------------------
 
-_ErrorReply = Callable[[pb.BaseCommand, int, str], pb.BaseCommand | None]
+_ErrorReply = Callable[[pb.BaseCommand, pb.ServerError, str], pb.BaseCommand | None]
 
 
-def _reply_send(command: pb.BaseCommand, server_error: int, text: str) -> pb.BaseCommand:
+def _reply_send(command: pb.BaseCommand, server_error: pb.ServerError, text: str) -> pb.BaseCommand:
     return send_error(command.send.producer_id, command.send.sequence_id, server_error, text)
 
 
-def _reply_lookup(command: pb.BaseCommand, server_error: int, text: str) -> pb.BaseCommand:
+def _reply_lookup(
+    command: pb.BaseCommand, server_error: pb.ServerError, text: str
+) -> pb.BaseCommand:
     return lookup_failed(command.lookup.request_id, server_error, text)
 
 
-def _reply_partitioned(command: pb.BaseCommand, server_error: int, text: str) -> pb.BaseCommand:
+def _reply_partitioned(
+    command: pb.BaseCommand, server_error: pb.ServerError, text: str
+) -> pb.BaseCommand:
     return partitioned_metadata_failed(command.partitioned_metadata.request_id, server_error, text)
 
 
-def _reply_ack(command: pb.BaseCommand, server_error: int, text: str) -> pb.BaseCommand | None:
+def _reply_ack(
+    command: pb.BaseCommand, server_error: pb.ServerError, text: str
+) -> pb.BaseCommand | None:
     if not command.ack.HasField("request_id"):
         return None  # the client asked for no receipt
     return ack_response(command.ack.consumer_id, command.ack.request_id, server_error, text)
 
 
-def _reply_with_error_code(response_type: int) -> _ErrorReply:
-    def reply(command: pb.BaseCommand, server_error: int, text: str) -> pb.BaseCommand:
-        request_id = body_of(command).request_id
+def _reply_with_error_code(response_type: pb.BaseCommand.Type) -> _ErrorReply:
+    def reply(command: pb.BaseCommand, server_error: pb.ServerError, text: str) -> pb.BaseCommand:
+        request_id = request_id_of(command) or 0  # every such request carries one
         return build(
             response_type, request_id=request_id, error_code=server_error, error_message=text
         )
@@ -499,14 +511,16 @@ def _reply_with_error_code(response_type: int) -> _ErrorReply:
     return reply
 
 
-def _reply_tc_connect(command: pb.BaseCommand, server_error: int, text: str) -> pb.BaseCommand:
+def _reply_tc_connect(
+    command: pb.BaseCommand, server_error: pb.ServerError, text: str
+) -> pb.BaseCommand:
     return tc_client_connect_response(
         command.tc_client_connect_request.request_id, server_error, text
     )
 
 
 #: Requests whose failure is reported by their own response type rather than ERROR.
-_ERROR_REPLIES: dict[int, _ErrorReply] = {
+_ERROR_REPLIES: dict[pb.BaseCommand.Type, _ErrorReply] = {
     Type.SEND: _reply_send,
     Type.LOOKUP: _reply_lookup,
     Type.PARTITIONED_METADATA: _reply_partitioned,
@@ -518,7 +532,9 @@ _ERROR_REPLIES: dict[int, _ErrorReply] = {
 }
 
 
-def error_reply(command: pb.BaseCommand, server_error: int, text: str) -> pb.BaseCommand | None:
+def error_reply(
+    command: pb.BaseCommand, server_error: pb.ServerError, text: str
+) -> pb.BaseCommand | None:
     """The failure answer a client expects to ``command``, or None if it expects none.
 
     SEND gets SEND_ERROR, LOOKUP a FAILED lookup response, schema and stats requests their

@@ -36,9 +36,9 @@ from crc32c import crc32c
 from google.protobuf.message import Message as ProtobufMessage
 
 from georep import limits
-from georep.invariant import invariant
+from georep.invariant import invariant, present
 from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import REGISTRY, Type, spec_of
+from georep.protocol.commands import REGISTRY, Type, body_of, spec_of
 from georep.protocol.errors import (
     ChecksumMismatch,
     FrameTooLarge,
@@ -89,7 +89,7 @@ class Frame:
     @property
     def body(self) -> ProtobufMessage:
         """The command's body: ``command.send`` for a SEND, and so on."""
-        return getattr(self.command, REGISTRY[self.command.type].field)
+        return body_of(self.command)
 
 
 # --- decoding -----------------------------------------------------------------------------
@@ -107,15 +107,21 @@ def _raw_type_number(data: bytes | memoryview) -> int | None:
     return None
 
 
+def missing_fields(message: ProtobufMessage) -> list[str]:
+    """The required fields ``message`` lacks, by path (``"send.producer_id"``)."""
+    missing: list[str] = message.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs
+    return missing
+
+
 def parse_untrusted(message: ProtobufMessage, data: bytes | memoryview) -> str | None:
     """Parse peer bytes into ``message``: None when they parse and every required field
     is present (the runtime does not check that itself), else what is wrong."""
     try:
-        message.ParseFromString(data)
+        message.ParseFromString(data)  # type: ignore[arg-type]  # any buffer: no copy
     except Exception as error:  # untrusted bytes: DecodeError, RecursionError, ...
         return f"does not parse ({type(error).__name__})"
     if not message.IsInitialized():
-        missing = message.FindInitializationErrors()
+        missing = missing_fields(message)
         shown = ", ".join(missing[:_MISSING_FIELDS_SHOWN])
         ellipsis = ", ..." if len(missing) > _MISSING_FIELDS_SHOWN else ""
         return f"lacks required fields {shown}{ellipsis}"
@@ -316,8 +322,7 @@ class FrameDecoder:
 
 
 def _serialize_command(command: pb.BaseCommand, *, with_payload: bool) -> bytes:
-    spec = spec_of(command)
-    invariant(spec is not None, f"encoding a command outside the subset: {command.type}")
+    spec = present(spec_of(command), f"encoding a command outside the subset: {command.type}")
     invariant(spec.carries_payload == with_payload, f"{spec.name}: payload mismatch")
     invariant(
         command.HasField(spec.field) or spec.body_may_be_absent,

@@ -53,6 +53,11 @@ class PulsarAdmin:
         self.token = token
         self.timeout_s = timeout_s
 
+    def _document(self, path: str) -> dict[str, Any]:
+        """``GET path``: a JSON object."""
+        document: dict[str, Any] = self.request("GET", path)
+        return document
+
     def request(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(f"{self.admin_url}{path}", data=data, method=method)
@@ -70,7 +75,7 @@ class PulsarAdmin:
 
     # clusters, tenants, namespaces -------------------------------------------------
 
-    def _create_or_update(self, path: str, body: dict) -> None:
+    def _create_or_update(self, path: str, body: dict[str, Any]) -> None:
         """PUT creates; where it exists already (409), POST updates it to ``body``."""
         try:
             self.request("PUT", path, body)
@@ -102,20 +107,23 @@ class PulsarAdmin:
         )
 
     def replication_clusters(self, tenant: str, namespace: str) -> list[str]:
-        return self.request("GET", f"/admin/v2/namespaces/{tenant}/{namespace}/replication")
+        clusters: list[str] = self.request(
+            "GET", f"/admin/v2/namespaces/{tenant}/{namespace}/replication"
+        )
+        return clusters
 
     # topics and cursors ------------------------------------------------------------
 
-    def internal_stats(self, topic: str) -> dict:
+    def internal_stats(self, topic: str) -> dict[str, Any]:
         """The managed ledger and, per cursor, ``markDeletePosition`` and
         ``individuallyDeletedMessages`` (``"[(3:1..3:5],(3:9..3:12]]"``)."""
-        return self.request("GET", f"/admin/v2/{topic_path(topic)}/internalStats")
+        return self._document(f"/admin/v2/{topic_path(topic)}/internalStats")
 
-    def stats(self, topic: str) -> dict:
-        return self.request("GET", f"/admin/v2/{topic_path(topic)}/stats")
+    def stats(self, topic: str) -> dict[str, Any]:
+        return self._document(f"/admin/v2/{topic_path(topic)}/stats")
 
-    def last_message_id(self, topic: str) -> dict:
-        return self.request("GET", f"/admin/v2/{topic_path(topic)}/lastMessageId")
+    def last_message_id(self, topic: str) -> dict[str, Any]:
+        return self._document(f"/admin/v2/{topic_path(topic)}/lastMessageId")
 
     def create_subscription(self, topic: str, subscription: str, *, earliest: bool) -> None:
         position = {"ledgerId": -1, "entryId": -1} if earliest else None

@@ -47,6 +47,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 #: The Pulsar release georep is measured against: the 4.0 LTS line. 4.0.8 is announced,
 #: but its ``jetcd-core-shaded`` and ``pulsar-opentelemetry`` artifacts are not on the
@@ -182,7 +183,8 @@ def resolve_jars(version: str = PULSAR_VERSION, *, say: Callable[[str], None] = 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @dataclass
@@ -306,8 +308,9 @@ class PulsarStandalone:
     def wait_ready(self, *, deadline: float) -> None:
         while True:
             if not self.running:
+                code = self.process.returncode if self.process is not None else None
                 raise PulsarSetupError(
-                    f"standalone {self.name} exited with {self.process.returncode} before"
+                    f"standalone {self.name} exited with {code} before"
                     f" serving; see {self.log_path} and {self.stdout_path}"
                 )
             if self._serves():
@@ -329,7 +332,7 @@ class PulsarStandalone:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown path runs (the drill's failure of a cluster)."""
-        if self.running:
+        if self.process is not None and self.running:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
 
@@ -352,7 +355,7 @@ class PulsarStandalone:
         self.stop()
 
 
-def _get_json(url: str) -> object:
+def _get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.load(response)
 
@@ -397,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (kill, a supervisor) stops the JVM as Ctrl-C does, instead of orphaning it.
     signal.signal(signal.SIGTERM, _interrupted)
     with contextlib.suppress(KeyboardInterrupt):
-        standalone.process.wait()
+        if standalone.process is not None:  # started above
+            standalone.process.wait()
     standalone.stop()
     return 0

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from georep import limits
 from georep.decimal_text import parse_decimal
 from georep.invariant import invariant
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.errors import ReplicationStalled
 from georep.snapshots.markers import BROADCAST_KINDS, MarkerKind
@@ -107,14 +108,14 @@ def sequence_id_of(ledger_id: int, entry_id: int) -> int:
     return (ledger_id << _ENTRY_BITS) | entry_id
 
 
-def position_of_sequence_id(sequence_id: int) -> tuple[int, int]:
-    """The origin (ledger id, entry id) a replication sequence id stands for.
+def position_of_sequence_id(sequence_id: int) -> Position:
+    """The origin position a replication sequence id stands for.
 
-    >>> position_of_sequence_id(117440517)
-    (7, 5)
+    >>> str(position_of_sequence_id(117440517))
+    '7:5'
     """
     invariant(sequence_id >= 0, "replication sequence ids are not negative")
-    return sequence_id >> _ENTRY_BITS, sequence_id & _ENTRY_MASK
+    return Position(sequence_id >> _ENTRY_BITS, sequence_id & _ENTRY_MASK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,20 +127,20 @@ class Origin:
     entry_id: int
 
     @property
-    def position(self) -> tuple[int, int]:
-        return self.ledger_id, self.entry_id
+    def position(self) -> Position:
+        return Position(self.ledger_id, self.entry_id)
 
     @property
     def position_text(self) -> str:
         return f"{self.ledger_id}:{self.entry_id}"
 
 
-def parse_position_text(text: str) -> tuple[int, int] | None:
+def parse_position_text(text: str) -> Position | None:
     """``"L:E"`` with ASCII decimal ids (a u64 ledger id, a non-negative i64 entry id) as
-    ``(L, E)``; None for anything else (``"²:1"``, ``"7"``, ``"-1:2"``, ``" 7:5"``).
+    a position; None for anything else (``"²:1"``, ``"7"``, ``"-1:2"``, ``" 7:5"``).
 
-    >>> parse_position_text("7:5"), parse_position_text("\u00b2:1")
-    ((7, 5), None)
+    >>> str(parse_position_text("7:5")), parse_position_text("\u00b2:1")
+    ('7:5', None)
     """
     ledger_text, colon, entry_text = text.partition(":")
     ledger_id, entry_id = parse_decimal(ledger_text), parse_decimal(entry_text)
@@ -147,7 +148,7 @@ def parse_position_text(text: str) -> tuple[int, int] | None:
         return None
     if ledger_id >= 1 << 64 or entry_id >= 1 << 63:
         return None
-    return ledger_id, entry_id
+    return Position(ledger_id, entry_id)
 
 
 def origin_of(metadata: pb.MessageMetadata) -> Origin | None:
@@ -231,7 +232,7 @@ def replicated_metadata(
     metadata: pb.MessageMetadata,
     *,
     local_cluster: str,
-    position: tuple[int, int],
+    position: Position,
     producer_name: str,
 ) -> pb.MessageMetadata:
     """The metadata the remote stores for local entry ``position`` (see the module

@@ -53,10 +53,13 @@ import enum
 import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     retry_if_exception_type,
     stop_never,
     wait_exponential,
@@ -71,6 +74,7 @@ from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer, SendReceipt
 from georep.invariant import InvariantViolation
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.errors import ReplicationStalled
 from georep.replicator.origin import (
@@ -84,6 +88,8 @@ from georep.replicator.origin import (
 from georep.replicator.rate_limiter import RateLimiter
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ class _Item:
     metadata_out: pb.MessageMetadata | None = None
 
     @property
-    def position(self) -> tuple[int, int]:
+    def position(self) -> Position:
         return self.entry.position
 
 
@@ -136,7 +142,7 @@ class _Counters:
     #: Not sent: the remote's last sequence id was at or above the entry's.
     already_replicated: int = 0
     #: Not replicated by rule (not local, marker, not addressed), by verdict value.
-    skipped: collections.Counter = field(default_factory=collections.Counter)
+    skipped: collections.Counter[str] = field(default_factory=collections.Counter[str])
     errors: int = 0
 
 
@@ -154,7 +160,7 @@ class Replicator:
         settings: ReplicatorSettings | None = None,
         local_admin: ClusterAdminClient | None = None,
         opening: asyncio.Semaphore | None = None,
-        clock=time.time,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.topic = topic
         self.topic_name = TopicName.parse(topic)
@@ -188,8 +194,8 @@ class Replicator:
         self._room = asyncio.Event()
         self._room.set()
         self._generation = 0
-        self._ack_to: tuple[int, int] | None = None
-        self._acked: tuple[int, int] | None = None
+        self._ack_to: Position | None = None
+        self._acked: Position | None = None
         self._ack_scheduled = False
         self.counters = _Counters()
         self.backlog_entries: int | None = None
@@ -400,7 +406,9 @@ class Replicator:
             if item.done:
                 self._complete_head()
 
-    def _on_receipt(self, item: _Item, generation: int, future: asyncio.Future) -> None:
+    def _on_receipt(
+        self, item: _Item, generation: int, future: asyncio.Future[SendReceipt]
+    ) -> None:
         if generation != self._generation or future.cancelled() or future.exception():
             self._wakeup.set()
             return
@@ -463,12 +471,12 @@ class Replicator:
 
     # -- retries and errors --
 
-    async def _retrying(self, side: str, operation):
+    async def _retrying(self, side: str, operation: Callable[[], Awaitable[_T]]) -> _T:
         settings = self.settings
         exponential = wait_exponential(multiplier=settings.backoff_s_initial)
         jitter = wait_random(0, settings.backoff_s_initial)
 
-        def wait(state) -> float:
+        def wait(state: RetryCallState) -> float:
             """Exponential with jitter, capped; at once the cap for what retrying soon
             cannot fix (a stalled entry, an authentication failure)."""
             error = state.outcome.exception() if state.outcome else None
@@ -476,9 +484,9 @@ class Replicator:
                 return settings.backoff_s_max
             return min(settings.backoff_s_max, exponential(state) + jitter(state))
 
-        def before_sleep(state) -> None:
+        def before_sleep(state: RetryCallState) -> None:
             self.state = State.BACKOFF
-            self._record_error(side, state.outcome.exception())
+            self._record_error(side, state.outcome.exception() if state.outcome else None)
 
         retrying = AsyncRetrying(
             retry=retry_if_exception_type((LinkError, ReplicationStalled)),
@@ -557,12 +565,12 @@ class Replicator:
         left to replicate, None when unknown (entries wait on the local topic while the
         local side is not connected)."""
         if self._oldest_publish_ms is not None:
-            return max(0.0, self._clock() - self._oldest_publish_ms / 1000)
+            return max(0.0, self._clock() - self._oldest_publish_ms / 1000.0)
         if self.backlog_entries == 0 or (self.local_connected and not self._unsent):
             return 0.0
         return None
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """Pulsar's replication stats names (``replicationBacklog`` counts entries, as
         Pulsar's does), and georep's own counters."""
         c = self.counters

@@ -11,6 +11,7 @@ says what was wrong; nothing is stored before the body is whole and checked.
 
 from __future__ import annotations
 
+import collections
 import json
 from typing import Any, Final
 
@@ -105,8 +106,8 @@ def _refuse_constant(name: str) -> Any:
 def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     document = dict(pairs)
     if len(document) != len(pairs):
-        seen: set[str] = set()
-        twice = sorted({key for key, _ in pairs if key in seen or seen.add(key)})
+        named = collections.Counter(key for key, _ in pairs)
+        twice = sorted(key for key, count in named.items() if count > 1)
         raise BadRequest(f"the request body names {twice} more than once in one object")
     return document
 

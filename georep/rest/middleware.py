@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from georep.rest.access import Access, check_mutation, check_request, printable
 from georep.rest.auth import authorize
@@ -46,7 +47,7 @@ Observer = Callable[[web.Request, str, int, float], None]
 UNMATCHED_ROUTE = "unmatched"
 
 
-def application(middleware, body_bytes_max: int) -> web.Application:  # type: ignore[no-untyped-def]
+def application(middleware: Middleware, body_bytes_max: int) -> web.Application:
     """An app with ``middleware`` (from :func:`answering`) taking bodies of at most
     ``body_bytes_max`` bytes."""
     app = web.Application(client_max_size=body_bytes_max, middlewares=[middleware])
@@ -80,7 +81,7 @@ def answering(
     statuses: Sequence[tuple[type[Exception], int]] = (),
     observe: Observer | None = None,
     server_error: str = "internal error; the server's log has the details",
-):  # type: ignore[no-untyped-def]
+) -> Middleware:
     """The middleware of one server: ``statuses`` maps its own error types to statuses
     (the first match wins), ``observe`` counts each answer."""
 
@@ -101,7 +102,7 @@ def answering(
         except web.HTTPException as error:
             if error.status < 400:
                 raise
-            headers = {
+            headers: dict[str, str] | None = {
                 key: value
                 for key, value in error.headers.items()
                 if key.lower() not in ("content-type", "content-length")
@@ -144,7 +145,9 @@ def _log_answer(
     reason = ""
     if status >= 400 and isinstance(response, web.Response) and response.body:
         try:
-            reason = printable(str(json.loads(bytes(response.body))["reason"]))
+            body = response.body
+            text = body if isinstance(body, bytes | bytearray) else b""  # ours are bytes
+            reason = printable(str(json.loads(bytes(text))["reason"]))
         except (ValueError, KeyError, TypeError):
             reason = ""
     log.log(

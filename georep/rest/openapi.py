@@ -78,7 +78,9 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
-def _operation(route: Route, parameters: Mapping[str, tuple[str, Mapping[str, Any]]]) -> dict:
+def _operation(
+    route: Route, parameters: Mapping[str, tuple[str, Mapping[str, Any]]]
+) -> dict[str, Any]:
     operation: dict[str, Any] = {
         "operationId": route.operation_id,
         "summary": route.summary,

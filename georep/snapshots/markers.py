@@ -30,6 +30,9 @@ from collections.abc import Iterable
 from google.protobuf.message import DecodeError, Message
 
 from georep import limits
+from georep.invariant import InvariantViolation
+from georep.position import Position
+from georep.protocol.frames import missing_fields
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.errors import MarkerError
 
@@ -97,25 +100,28 @@ def decode(marker_type: int, payload: bytes | memoryview) -> tuple[MarkerKind, M
 
 
 def _check(kind: MarkerKind, message: Message) -> None:
+    """``message`` is ``PAYLOADS[kind]()`` parsed: its class says its kind."""
     if not message.IsInitialized():
-        missing = ", ".join(message.FindInitializationErrors())
+        missing = ", ".join(missing_fields(message))
         raise MarkerError(f"{kind.name} lacks required fields: {missing}")
-    if kind is MarkerKind.SNAPSHOT_REQUEST:
+    if isinstance(message, pb.SnapshotRequest):
         _name(message.snapshot_id, "snapshot id")
         if message.HasField("source_cluster"):
             _name(message.source_cluster, "source cluster")
-    elif kind is MarkerKind.SNAPSHOT_RESPONSE:
+    elif isinstance(message, pb.SnapshotResponse):
         _name(message.snapshot_id, "snapshot id")
         if message.HasField("cluster"):
             _name(message.cluster.cluster, "cluster")
-    elif kind is MarkerKind.SNAPSHOT:
+    elif isinstance(message, pb.Snapshot):
         _name(message.snapshot_id, "snapshot id")
         _clusters(message.clusters)
-    elif kind is MarkerKind.SUBSCRIPTION_UPDATE:
+    elif isinstance(message, pb.SubscriptionUpdate):
         _name(message.subscription_name, "subscription name")
         _clusters(message.clusters)
-    else:
+    elif isinstance(message, pb.SubscriptionAckRanges):
         _check_ack_ranges(message)
+    else:
+        raise InvariantViolation(f"{kind.name}: no check for {type(message).__name__}")
 
 
 def _check_ack_ranges(message: pb.SubscriptionAckRanges) -> None:
@@ -184,9 +190,9 @@ def _name(value: str, what: str) -> None:
 # --- helpers ---------------------------------------------------------------------------
 
 
-def key(position: pb.Position) -> tuple[int, int]:
-    """A marker position as the ``(ledger_id, entry_id)`` pair positions compare by."""
-    return position.ledger_id, position.entry_id
+def key(position: pb.Position) -> Position:
+    """A marker position as the position it names."""
+    return Position(position.ledger_id, position.entry_id)
 
 
 def position(ledger_id: int, entry_id: int) -> pb.Position:

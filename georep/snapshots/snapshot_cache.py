@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.invariant import invariant
+from georep.invariant import invariant, present
 from georep.position import Position
 
 #: Distance counted for a step between ledgers: later ledgers are further than any
@@ -83,7 +83,7 @@ class SnapshotCache:
             gap = position_distance(keys[i - 1], keys[i + 1])
             if best_gap is None or gap < best_gap:
                 best, best_gap = i, gap
-        invariant(best is not None, "eviction needs at least three snapshots")
+        best = present(best, "eviction needs at least three snapshots")
         del self._snapshots[best]
         del keys[best]
         self.evicted += 1

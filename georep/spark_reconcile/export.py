@@ -77,6 +77,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from georep import limits
+from georep.position import Position
 from georep.pulsar.cursor_text import parse_cursor, parse_position
 from georep.rest.tokens import ADMIN_TOKENS_ENV, TokenError, client_token
 from georep.spark_reconcile import schema
@@ -193,13 +194,13 @@ class AdminClient:
                     f"/admin/v2/persistent/{_quote(tenant_part)}/{_quote(local)}"
                 )
 
-    def internal_stats(self, partition_name: str) -> dict:
+    def internal_stats(self, partition_name: str) -> dict[str, Any]:
         stats = self.get(f"/admin/v2/persistent/{_topic_path(partition_name)}/internalStats")
         if not isinstance(stats, dict):
             raise ExportError(f"internalStats of {partition_name} is not an object")
         return stats
 
-    def sync_state(self, partition_name: str) -> dict | None:
+    def sync_state(self, partition_name: str) -> dict[str, Any] | None:
         """georep's ``sync-state`` of one topic partition; None where the cluster has no
         such call (a real Pulsar cluster answers 404 for the path)."""
         path = f"/admin/georep/v1/persistent/{_topic_path(partition_name)}/sync-state"
@@ -271,7 +272,7 @@ class RowBuffer:
 
     table_schema: pa.Schema
     writer: pq.ParquetWriter
-    columns: dict[str, list] = field(default_factory=dict)
+    columns: dict[str, list[Any]] = field(default_factory=dict)
     rows: int = 0
     written: int = 0
 
@@ -532,10 +533,10 @@ def _capture_subscriptions(
 
 
 def batch_acks_of(
-    state: dict | None,
-    mark_delete: tuple[int, int],
-    ranges: list[tuple[tuple[int, int], tuple[int, int]]],
-) -> tuple[list[dict], int]:
+    state: dict[str, Any] | None,
+    mark_delete: Position,
+    ranges: list[tuple[Position, Position]],
+) -> tuple[list[dict[str, Any]], int]:
     """The ``batch_acks`` column of one subscription from its sync-state document (None:
     none), leaving out entries the mark-delete position or a range ``(lower, upper]``
     holds whole; and how many more entries the cluster did not list (0 or 1: "more").
@@ -580,12 +581,12 @@ def _resolve_set_aside(
             link.subscribe(name, f"georep-export-{os.getpid()}-{time.monotonic_ns()}",
                            durable=False)
         )  # fmt: skip
-        current: tuple[tuple[int, int], Any] | None = None
+        current: tuple[Position, Any] | None = None
         exhausted = False
         side = pq.ParquetFile(side_file)
         for batch in side.iter_batches(batch_size=limits.export_row_group_rows_max):
             for row in batch.to_pylist():
-                position = (row["ledger_id"], row["entry_id"])
+                position = Position(row["ledger_id"], row["entry_id"])
                 while not exhausted and (current is None or current[0] < position):
                     try:
                         entry = loop.run_until_complete(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +26,10 @@ import pyarrow.parquet as pq
 from georep import limits
 from georep.spark_reconcile import schema
 from georep.spark_reconcile.errors import InputError
+
+if TYPE_CHECKING:  # pyspark is the optional extra 'spark': imported where it runs
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
 
 
 @dataclass(frozen=True)
@@ -118,7 +123,7 @@ def _compatible(found: pa.DataType, wanted: pa.DataType) -> bool:
         # any unit; an instant (with a time zone), not a wall-clock time
         return pa.types.is_timestamp(found) and found.tz is not None
     if pa.types.is_string(wanted):
-        return pa.types.is_string(found) or pa.types.is_large_string(found)
+        return bool(pa.types.is_string(found) or pa.types.is_large_string(found))
     if pa.types.is_list(wanted):
         if not (pa.types.is_list(found) or pa.types.is_large_list(found)):
             return False
@@ -129,7 +134,7 @@ def _compatible(found: pa.DataType, wanted: pa.DataType) -> bool:
                 for f in wanted_item
             )
         return _compatible(item, wanted_item)
-    return found == wanted
+    return bool(found == wanted)
 
 
 def _version_of(path: Path, metadata: pq.FileMetaData, file_schema: pa.Schema) -> int:
@@ -183,11 +188,11 @@ def _first_line(error: BaseException) -> str:
 
 
 # --- loading (Spark) ----------------------------------------------------------------
-def spark_schema(table: str):
+def spark_schema(table: str) -> StructType:
     """The Spark read schema of ``table``: the columns of ``schema.py``, all nullable."""
     from pyspark.sql import types as T
 
-    def spark_type(arrow_type: pa.DataType):
+    def spark_type(arrow_type: pa.DataType) -> DataType:
         if pa.types.is_int32(arrow_type):
             return T.IntegerType()
         if pa.types.is_int64(arrow_type):
@@ -207,12 +212,12 @@ def spark_schema(table: str):
 
 @dataclass(frozen=True)
 class Inputs:
-    messages: object  # DataFrame
-    subscriptions: object  # DataFrame
-    deliveries: object | None  # DataFrame
+    messages: DataFrame
+    subscriptions: DataFrame
+    deliveries: DataFrame | None
 
 
-def load(spark, checked: CheckedExports, deliveries_path: str | None) -> Inputs:
+def load(spark: SparkSession, checked: CheckedExports, deliveries_path: str | None) -> Inputs:
     frames = {
         table: spark.read.schema(spark_schema(table))
         .parquet(*checked.files[table])
@@ -238,7 +243,7 @@ def _delivery_format(path: Path) -> str:
     return "parquet" if path.suffix == ".parquet" else "json"
 
 
-def load_deliveries(spark, path_text: str):
+def load_deliveries(spark: SparkSession, path_text: str) -> DataFrame:
     """The delivery log as (cluster, topic, partition, subscription, origin identity,
     delivered_at timestamp, phase, acked), or InputError. ``acked`` is null where the log
     does not say."""
@@ -274,10 +279,10 @@ def load_deliveries(spark, path_text: str):
         )
         corrupt = F.col("_corrupt_record")
 
-    def text(name: str):
+    def text(name: str) -> Column:
         return F.col(name).cast("string") if name in raw.columns else F.lit(None).cast("string")
 
-    def integer(name: str):
+    def integer(name: str) -> Column:
         if name not in raw.columns:
             return F.lit(None).cast("long")
         return F.expr(f"try_cast(trim(cast(`{name}` as string)) as bigint)")
@@ -326,10 +331,10 @@ def load_deliveries(spark, path_text: str):
     )  # fmt: skip
 
 
-def _check_deliveries(path: Path, typed) -> None:
+def _check_deliveries(path: Path, typed: DataFrame) -> None:
     from pyspark.sql import functions as F
 
-    def count(condition):
+    def count(condition: Column) -> Column:
         return F.sum(condition.cast("long"))
 
     clean = F.col("corrupt").isNull()

@@ -55,7 +55,8 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 if __name__ == "__main__" and not __package__:
     # Run by spark-submit as a script: this file's directory must not shadow top-level
@@ -67,6 +68,12 @@ if __name__ == "__main__" and not __package__:
 from georep import limits
 from georep.spark_reconcile.errors import ReconcileError
 from georep.spark_reconcile.inputs import CheckedExports, check_exports
+
+if TYPE_CHECKING:  # pyspark is the optional extra 'spark': imported where it runs
+    from pyspark import SparkContext
+    from pyspark.sql import DataFrame, SparkSession
+
+    from georep.spark_reconcile.reconciliation import Observed
 
 SUBMIT_ENV = "PYSPARK_GATEWAY_PORT"  # set for the Python driver spark-submit starts
 
@@ -233,7 +240,7 @@ def start_spark(
     driver_memory_mib: int = limits.reconcile_driver_memory_mib_default,
     conf: dict[str, str] | None = None,
     log_level: str = "ERROR",
-):
+) -> SparkSession:
     from pyspark.sql import SparkSession
 
     under_submit = SUBMIT_ENV in os.environ
@@ -266,7 +273,7 @@ def start_spark(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     context_conf = spark.sparkContext.getConf()
-    if spark.sparkContext.master.startswith("local") and not context_conf.contains(
+    if (spark.sparkContext.master or "").startswith("local") and not context_conf.contains(
         "spark.sql.shuffle.partitions"
     ):
         # spark-submit --master local[...] without a setting: 200 partitions of a few
@@ -282,7 +289,7 @@ class _Steps:
     jobs described as ``[n/total] what`` (the Spark UI, ``--ui``, and its event log show
     where the time goes)."""
 
-    def __init__(self, total: int, quiet: bool, context=None) -> None:
+    def __init__(self, total: int, quiet: bool, context: SparkContext | None = None) -> None:
         self.total, self.done, self.quiet = total, 0, quiet
         self.context = context
         self.started = time.monotonic()
@@ -300,7 +307,7 @@ class _Steps:
 
 
 def reconcile(
-    spark,
+    spark: SparkSession,
     checked: CheckedExports,
     deliveries_path: str | None,
     out: Path,
@@ -344,7 +351,7 @@ def reconcile(
     piece_count = pieces.count()
     step(f"acknowledged ranges cut into {piece_count} pieces")
 
-    def write(frame, name: str, *, small: bool = False):
+    def write(frame: DataFrame, name: str, *, small: bool = False) -> DataFrame:
         """Write ``frame`` as table ``name`` and return the table read back: what comes
         after reads the few written rows instead of computing them again. A small table
         is also written as one CSV file under csv/ (from the rows just written)."""
@@ -399,11 +406,11 @@ def reconcile(
 
     observed = None
     if inputs.deliveries is not None:
-        observed = R.observed(inputs.deliveries, local, gap)
+        computed = R.observed(inputs.deliveries, local, gap)
         observed = R.Observed(
-            duplicates=write(observed.duplicates, "observed_duplicates"),
-            redeliveries=write(observed.redeliveries, "observed_redeliveries"),
-            losses=write(observed.losses, "observed_losses"),
+            duplicates=write(computed.duplicates, "observed_duplicates"),
+            redeliveries=write(computed.redeliveries, "observed_redeliveries"),
+            losses=write(computed.losses, "observed_losses"),
         )
 
     step.begin("collect totals and timelines")
@@ -443,12 +450,12 @@ def reconcile(
     (out / "report.html").write_text(page, encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(totals, indent=2, sort_keys=True) + "\n")
     step("report.html written")
-    spark.sparkContext.setJobDescription(None)
+    spark.sparkContext.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
     spark.catalog.clearCache()
     return totals
 
 
-def _as_csv_columns(F, frame):
+def _as_csv_columns(F: ModuleType, frame: DataFrame) -> DataFrame:
     """``frame`` with each array column joined by spaces and each struct as JSON: what a
     CSV cell can hold."""
     from pyspark.sql.types import ArrayType, MapType, StructType
@@ -464,7 +471,9 @@ def _as_csv_columns(F, frame):
     return frame.select(*columns)
 
 
-def _link_verdicts(R, links_table, subscriptions_table) -> list[dict[str, Any]]:
+def _link_verdicts(
+    R: ModuleType, links_table: DataFrame, subscriptions_table: DataFrame
+) -> list[dict[str, Any]]:
     """Per link pair, its totals and its subscription most at risk (small: one row per
     pair of clusters)."""
     worst = {
@@ -493,8 +502,16 @@ def _drill_page(deliveries_path: str | None, out: Path) -> str | None:
     return os.path.relpath(page, out.resolve())
 
 
-def _totals(F, checked, index, links_table, subscriptions_table, observed, differences,
-            subscriptions) -> dict:  # fmt: skip
+def _totals(
+    F: ModuleType,
+    checked: CheckedExports,
+    index: DataFrame,
+    links_table: DataFrame,
+    subscriptions_table: DataFrame,
+    observed: Observed | None,
+    differences: DataFrame,
+    subscriptions: DataFrame,
+) -> dict[str, Any]:
     """Every total in one Spark job: single-row aggregates joined side by side."""
     parts = [
         index.agg(
@@ -527,7 +544,19 @@ def _totals(F, checked, index, links_table, subscriptions_table, observed, diffe
     return {k: int(v or 0) for k, v in totals.items()}
 
 
-def _timelines(spark, F, R, index, local, gap, risk, skips, observed, links_table, subs_table):
+def _timelines(
+    spark: SparkSession,
+    F: ModuleType,
+    R: ModuleType,
+    index: DataFrame,
+    local: DataFrame,
+    gap: DataFrame,
+    risk: DataFrame,
+    skips: DataFrame,
+    observed: Observed | None,
+    links_table: DataFrame,
+    subs_table: DataFrame,
+) -> dict[str, Any]:
     """Per chosen topic (most problems first, at most ``reconcile_report_topics_max``):
     counts per bucket of each series."""
     per_topic = (
@@ -587,11 +616,20 @@ def _timelines(spark, F, R, index, local, gap, risk, skips, observed, links_tabl
     return {topic: timelines[topic] for topic in chosen if topic in timelines}
 
 
-def _report_tables(F, links_table, gaps, subs_table, spark, out, observed, duplicates,
-                   differences):  # fmt: skip
+def _report_tables(
+    F: ModuleType,
+    links_table: DataFrame,
+    gaps: DataFrame,
+    subs_table: DataFrame,
+    spark: SparkSession,
+    out: Path,
+    observed: Observed | None,
+    duplicates: DataFrame,
+    differences: DataFrame,
+) -> list[tuple[str, str, list[dict[str, Any]], int]]:
     rows_max = limits.reconcile_report_rows_max
 
-    def rows(frame, order):
+    def rows(frame: DataFrame, order: list[Any]) -> tuple[list[dict[str, Any]], int]:
         """The first ``rows_max`` rows, and ``rows_max + 1`` when there are more."""
         shown = [row.asDict() for row in frame.orderBy(*order).limit(rows_max + 1).collect()]
         return shown[:rows_max], len(shown)

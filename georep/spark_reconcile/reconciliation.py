@@ -365,7 +365,9 @@ def subscription_presence(subscriptions: DataFrame, side: str) -> DataFrame:
     )
 
 
-def acked_translation(linked_rows: DataFrame, subscriptions: DataFrame, ids: DataFrame):
+def acked_translation(
+    linked_rows: DataFrame, subscriptions: DataFrame, ids: DataFrame
+) -> DataFrame:
     """For every published message acknowledged on its origin by a subscription, and every
     replica of its topic: the copy's replica position (null: no copy), whether the same
     subscription acknowledged the copy there, and whether it exists there at all."""
@@ -829,7 +831,7 @@ def local_messages(messages: DataFrame) -> DataFrame:
 
 
 # --- the page's verdict -------------------------------------------------------------
-def link_totals(link_summary_table: DataFrame, subscription_summary_table: DataFrame):
+def link_totals(link_summary_table: DataFrame, subscription_summary_table: DataFrame) -> DataFrame:
     """Per (origin, replica) over every topic: published on the origin, missing on the
     replica, stored twice there, acknowledged on the origin, redelivery and skip risk:
     one row per link pair, the figures of the page's verdict."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
 from georep import limits
 from georep.storage.errors import ProtocolError
@@ -113,7 +113,7 @@ class AddRequest(Request):
         return _LEDGER_ENTRY.pack(self.ledger_id, self.entry_id) + self.data
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         ledger_id, entry_id = _unpack(_LEDGER_ENTRY, body, "ADD")
         return cls(
             request_id,
@@ -138,7 +138,7 @@ class AddResponse(Response):
         return _LEDGER_ENTRY.pack(self.ledger_id, self.entry_id)
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         ledger_id, entry_id = _unpack(_LEDGER_ENTRY, body, "ADD response")
         return cls(request_id, Status.OK, "", ledger_id, entry_id)
 
@@ -154,7 +154,7 @@ class ReadRequest(Request):
         return _LEDGER_ENTRY.pack(self.ledger_id, self.entry_id)
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         ledger_id, entry_id = _unpack(_LEDGER_ENTRY, body, "READ")
         return cls(request_id, ledger_id, entry_id, bool(flags & Flag.FENCE))
 
@@ -172,7 +172,7 @@ class ReadResponse(Response):
         return self.data
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         return cls(request_id, Status.OK, "", bytes(body))
 
 
@@ -186,7 +186,7 @@ class ReadLacRequest(Request):
         return _LEDGER.pack(self.ledger_id)
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         (ledger_id,) = _unpack(_LEDGER, body, "READ_LAC")
         return cls(request_id, ledger_id, bool(flags & Flag.FENCE))
 
@@ -205,7 +205,7 @@ class ReadLacResponse(Response):
         return _LAC.pack(self.last_add_confirmed, self.last_entry_id)
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         lac, last = _unpack(_LAC, body, "READ_LAC response")
         return cls(request_id, Status.OK, "", lac, last)
 
@@ -215,7 +215,7 @@ class HealthRequest(Request):
     op: ClassVar[OpCode] = OpCode.HEALTH
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         return cls(request_id)
 
 
@@ -228,7 +228,7 @@ class HealthResponse(Response):
         return self.stats_json
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         return cls(request_id, Status.OK, "", bytes(body))
 
 
@@ -241,7 +241,7 @@ class FaultRequest(Request):
         return self.spec_json
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         return cls(request_id, bytes(body))
 
 
@@ -250,7 +250,7 @@ class FaultResponse(Response):
     op: ClassVar[OpCode] = OpCode.FAULT
 
     @classmethod
-    def decode_body(cls, request_id, flags, status, body):
+    def decode_body(cls, request_id: int, flags: int, status: int, body: memoryview) -> Self:
         return cls(request_id)
 
 
@@ -263,7 +263,7 @@ RESPONSES: dict[OpCode, type[Response]] = {
 }
 
 
-def _unpack(layout: struct.Struct, body: memoryview, what: str) -> tuple:
+def _unpack(layout: struct.Struct, body: memoryview, what: str) -> tuple[Any, ...]:
     if len(body) < layout.size:
         raise ProtocolError(f"{what} body of {len(body)} bytes, need at least {layout.size}")
     return layout.unpack_from(body, 0)
@@ -272,6 +272,7 @@ def _unpack(layout: struct.Struct, body: memoryview, what: str) -> tuple:
 def encode(message: Message) -> bytes:
     """One frame (length prefix included) for ``message``."""
     body = message.encode_body()
+    status: int
     if isinstance(message, Response):
         status = message.status
         flags = 0
@@ -294,7 +295,7 @@ def encode(message: Message) -> bytes:
     )
 
 
-def error_response(request: Request, status: Status, error: str) -> Response:
+def error_response(request: Message, status: Status, error: str) -> Response:
     """The response to ``request`` that reports ``status`` with a message."""
     return RESPONSES[request.op](request.request_id, status, error)
 

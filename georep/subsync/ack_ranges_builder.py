@@ -30,9 +30,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from georep import limits
+from georep.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import batch_words, position
-from georep.subsync.range_mapping import OriginIndex, Position, Range, merge
+from georep.subsync.range_mapping import OriginIndex, Range, merge
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +73,13 @@ def build_ack_ranges(
         # The last own message at or below the MDP: the same messages, and a marker that
         # does not change when the MDP only steps over markers (or copies).
         own_end = own_index.floor(below)
-    own_prefix = [((0, 0), own_end)] if own_end is not None else []
+    own_prefix: list[Range] = [(Position(0, 0), own_end)] if own_end is not None else []
     own = take(local_ranges)
     on_copies: set[Position] = set()
     others: list[pb.OriginAcks] = []
     for origin_cluster, index in sorted(reverse_indexes.items()):
         floor = index.floor(below) if below is not None else None
-        mapped: list[Range] = [((0, 0), floor)] if floor is not None else []
+        mapped: list[Range] = [(Position(0, 0), floor)] if floor is not None else []
         for first, last in own:
             ranges, _ = index.map_range(first, last)  # the pending tail: not X's copies
             mapped.extend(ranges)

@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from georep.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import batch_indexes, key
-from georep.subsync.range_mapping import OriginIndex, Position, Range, merge
+from georep.subsync.range_mapping import OriginIndex, Range, merge
 
 
 @dataclass(slots=True)
@@ -123,7 +124,7 @@ class AckRangesReceiver:
         for first, last in ranges:
             if last <= done:
                 continue
-            out.append((max(first, (done[0], done[1] + 1)), last))
+            out.append((max(first, Position(done[0], done[1] + 1)), last))
         return out
 
     def on_replicated(self, origin_cluster: str, indexes: Mapping[str, OriginIndex]) -> AckPlan:

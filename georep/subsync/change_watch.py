@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from georep.client.errors import LinkError
 from georep.subsync.backoff import Backoff
@@ -102,7 +102,7 @@ class ChangeWatch:
                 sync.state_changed()
             self.stats["topicsTold"] += len(told)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "namespace": self.namespace,
             "failing": self.failing,

@@ -61,8 +61,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import Message
 
 from georep import limits
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.replicator.origin import origin_of
 from georep.snapshots import markers_pb2 as pb
@@ -72,7 +76,7 @@ from georep.snapshots.snapshot_cache import CachedSnapshot, SnapshotCache
 from georep.snapshots.snapshot_controller import CompletedSnapshot, SnapshotController, respond
 from georep.subsync.ack_ranges_builder import build_ack_ranges
 from georep.subsync.ack_sync import AckPlan, AckRangesReceiver
-from georep.subsync.range_mapping import OriginIndex, Position, Range
+from georep.subsync.range_mapping import OriginIndex, Range
 from georep.subsync.settings import NamespaceSync, Selection, SyncMode, SyncSettings
 
 log = logging.getLogger(__name__)
@@ -96,7 +100,7 @@ class SubscriptionState:
 @dataclass(frozen=True, slots=True)
 class WriteMarker:
     kind: MarkerKind
-    message: object
+    message: Message
     #: Clusters the marker is addressed to (a response: the asker); empty: by kind.
     replicate_to: tuple[str, ...] = ()
 
@@ -141,7 +145,7 @@ class _Source:
     #: last acknowledgements) is still this cluster's to send, once.
     active: bool = False
     consumers_attached: int = 0
-    last_normalized: tuple | None = None
+    last_normalized: tuple[Any, ...] | None = None
     last_content: bytes | None = None
     stats: SourceStats = field(default_factory=SourceStats)
 
@@ -256,7 +260,7 @@ class SyncCore:
         self.markers_read[kind.name] = self.markers_read.get(kind.name, 0) + 1
         source = metadata.replicated_from
         if not source:
-            if kind is MarkerKind.SNAPSHOT:
+            if isinstance(message, pb.Snapshot):
                 self._cache_snapshot(message)
             return []
         return self._on_remote_marker(where, kind, message, source, metadata.publish_time, now)
@@ -277,7 +281,7 @@ class SyncCore:
             log.warning("side marker of kind %d from %s ignored: %s", kind_number, source, error)
             return []
         self.markers_read[kind.name] = self.markers_read.get(kind.name, 0) + 1
-        if kind is not MarkerKind.SUBSCRIPTION_ACK_RANGES:
+        if not isinstance(message, pb.SubscriptionAckRanges):
             self.bad_markers += 1
             return []
         return self._on_ack_ranges(message, source, written_ms or None)
@@ -286,24 +290,25 @@ class SyncCore:
         self,
         where: Position,
         kind: MarkerKind,
-        message,
+        message: Message,
         source: str,
         publish_time: int,
         now: float,
     ) -> list[WriteMarker | Apply]:
+        """``message`` is of ``kind`` (``markers.decode``): its class says the same."""
         self.silent.discard(source)
         written_ms = publish_time or None
-        if kind is MarkerKind.SUBSCRIPTION_ACK_RANGES:
-            return self._on_ack_ranges(message, source, written_ms)
-        if kind is MarkerKind.SNAPSHOT_REQUEST:
+        if isinstance(message, pb.SubscriptionAckRanges):
+            return [*self._on_ack_ranges(message, source, written_ms)]
+        if isinstance(message, pb.SnapshotRequest):
             fresh = now * 1000 - publish_time <= self.settings.snapshot_timeout_s * 1000
             if source in self.remotes and fresh:
                 answer = respond(message, self.local_cluster, where)
                 return [WriteMarker(MarkerKind.SNAPSHOT_RESPONSE, answer, (source,))]
             return []
-        if kind is MarkerKind.SNAPSHOT_RESPONSE:
-            return self._on_response(message, where, now)
-        if kind is MarkerKind.SUBSCRIPTION_UPDATE:
+        if isinstance(message, pb.SnapshotResponse):
+            return [*self._on_response(message, where, now)]
+        if isinstance(message, pb.SubscriptionUpdate):
             for cluster in message.clusters:
                 if cluster.cluster == self.local_cluster:
                     return [
@@ -317,7 +322,9 @@ class SyncCore:
             return []
         return []
 
-    def _on_ack_ranges(self, message, source: str, written_ms: int | None) -> list[Apply]:
+    def _on_ack_ranges(
+        self, message: pb.SubscriptionAckRanges, source: str, written_ms: int | None
+    ) -> list[Apply]:
         name = message.subscription_name
         receiver = self.receivers.get((name, source))
         if receiver is None:
@@ -346,7 +353,9 @@ class SyncCore:
             written_ms=written_ms,
         )
 
-    def _on_response(self, message, where: Position, now: float) -> list[WriteMarker]:
+    def _on_response(
+        self, message: pb.SnapshotResponse, where: Position, now: float
+    ) -> list[WriteMarker]:
         outcome = self.controller.on_response(now, message, where)
         if isinstance(outcome, pb.SnapshotRequest):
             return [WriteMarker(MarkerKind.SNAPSHOT_REQUEST, outcome)]
@@ -431,7 +440,7 @@ class SyncCore:
                 source.stats.last_written_at = now
         return out
 
-    def _normalized(self, state: SubscriptionState) -> tuple:
+    def _normalized(self, state: SubscriptionState) -> tuple[Any, ...]:
         below = state.mark_delete
         floors = [self.forward[self.local_cluster].floor(below)]
         floors += [index.floor(below) for _, index in sorted(self.reverse.items())]
@@ -516,7 +525,9 @@ class SyncCore:
 
     # -- stats --
 
-    def note_applied(self, action: Apply, mark_delete: Position | None, ranges: int, now: float):
+    def note_applied(
+        self, action: Apply, mark_delete: Position | None, ranges: int, now: float
+    ) -> None:
         stats = self.applied.setdefault((action.subscription, action.source), AppliedStats())
         stats.applies += 1
         stats.applied_at = now
@@ -526,9 +537,9 @@ class SyncCore:
         if action.written_ms is not None:
             stats.sync_lag_ms = max(0.0, now * 1000 - action.written_ms)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         controller = self.controller.stats
-        subscriptions: dict[str, dict] = {}
+        subscriptions: dict[str, dict[str, Any]] = {}
         for name, source in self.sources.items():
             entry = subscriptions.setdefault(name, {"applied": {}})
             entry["cacheSize"] = len(source.cache)

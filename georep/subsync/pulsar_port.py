@@ -46,6 +46,7 @@ import collections
 import contextlib
 import logging
 import re
+from typing import Any
 
 from georep import limits
 from georep.broker.topic_name import TopicName
@@ -115,7 +116,7 @@ def side_properties(metadata: wire.MessageMetadata) -> tuple[str, int, str]:
     return topic, number, source
 
 
-def pulsar_states(internal: dict, stats: dict) -> dict[str, SubscriptionState]:
+def pulsar_states(internal: dict[str, Any], stats: dict[str, Any]) -> dict[str, SubscriptionState]:
     """Every application subscription's state from ``internalStats`` and ``stats``.
 
     >>> internal = {"cursors": {
@@ -154,7 +155,7 @@ Position(ledger_id=3, entry_id=7)),), 1, True)
     return out
 
 
-def entries_to_acknowledge(action: Apply, cursor: dict | None) -> list[Position]:
+def entries_to_acknowledge(action: Apply, cursor: dict[str, Any] | None) -> list[Position]:
     """The entries of ``action``'s ranges that ``cursor`` (internalStats; None: no such
     subscription yet) does not hold, lowest first, at most
     ``limits.sync_pulsar_apply_entries_max``. Each range lies in one ledger (the sync
@@ -165,7 +166,7 @@ def entries_to_acknowledge(action: Apply, cursor: dict | None) -> list[Position]
     >>> [str(p) for p in entries_to_acknowledge(action, cursor)]
     ['3:3', '3:6', '5:0', '5:1']
     """
-    mark_delete, ranges = parse_cursor(cursor) if cursor is not None else (Position(-1, -1), [])
+    mark_delete, ranges = parse_cursor(cursor) if cursor is not None else (Position.EARLIEST, [])
     out: list[Position] = []
     for first, last in action.ranges:
         if first[0] != last[0]:
@@ -199,7 +200,7 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 _SCANS_KEPT = 16
 
 
-def subscription_signals(text: str, namespaces: set[str]) -> dict[tuple[str, str], tuple]:
+def subscription_signals(text: str, namespaces: set[str]) -> dict[tuple[str, str], tuple[Any, ...]]:
     """(topic, subscription) -> the values of its ``_SIGNALS`` on a Prometheus page, for
     applications' subscriptions of ``namespaces``.
 
@@ -240,7 +241,7 @@ class MetricsScan:
         self._interval_s = interval_s
         self.namespaces: set[str] = set()
         self.number = 0
-        self._signals: dict[tuple[str, str], tuple] = {}
+        self._signals: dict[tuple[str, str], tuple[Any, ...]] = {}
         #: (scan number, namespace -> topics changed in it; None: the scan failed)
         self._scans: collections.deque[tuple[int, dict[str, set[str]] | None]] = collections.deque(
             maxlen=_SCANS_KEPT

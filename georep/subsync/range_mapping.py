@@ -14,7 +14,7 @@ An acknowledged origin range (7,2)..(7,6) then maps to local (3,12)..(3,14) and
 (3,16)..(3,17). The part of a range beyond the last replicated entry has not arrived
 yet: :meth:`OriginIndex.map_range` returns it as *pending*, to be applied when it does.
 
-Positions are ``(ledger_id, entry_id)`` pairs. Within one ledger entry ids are
+Positions are :class:`~georep.position.Position`. Within one ledger entry ids are
 consecutive; across ledgers nothing is assumed except order, so a range is kept as its
 two ends, and "the entry after (l, e)" is only known inside a run.
 """
@@ -39,11 +39,11 @@ class Run:
 
     @property
     def origin_last(self) -> Position:
-        return (self.origin_first[0], self.origin_first[1] + self.count - 1)
+        return _shifted(self.origin_first, self.count - 1)
 
     @property
     def local_last(self) -> Position:
-        return (self.local_first[0], self.local_first[1] + self.count - 1)
+        return _shifted(self.local_first, self.count - 1)
 
 
 class OriginIndex:
@@ -70,9 +70,8 @@ class OriginIndex:
                 f"replication order broken: {origin}->{local} after "
                 f"{run.origin_last}->{run.local_last}",
             )
-            if origin == (run.origin_first[0], run.origin_first[1] + run.count) and local == (
-                run.local_first[0],
-                run.local_first[1] + run.count,
+            if origin == _shifted(run.origin_first, run.count) and local == _shifted(
+                run.local_first, run.count
             ):
                 run.count += 1
                 return
@@ -87,7 +86,7 @@ class OriginIndex:
         run = self._runs[index]
         if origin[0] != run.origin_first[0] or origin[1] >= run.origin_first[1] + run.count:
             return None
-        return (run.local_first[0], run.local_first[1] + origin[1] - run.origin_first[1])
+        return _shifted(run.local_first, origin[1] - run.origin_first[1])
 
     def map_range(self, first: Position, last: Position) -> tuple[list[Range], Range | None]:
         """Local ranges holding the copies of origin entries ``first..last``, and the
@@ -105,10 +104,7 @@ class OriginIndex:
             offset_lo = lo[1] - run.origin_first[1]
             offset_hi = hi[1] - run.origin_first[1]
             mapped.append(
-                (
-                    (run.local_first[0], run.local_first[1] + offset_lo),
-                    (run.local_first[0], run.local_first[1] + offset_hi),
-                )
+                (_shifted(run.local_first, offset_lo), _shifted(run.local_first, offset_hi))
             )
         pending = None
         tail = self.last_origin
@@ -124,7 +120,7 @@ class OriginIndex:
         run = self._runs[index]
         if origin >= run.origin_last:
             return run.local_last
-        return (run.local_first[0], run.local_first[1] + origin[1] - run.origin_first[1])
+        return _shifted(run.local_first, origin[1] - run.origin_first[1])
 
     def drop_oldest(self, runs: int) -> None:
         """Forget the ``runs`` oldest runs (the index's memory bound)."""
@@ -141,7 +137,13 @@ class OriginIndex:
 
 
 def _after(position: Position) -> Position:
-    return (position[0], position[1] + 1)
+    return _shifted(position, 1)
+
+
+def _shifted(position: Position, entries: int) -> Position:
+    """``entries`` further in the same ledger: (l, e) -> (l, e + entries). By index: a
+    plain (ledger, entry) pair from a caller outside the checker works too."""
+    return Position(position[0], position[1] + entries)
 
 
 def merge(ranges: Iterable[Range]) -> list[Range]:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from georep import limits
 from georep.broker.errors import InvalidTopicName
@@ -137,7 +137,10 @@ def _namespace_sync(table: Mapping[str, Any], base: NamespaceSync, where: str) -
     return out
 
 
-def _enum(kind: type[enum.Enum], value: Any, what: str):
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _enum(kind: type[_E], value: Any, what: str) -> _E:
     try:
         return kind(value)
     except ValueError:

@@ -123,8 +123,20 @@ class InProcessCluster:
         return list(self._errors)
 
     @property
+    def running(self) -> Cluster:
+        """The started cluster."""
+        assert self.cluster is not None, "the cluster is not started"
+        return self.cluster
+
+    @property
     def url(self) -> str:
-        return self.cluster.broker_url
+        return self.running.broker_url
+
+    @property
+    def admin_url(self) -> str:
+        """The admin REST's URL (the cluster runs one when given an admin port)."""
+        assert self.running.admin_url is not None, "the cluster runs no admin REST"
+        return self.running.admin_url
 
     def start(self) -> InProcessCluster:
         self._thread.start()
@@ -135,7 +147,7 @@ class InProcessCluster:
         """Run ``function(cluster)`` (a coroutine function or a plain one) on the loop."""
 
         async def run() -> Any:
-            result = function(self.cluster)
+            result = function(self.running)
             if asyncio.iscoroutine(result):
                 result = await result
             return result

@@ -268,7 +268,7 @@ async def _read_entries(url: str, topic: str, quiet_s: float) -> list[ReceivedEn
         consumer = await link.subscribe(
             topic, f"check-{time.monotonic_ns()}", durable=False, initial_position=1
         )
-        entries = []
+        entries: list[Any] = []
         while True:
             try:
                 entry = await asyncio.wait_for(consumer.receive(), quiet_s)

@@ -82,6 +82,7 @@ class StorageCluster:
         if answer.status in (protocol.Status.NO_SUCH_ENTRY, protocol.Status.NO_SUCH_LEDGER):
             return None
         assert answer.status == protocol.Status.OK, answer
+        assert isinstance(answer, protocol.ReadResponse)
         entry_format.verify(answer.data, ledger_id, entry_id)
         return answer.data
 

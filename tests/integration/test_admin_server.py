@@ -13,6 +13,7 @@ import pytest
 
 from georep.broker.admin import AdminServer, AdminSettings
 from georep.broker.admin.state import StorageHealth
+from georep.rest.tokens import tokens
 from georep.storage.bookie.ledger_dirs_monitor import BookieAvailability
 from georep.storage.meta.store import MetadataStore
 from tests.unit.test_admin_support import ADMIN_TOKEN, READ_TOKEN, MemoryCluster
@@ -36,8 +37,8 @@ def certificate(tmp_path) -> tuple[str, str]:
 async def test_https_with_tokens(tmp_path, certificate: tuple[str, str]) -> None:
     cert, key = certificate
     url = f"sqlite:///{tmp_path}/meta.db"
-    settings = AdminSettings("A", url, port=0, admin_tokens=[ADMIN_TOKEN],
-                             read_only_tokens=[READ_TOKEN], tls_cert_file=cert,
+    settings = AdminSettings("A", url, port=0, admin_tokens=tokens([ADMIN_TOKEN]),
+                             read_only_tokens=tokens([READ_TOKEN]), tls_cert_file=cert,
                              tls_key_file=key)  # fmt: skip
     server = await AdminServer.start(settings, MemoryCluster())
     client_context = ssl.create_default_context(cafile=cert)

@@ -37,7 +37,9 @@ FAST = ("--checkpoint-interval-s", "0.2", "--disk-check-interval-s", "0.2")
 
 
 async def _stats(address: str) -> dict:
-    return json.loads((await request(address, protocol.HealthRequest(1))).stats_json)
+    response = await request(address, protocol.HealthRequest(1))
+    assert isinstance(response, protocol.HealthResponse)
+    return json.loads(response.stats_json)
 
 
 class Writer:
@@ -88,6 +90,7 @@ async def _check_all_readable(address: str, acked: dict[int, bytes]) -> None:
                 protocol.ReadRequest(client.next_id(), LEDGER, entry_id)
             )
             assert response.status == Status.OK, (entry_id, response)
+            assert isinstance(response, protocol.ReadResponse)
             verify(response.data, LEDGER, entry_id)
             assert response.data == data
     stats = await _stats(address)

@@ -15,7 +15,9 @@ from tests.bookie_harness import BookieProcess, RawClient, add_request, make_ent
 
 
 async def _stats(address: str) -> dict:
-    return json.loads((await request(address, protocol.HealthRequest(1))).stats_json)
+    response = await request(address, protocol.HealthRequest(1))
+    assert isinstance(response, protocol.HealthResponse)
+    return json.loads(response.stats_json)
 
 
 async def _read(client: RawClient, ledger: int, entry: int) -> protocol.Response:

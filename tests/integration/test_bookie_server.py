@@ -46,6 +46,7 @@ async def _read_lac(client: RawClient, ledger: int, *, fence: bool = False):
 
 async def _health(address: str) -> dict:
     response = await request(address, protocol.HealthRequest(1))
+    assert isinstance(response, protocol.HealthResponse)
     return json.loads(response.stats_json)
 
 
@@ -170,7 +171,7 @@ async def test_pipelined_adds_on_many_connections(tmp_path):
 async def test_backpressure_limits_pause_and_resume(tmp_path, monkeypatch):
     monkeypatch.setattr(limits, "connection_requests_in_flight_max", 4)
     async with running_bookie(tmp_path / "b") as bookie:
-        bookie._journal.queue_count_max = 8  # type: ignore[union-attr]
+        bookie._journal.queue_count_max = 8
         async with RawClient(bookie.address) as client:
             for entry_id in range(300):
                 await client.send(add_request(1, entry_id, request_id=entry_id + 1))

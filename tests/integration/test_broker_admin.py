@@ -12,6 +12,8 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from typing import Any
 
 import pulsar
 import pytest
@@ -32,7 +34,7 @@ RATE_WINDOW_S = 2
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(
         tmp_path_factory.mktemp("admin") / "cluster",
         admin_port=0,
@@ -44,10 +46,10 @@ def cluster(tmp_path_factory) -> InProcessCluster:
     assert running.errors == []
 
 
-def call(cluster: InProcessCluster, method: str, path: str, body=None) -> tuple[int, object]:
+def call(cluster: InProcessCluster, method: str, path: str, body=None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(
-        cluster.cluster.admin_url + path,
+        cluster.admin_url + path,
         data=data,
         method=method,
         headers={"Content-Type": "application/json"},

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import struct
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -35,7 +36,7 @@ SEED = 4242
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(tmp_path_factory.mktemp("fuzz") / "cluster").start()
     yield running
     running.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -36,7 +37,7 @@ MAX = limits.pulsar_message_bytes_max
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(tmp_path_factory.mktemp("sizes") / "cluster").start()
     yield running
     running.stop()

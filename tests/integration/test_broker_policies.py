@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -34,7 +35,7 @@ ROLLOVER_ENTRIES = 100
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(
         tmp_path_factory.mktemp("policies") / "cluster",
         admin_port=0,
@@ -56,7 +57,7 @@ def cluster(tmp_path_factory) -> InProcessCluster:
 
 
 def call(cluster: InProcessCluster, method: str, path: str, body=None):
-    return admin_call(cluster.cluster.admin_url, method, path, body)
+    return admin_call(cluster.admin_url, method, path, body)
 
 
 def new_namespace(cluster: InProcessCluster, prefix: str) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pulsar
 import pytest
@@ -30,14 +32,14 @@ EARLIEST = pulsar.InitialPosition.Earliest
 
 
 @pytest.fixture
-def process(tmp_path) -> ClusterProcess:
+def process(tmp_path) -> Iterator[ClusterProcess]:
     cluster = ClusterProcess(tmp_path / "cluster")
     yield cluster
     cluster.kill()
 
 
 def drain_until_quiet(consumer: pulsar.Consumer, quiet_ms: int = 1500) -> list[pulsar.Message]:
-    out = []
+    out: list[Any] = []
     while True:
         try:
             message = consumer.receive(timeout_millis=quiet_ms)

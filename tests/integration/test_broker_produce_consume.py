@@ -10,6 +10,7 @@ delivered again.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -35,7 +36,7 @@ EARLIEST = pulsar.InitialPosition.Earliest
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(tmp_path_factory.mktemp("broker") / "cluster").start()
     yield running
     running.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -26,7 +27,7 @@ KEY_SHARED = pulsar.ConsumerType.KeyShared
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(tmp_path_factory.mktemp("broker") / "cluster").start()
     yield running
     running.stop()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pulsar
 import pytest
@@ -49,7 +49,7 @@ GEOREP_V1 = "/admin/georep/v1/persistent/"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> ClusterProcess:
+def cluster(tmp_path_factory) -> Iterator[ClusterProcess]:
     process = ClusterProcess(tmp_path_factory.mktemp("sync") / "cluster", name="S")
     process.start()
     yield process

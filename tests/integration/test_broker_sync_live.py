@@ -5,11 +5,14 @@ subscription over markers without disconnecting its consumer."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pulsar
 import pytest
 
 from georep.broker import subscription_sync
 from georep.broker.topic_name import TopicName
+from georep.position import Position
 from georep.protocol.commands import Type
 from tests.integration.broker_cluster import (
     InProcessCluster,
@@ -31,7 +34,7 @@ EARLIEST = pulsar.InitialPosition.Earliest
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> InProcessCluster:
+def cluster(tmp_path_factory) -> Iterator[InProcessCluster]:
     running = InProcessCluster(tmp_path_factory.mktemp("sync-live") / "cluster", admin_port=0)
     running.start()
     yield running
@@ -41,7 +44,7 @@ def cluster(tmp_path_factory) -> InProcessCluster:
 
 def state_of(cluster: InProcessCluster, topic: str) -> dict:
     path = "/admin/georep/v1/persistent/" + topic.removeprefix("persistent://") + "/sync-state"
-    status, state = admin_call(cluster.cluster.admin_url, "GET", path)
+    status, state = admin_call(cluster.admin_url, "GET", path)
     assert status == 200, state
     return state
 
@@ -58,7 +61,7 @@ def test_sync_state_counts_acknowledgements_not_yet_persisted(cluster) -> None:
         )
         producer = client.create_producer(topic, batching_enabled=False)
         ids = [producer.send(f"m{n}".encode()) for n in range(8)]
-        p = [(i.ledger_id(), i.entry_id()) for i in ids]
+        p = [Position(i.ledger_id(), i.entry_id()) for i in ids]
         receive_all(consumer, 8, ack=False)
 
         def hand_in_and_look(c):
@@ -115,7 +118,7 @@ def test_a_sync_steps_a_live_subscription_over_markers(cluster) -> None:
             + "/subscription/app/sync"
         )
         status, answer = admin_call(
-            cluster.cluster.admin_url,
+            cluster.admin_url,
             "POST",
             path,
             {"ranges": [{"first": doc(p[0]), "last": doc(p[0])}]},
@@ -139,18 +142,16 @@ def test_an_admin_acknowledge_is_forgotten_by_the_live_consumer_as_a_sync_is(clu
         )
         producer = client.create_producer(topic, batching_enabled=False)
         ids = [producer.send(f"m{n}".encode()) for n in range(6)]
-        p = [(i.ledger_id(), i.entry_id()) for i in ids]
+        p = [Position(i.ledger_id(), i.entry_id()) for i in ids]
         receive_all(consumer, 6, ack=False)
         status, _ = admin_call(
-            cluster.cluster.admin_url,
+            cluster.admin_url,
             "POST",
             f"/admin/georep/v1/persistent/{rest}/subscription/s/acknowledge",
             {"positions": [doc(p[1]), doc(p[4])]},
         )
         assert status == 204
-        status, stats = admin_call(
-            cluster.cluster.admin_url, "GET", f"/admin/v2/persistent/{rest}/stats"
-        )
+        status, stats = admin_call(cluster.admin_url, "GET", f"/admin/v2/persistent/{rest}/stats")
         assert status == 200, stats
         (held,) = stats["subscriptions"]["s"]["consumers"]
         assert held["unackedMessages"] == 4

@@ -106,7 +106,7 @@ def test_every_bookie_refusing_fails_sends_then_writes_resume(tmp_path) -> None:
             for _ in range(3):  # each fails (with an error, not a hang), every time
                 with pytest.raises(pulsar.PulsarException):
                     producer.send(b"while-full")
-            status, body = http("GET", cluster.cluster.admin_url + "/health")
+            status, body = http("GET", cluster.admin_url + "/health")
             assert status == 503 and body["status"] == "read-only", body
             # Those that failed a write say why; placement then keeps new ledgers off
             # them, so a bookie may be left that was never asked to write.
@@ -120,7 +120,7 @@ def test_every_bookie_refusing_fails_sends_then_writes_resume(tmp_path) -> None:
             for index in range(1, 20):
                 producer.send(b"after-%d" % index)
                 acked.append(b"after-%d" % index)
-            _wait_healthy(cluster.cluster.admin_url)
+            _wait_healthy(cluster.admin_url)
         _check_acknowledged(_read_all(cluster.url, topic), acked)
     finally:
         cluster.stop()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,7 +23,7 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory) -> ClusterProcess:
+def cluster(tmp_path_factory) -> Iterator[ClusterProcess]:
     process = ClusterProcess(tmp_path_factory.mktemp("link") / "cluster", name="L")
     process.start()
     yield process

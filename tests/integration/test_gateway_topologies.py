@@ -16,6 +16,7 @@ with producers on every side, by origin position (entries as stored) and by payl
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -76,7 +77,7 @@ def copies_from(entries, cluster: str) -> dict:
 
 def test_both_ways_one_way_and_unrelated(world) -> None:
     topic = f"persistent://{TOPO}/orders"
-    sent = {}
+    sent: dict[Any, Any] = {}
     producers = [
         threading.Thread(
             target=lambda n=name, count=count: sent.__setitem__(

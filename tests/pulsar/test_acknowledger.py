@@ -12,6 +12,7 @@ import pulsar
 
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.link import PulsarLink
+from georep.position import Position
 from georep.pulsar.admin import PulsarAdmin
 from tests.integration.broker_cluster import wait_until
 
@@ -21,7 +22,7 @@ def position(message: pulsar.Message) -> tuple[int, int]:
     return message_id.ledger_id(), message_id.entry_id()
 
 
-async def acknowledge(service_url: str, topic: str, positions: list[tuple[int, int]]) -> int:
+async def acknowledge(service_url: str, topic: str, positions: list[Position]) -> int:
     link = PulsarLink(service_url)
     try:
         acknowledger = await link.subscribe(
@@ -53,7 +54,7 @@ def test_a_consumer_without_permits_acknowledges_exact_ids_and_takes_nothing(
         ids = [producer.send(f"m{i}".encode()) for i in range(10)]
         held = app.receive(10_000)  # delivered to the application, not acknowledged
         assert held.data() == b"m0"
-        targets = [(ids[i].ledger_id(), ids[i].entry_id()) for i in (0, 5, 7)]
+        targets = [Position(ids[i].ledger_id(), ids[i].entry_id()) for i in (0, 5, 7)]
 
         received = asyncio.run(acknowledge(a.service_url, geo_topic, targets))
         assert received == 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
+from typing import Any
 
 import pulsar
 import pytest
@@ -86,7 +87,7 @@ def positions_and_payloads(url: str, topic: str) -> dict[tuple[int, int], bytes]
     with_client = quiet_client(url)
     try:
         reader = with_client.create_reader(topic, pulsar.MessageId.earliest)
-        out = {}
+        out: dict[Any, Any] = {}
         while True:
             try:
                 message = reader.read_next(3000)
@@ -120,7 +121,7 @@ def drain(url: str, topic: str) -> list[bytes]:
             consumer_type=pulsar.ConsumerType.Shared,
             initial_position=pulsar.InitialPosition.Earliest,
         )
-        got = []
+        got: list[Any] = []
         while True:
             try:
                 message = consumer.receive(3000)

@@ -16,6 +16,7 @@ from georep.broker.admin.cluster_admin import (
     format_position,
     format_ranges,
 )
+from georep.position import Position
 from georep.rest import json_io
 from georep.rest.errors import RestError
 
@@ -139,9 +140,12 @@ def test_names_accept_pulsar_charset() -> None:
 
 
 def test_format_helpers() -> None:
-    assert format_position((3, -1)) == "3:-1"
+    assert format_position(Position(3, -1)) == "3:-1"
     assert format_ranges([]) == "[]"
-    assert format_ranges([((3, 5), (3, 7)), ((3, 9), (3, 10))]) == "[(3:5..3:7], (3:9..3:10]]"
+    assert (
+        format_ranges([(Position(3, 5), Position(3, 7)), (Position(3, 9), Position(3, 10))])
+        == "[(3:5..3:7], (3:9..3:10]]"
+    )
 
 
 class _Inner(TypedDict):

@@ -17,6 +17,7 @@ from georep.broker.topic_name import TopicName
 from georep.client import admin as admin_client
 from georep.client.admin import ClusterAdminClient, SubscriptionState
 from georep.client.errors import AdminRequestFailed
+from georep.position import Position
 
 TOPIC = TopicName.parse("persistent://t/ns/x")
 SYNC_PATH = "/admin/georep/v1/persistent/t/ns/x/subscription/{subscription}/sync"
@@ -29,7 +30,10 @@ def pos(ledger_id: int, entry_id: int) -> dict[str, int]:
 
 def test_a_small_sync_is_one_body_with_everything() -> None:
     (body,) = admin_client._sync_bodies(
-        (3, 4), [((3, 6), (3, 7))], {(3, 9): [2, 0, 2]}, replicated=True
+        Position(3, 4),
+        [(Position(3, 6), Position(3, 7))],
+        {Position(3, 9): [2, 0, 2]},
+        replicated=True,
     )
     assert body == {
         "markDelete": pos(3, 4),
@@ -68,9 +72,9 @@ def check_split(bodies_sent: list[dict], ranges, batches) -> None:
 
 
 def test_many_ranges_and_batches_are_split_by_count() -> None:
-    ranges = [((5, 2 * n), (5, 2 * n)) for n in range(25_000)]
-    batches = {(6, n): [0, 1] for n in range(2_500)}
-    sent = admin_client._sync_bodies((5, 0), ranges, batches, replicated=True)
+    ranges = [(Position(5, 2 * n), Position(5, 2 * n)) for n in range(25_000)]
+    batches = {Position(6, n): [0, 1] for n in range(2_500)}
+    sent = admin_client._sync_bodies(Position(5, 0), ranges, batches, replicated=True)
     assert len(sent) >= 3 + 2
     assert sent[0]["markDelete"] == pos(5, 0) and sent[0]["replicated"] is True
     check_split(sent, ranges, batches)
@@ -79,10 +83,11 @@ def test_many_ranges_and_batches_are_split_by_count() -> None:
 def test_large_ids_and_a_huge_batch_are_split_by_bytes() -> None:
     big = 2**63 - 1
     ranges = [
-        ((big - n, big), (big - n, big)) for n in range(limits.subscription_sync_ranges_count_max)
+        (Position(big - n, big), Position(big - n, big))
+        for n in range(limits.subscription_sync_ranges_count_max)
     ]
     everything = list(range(limits.pulsar_batch_messages_count_max))
-    batches = {(big, big): everything, (big, big - 1): everything}
+    batches = {Position(big, big): everything, Position(big, big - 1): everything}
     sent = admin_client._sync_bodies(None, ranges, batches, replicated=False)
     assert len(sent) > 2  # neither fits one body by count alone
     check_split(sent, ranges, batches)
@@ -145,9 +150,9 @@ async def test_sync_state_answers_tuples_and_subscription_states(fake_admin) -> 
     state = await client.sync_state(TOPIC)
     assert state["last"] == (3, 9)
     assert state["subscriptions"]["s"] == SubscriptionState(
-        mark_delete=(3, 1),
-        ranges=(((3, 3), (4, 0)),),
-        batches={(3, 2): (4, frozenset({0, 3}))},
+        mark_delete=Position(3, 1),
+        ranges=((Position(3, 3), Position(4, 0)),),
+        batches={Position(3, 2): (4, frozenset({0, 3}))},
         consumers=2,
         replicated=True,
         sub_type="Key_Shared",

@@ -19,6 +19,7 @@ from schemathesis import checks as schemathesis_checks
 from georep.broker.admin import AdminServer, AdminSettings, create_app, openapi
 from georep.broker.admin.routes import OPENAPI_PATH, ROUTES
 from georep.broker.admin.state import STORE
+from georep.rest.tokens import tokens
 from georep.storage.errors import MetadataUnavailable
 from tests.unit.test_admin_support import ADMIN_TOKEN, READ_TOKEN, MemoryCluster, running_admin
 
@@ -104,7 +105,7 @@ async def test_health(sqlite_url: str) -> None:
 
 
 async def test_admin_server_serves_on_a_free_port(sqlite_url: str) -> None:
-    settings = AdminSettings("A", sqlite_url, port=0, admin_tokens=[ADMIN_TOKEN])
+    settings = AdminSettings("A", sqlite_url, port=0, admin_tokens=tokens([ADMIN_TOKEN]))
     server = await AdminServer.start(settings, MemoryCluster())
     try:
         assert server.port > 0
@@ -133,7 +134,7 @@ def live_admin(tmp_path_factory) -> Iterator[str]:
     ready = threading.Event()
 
     async def serve() -> None:
-        settings = AdminSettings("A", url, port=0, admin_tokens=[ADMIN_TOKEN])
+        settings = AdminSettings("A", url, port=0, admin_tokens=tokens([ADMIN_TOKEN]))
         server = await AdminServer.start(settings, cluster)
         started["server"] = server
         ready.set()

@@ -19,17 +19,15 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from georep.broker.admin import AdminSettings, create_app
 from georep.broker.admin.cluster_admin import (
-    EARLIEST,
-    LATEST,
     Conflict,
     InvalidArgument,
     NotFound,
-    Position,
     format_position,
     format_ranges,
 )
 from georep.broker.change_feed import ChangeFeed
 from georep.broker.topic_name import TopicName
+from georep.position import Position
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 READ_TOKEN = "read-only-token-0123456789abcdef"
@@ -130,10 +128,10 @@ class MemoryCluster:
         for name, sub in sorted(found.subscriptions.items()):
             acked = sorted(entry for entry in sub.acknowledged if entry >= sub.next_entry)
             cursors[name] = {
-                "markDeletePosition": format_position((LEDGER_ID, sub.next_entry - 1)),
-                "readPosition": format_position((LEDGER_ID, sub.next_entry)),
+                "markDeletePosition": format_position(Position(LEDGER_ID, sub.next_entry - 1)),
+                "readPosition": format_position(Position(LEDGER_ID, sub.next_entry)),
                 "individuallyDeletedMessages": format_ranges(
-                    ((LEDGER_ID, entry - 1), (LEDGER_ID, entry)) for entry in acked
+                    (Position(LEDGER_ID, entry - 1), Position(LEDGER_ID, entry)) for entry in acked
                 ),
                 "messagesConsumedCounter": sub.next_entry + len(acked),
             }
@@ -143,7 +141,7 @@ class MemoryCluster:
             "totalSize": 10 * found.entries,
             "currentLedgerEntries": found.entries,
             "currentLedgerSize": 10 * found.entries,
-            "lastConfirmedEntry": format_position((LEDGER_ID, found.entries - 1)),
+            "lastConfirmedEntry": format_position(Position(LEDGER_ID, found.entries - 1)),
             "state": "LedgerOpened",
             "ledgers": [
                 {"ledgerId": LEDGER_ID, "entries": found.entries, "size": 10 * found.entries}
@@ -167,7 +165,7 @@ class MemoryCluster:
         if subscription in found.subscriptions:
             raise Conflict(f"subscription {subscription} already exists")
         found.subscriptions[subscription] = MemorySubscription(
-            self._entry_of(found, LATEST if position is None else position)
+            self._entry_of(found, Position.LATEST if position is None else position)
         )
 
     async def delete_subscription(self, topic: TopicName, subscription: str) -> None:
@@ -289,9 +287,9 @@ class MemoryCluster:
 
     @staticmethod
     def _entry_of(topic: MemoryTopic, position: Position) -> int:
-        if position == EARLIEST:
+        if position == Position.EARLIEST:
             return 0
-        if position == LATEST:
+        if position == Position.LATEST:
             return topic.entries
         ledger_id, entry_id = position
         if ledger_id != LEDGER_ID or entry_id > topic.entries:

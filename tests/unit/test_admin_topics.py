@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from georep.broker import errors as broker_errors
-from georep.broker.admin.cluster_admin import EARLIEST, LATEST, Unavailable
+from georep.broker.admin.cluster_admin import Unavailable
 from georep.broker.topic_name import TopicName
+from georep.position import Position
 from tests.unit.test_admin_support import LEDGER_ID, MemoryCluster, running_admin
 
 P = "/admin/v2/persistent/public/default"
@@ -128,7 +129,7 @@ async def test_subscription_operations(sqlite_url: str) -> None:
         assert [call for call in admin.cluster.calls if call[0] != "list_topics"] == [
             ("create_subscription", (topic, "s", None)),
             ("create_subscription", (topic, "s", None)),
-            ("create_subscription", (topic, "e", EARLIEST)),
+            ("create_subscription", (topic, "e", Position.EARLIEST)),
             ("reset_cursor", (topic, "s", (LEDGER_ID, 4))),
             ("skip", (topic, "s", 2)),
             ("reset_cursor_by_time", (topic, "s", 1_700_000_000_000)),
@@ -136,7 +137,7 @@ async def test_subscription_operations(sqlite_url: str) -> None:
             ("delete_subscription", (topic, "s")),
             ("skip", (topic, "s", 1)),
         ]
-        latest = {"ledgerId": LATEST[0], "entryId": LATEST[1]}
+        latest = {"ledgerId": Position.LATEST[0], "entryId": Position.LATEST[1]}
         assert (await admin.put(f"{P}/orders/subscription/l", latest)).status == 204
 
 

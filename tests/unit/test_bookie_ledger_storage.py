@@ -98,11 +98,11 @@ async def test_checkpoint_interrupted_at_any_step_is_made_good_by_replay(tmp_pat
         raise Crash
 
     if crash_at == "entry_log":
-        storage.entry_log.append_batch = crash  # type: ignore[method-assign]
+        storage.entry_log.append_batch = crash
     elif crash_at == "index":
-        storage.index.commit_checkpoint = crash  # type: ignore[method-assign]
+        storage.index.commit_checkpoint = crash
     elif crash_at == "mark":
-        storage.write_mark = crash  # type: ignore[method-assign]
+        storage.write_mark = crash
     if crash_at == "none":
         await storage.checkpoint(lambda: journal.synced_position)
     else:

@@ -31,7 +31,7 @@ def test_key_hash_is_in_range() -> None:
 
 
 def test_auto_split_worked_example() -> None:
-    ranges = AutoSplitRanges(65536)
+    ranges: AutoSplitRanges[str] = AutoSplitRanges(65536)
     ranges.add("A")
     assert ranges.ranges() == [(0, 65535, "A")]
     ranges.add("B")
@@ -48,7 +48,7 @@ def test_auto_split_worked_example() -> None:
 
 def test_auto_split_covers_everything_whatever_the_order() -> None:
     rng = random.Random(7)
-    ranges = AutoSplitRanges(1024)
+    ranges: AutoSplitRanges[int] = AutoSplitRanges(1024)
     present: list[int] = []
     for step in range(300):
         if present and rng.random() < 0.4:
@@ -68,7 +68,7 @@ def test_auto_split_covers_everything_whatever_the_order() -> None:
 
 
 def test_auto_split_runs_out_of_room() -> None:
-    ranges = AutoSplitRanges(2)
+    ranges: AutoSplitRanges[str] = AutoSplitRanges(2)
     ranges.add("A")
     ranges.add("B")
     with pytest.raises(ConsumerAssignError):
@@ -76,7 +76,7 @@ def test_auto_split_runs_out_of_room() -> None:
 
 
 def test_sticky_ranges() -> None:
-    ranges = StickyRanges(100)
+    ranges: StickyRanges[str] = StickyRanges(100)
     ranges.add("A", [(0, 9), (50, 59)])
     ranges.add("B", [(10, 49)])
     assert [ranges.owner_of(v) for v in (0, 9, 10, 49, 50, 59, 60)] == [

@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 
 from georep.broker.message_id import (
-    EARLIEST,
-    LATEST,
     bits_from_words,
     message_id,
     position_of,
@@ -14,20 +12,21 @@ from georep.broker.message_id import (
     unacknowledged_bits,
     words_from_bits,
 )
+from georep.position import Position
 
 
 def test_negative_ids_travel_as_uint64() -> None:
-    data = message_id((-1, -1))
+    data = message_id(Position(-1, -1))
     assert data.ledger_id == 2**64 - 1 and data.entry_id == 2**64 - 1
-    assert position_of(data) == EARLIEST
-    assert position_of(message_id(LATEST)) == LATEST
+    assert position_of(data) == Position.EARLIEST
+    assert position_of(message_id(Position.LATEST)) == Position.LATEST
     assert to_int64(2**63) == -(2**63)
 
 
 def test_partition_and_batch_index_only_when_set() -> None:
-    plain = message_id((5, 7))
+    plain = message_id(Position(5, 7))
     assert not plain.HasField("partition") and not plain.HasField("batch_index")
-    full = message_id((5, 7), partition=2, batch_index=3)
+    full = message_id(Position(5, 7), partition=2, batch_index=3)
     assert (full.partition, full.batch_index) == (2, 3)
 
 

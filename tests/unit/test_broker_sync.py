@@ -157,21 +157,25 @@ class FakeCursor:
 async def test_cursor_updates_carry_ranges_as_ranges() -> None:
     cursor = FakeCursor()
     updates = CursorUpdates(cursor, lambda: None)
-    updates.batch((6, 2), 0b1)
-    updates.delete_ranges([((6, 0), (6, 3)), ((9, 0), (9, 1))])
-    updates.batch((6, 1), 0b10)  # inside a range: already acknowledged whole
-    assert updates.covers((6, 2)) and updates.covers((9, 1)) and not updates.covers((6, 4))
+    updates.batch(Position(6, 2), 0b1)
+    updates.delete_ranges([(Position(6, 0), Position(6, 3)), (Position(9, 0), Position(9, 1))])
+    updates.batch(Position(6, 1), 0b10)  # inside a range: already acknowledged whole
+    assert (
+        updates.covers(Position(6, 2))
+        and updates.covers(Position(9, 1))
+        and not updates.covers(Position(6, 4))
+    )
     assert updates.pending() == ([], [(P(6, 0), P(6, 3)), (P(9, 0), P(9, 1))])
     await updates.flush()
     assert cursor.calls == [("delete_ranges", [((6, 0), (6, 3)), ((9, 0), (9, 1))])]
-    assert not updates.covers((6, 2))  # persisted: the cursor answers now
+    assert not updates.covers(Position(6, 2))  # persisted: the cursor answers now
 
 
 async def test_a_mark_delete_drops_the_ranges_below_it() -> None:
     cursor = FakeCursor()
     updates = CursorUpdates(cursor, lambda: None)
-    updates.delete_ranges([((6, 0), (6, 1)), ((6, 3), (9, 1))])
-    updates.mark_delete((6, 4))
+    updates.delete_ranges([(Position(6, 0), Position(6, 1)), (Position(6, 3), Position(9, 1))])
+    updates.mark_delete(Position(6, 4))
     await updates.flush()
     assert cursor.calls == [
         ("mark_delete", (6, 4)),

@@ -14,6 +14,7 @@ from georep.broker.admin.cluster_admin import (
     SyncState,
 )
 from georep.broker.topic_name import TopicName
+from georep.position import Position
 from tests.unit.test_admin_support import LEDGER_ID, READ_TOKEN, running_admin
 
 _I64_MAX = 2**63 - 1
@@ -107,7 +108,7 @@ def test_sync_body_refuses(document, reason: str) -> None:
 def test_every_index_of_the_largest_batch_is_accepted() -> None:
     indexes = list(range(limits.pulsar_batch_messages_count_max))
     sync = bodies.subscription_sync({"batches": [{**pos(3, 1), "ackedIndexes": indexes}]})
-    assert sync.batches[(3, 1)] == frozenset(indexes)
+    assert sync.batches[Position(3, 1)] == frozenset(indexes)
 
 
 def test_shapes_of_the_sync_documents() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from georep import limits
-from georep.position import Position
+from georep.position import InvalidPosition, Position
 from georep.storage.errors import CorruptEntry, InvalidArgument
 from georep.storage.managed_ledger import cursor_state
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
@@ -152,7 +152,7 @@ def test_position_order_and_helpers() -> None:
 
 @pytest.mark.parametrize("text", ["", "12", "a:b", "1:2:3", "-2:0", "1:99999999999999999999"])
 def test_position_parse_refuses(text: str) -> None:
-    with pytest.raises(InvalidArgument):
+    with pytest.raises(InvalidPosition):
         P.parse(text)
 
 

@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from georep.position import Position
 from georep.storage.errors import BadVersion, InvalidArgument, NoSuchCursor, NoSuchManagedLedger
 from georep.storage.meta.store import LedgerInfo, ManagedLedgerInfo, MetadataStore
 
@@ -66,7 +67,7 @@ async def test_names_are_checked(metadata_store: MetadataStore, name) -> None:
         await metadata_store.create_managed_ledger(name)
     with pytest.raises(InvalidArgument):
         await metadata_store.create_managed_cursor(
-            "log", name, cursor_ledger_id=None, mark_delete=(1, -1)
+            "log", name, cursor_ledger_id=None, mark_delete=Position(1, -1)
         )
 
 
@@ -77,7 +78,7 @@ async def test_missing_managed_ledger(metadata_store: MetadataStore) -> None:
         await metadata_store.update_managed_ledger(ManagedLedgerInfo(NAME, (), 0.0, 1))
     with pytest.raises(NoSuchManagedLedger):
         await metadata_store.create_managed_cursor(
-            NAME, "sub", cursor_ledger_id=None, mark_delete=(1, -1)
+            NAME, "sub", cursor_ledger_id=None, mark_delete=Position(1, -1)
         )
     await metadata_store.delete_managed_ledger(NAME)  # a no-op
 
@@ -85,15 +86,15 @@ async def test_missing_managed_ledger(metadata_store: MetadataStore) -> None:
 async def test_cursors_create_update_list_delete(metadata_store: MetadataStore) -> None:
     await metadata_store.create_managed_ledger(NAME)
     first = await metadata_store.create_managed_cursor(
-        NAME, "b-sub", cursor_ledger_id=9, mark_delete=(3, -1), properties={"k": "v"}
+        NAME, "b-sub", cursor_ledger_id=9, mark_delete=Position(3, -1), properties={"k": "v"}
     )
     second = await metadata_store.create_managed_cursor(
-        NAME, "a-sub", cursor_ledger_id=None, mark_delete=(3, 4)
+        NAME, "a-sub", cursor_ledger_id=None, mark_delete=Position(3, 4)
     )
     assert first.version == 1 and first.properties == {"k": "v"}
     with pytest.raises(BadVersion):
         await metadata_store.create_managed_cursor(
-            NAME, "b-sub", cursor_ledger_id=None, mark_delete=(3, -1)
+            NAME, "b-sub", cursor_ledger_id=None, mark_delete=Position(3, -1)
         )
     assert await metadata_store.list_managed_cursors(NAME) == [second, first]
 
@@ -117,7 +118,7 @@ async def test_deleting_the_managed_ledger_deletes_its_cursors(
     for name in (NAME, "other"):
         await metadata_store.create_managed_ledger(name)
         await metadata_store.create_managed_cursor(
-            name, "sub", cursor_ledger_id=1, mark_delete=(1, -1)
+            name, "sub", cursor_ledger_id=1, mark_delete=Position(1, -1)
         )
     assert await metadata_store.list_managed_ledger_names() == sorted([NAME, "other"])
     await metadata_store.delete_managed_ledger(NAME)
@@ -140,7 +141,7 @@ async def test_deleting_the_managed_ledger_deletes_its_cursors(
 async def test_cursor_rows_are_checked(metadata_store: MetadataStore, changes) -> None:
     await metadata_store.create_managed_ledger(NAME)
     cursor = await metadata_store.create_managed_cursor(
-        NAME, "sub", cursor_ledger_id=None, mark_delete=(1, -1)
+        NAME, "sub", cursor_ledger_id=None, mark_delete=Position(1, -1)
     )
     with pytest.raises(InvalidArgument):
         await metadata_store.update_managed_cursor(cursor.replace(**changes))

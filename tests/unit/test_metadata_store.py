@@ -8,6 +8,7 @@ import concurrent.futures
 import multiprocessing
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import sqlalchemy
@@ -23,7 +24,12 @@ BOOKIES_3 = ("b1", "b2", "b3")
 
 
 async def _new_ledger(store: MetadataStore, **overrides) -> LedgerMetadata:
-    arguments = {"ensemble_size": 3, "write_quorum": 2, "ack_quorum": 2, "ensemble": BOOKIES_3}
+    arguments: dict[str, Any] = {
+        "ensemble_size": 3,
+        "write_quorum": 2,
+        "ack_quorum": 2,
+        "ensemble": BOOKIES_3,
+    }
     arguments.update(overrides)
     return await store.create_ledger(**arguments)
 
@@ -540,10 +546,14 @@ LEASE_SCRIPT = [
 async def test_lease_script(metadata_store: MetadataStore, manual_clock) -> None:
     for step, (advance_s, operation, holder, expected) in enumerate(LEASE_SCRIPT):
         manual_clock.advance(advance_s)
+        result: bool | str | None
         if operation == "acquire":
+            assert holder is not None
             result = await metadata_store.acquire_lease("auditor", holder, LEASE_S)
         elif operation == "release":
-            result = await metadata_store.release_lease("auditor", holder)
+            assert holder is not None
+            await metadata_store.release_lease("auditor", holder)
+            result = None
         else:
             result = await metadata_store.lease_holder("auditor")
         assert result == expected, f"step {step}: {operation} {holder}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from georep import limits
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.errors import ReplicationStalled
 from georep.replicator.origin import (
@@ -99,7 +100,7 @@ def test_replicated_metadata_keeps_the_message_and_adds_its_origin() -> None:
     original.properties.add(key="app", value="v")
     original.properties.add(key="georep.origin.position", value="stale")
     out = replicated_metadata(
-        original, local_cluster="A", position=(7, 5), producer_name=replication_name("A")
+        original, local_cluster="A", position=Position(7, 5), producer_name=replication_name("A")
     )
     for field in (
         "partition_key",

@@ -10,6 +10,7 @@ import pytest
 from georep.client.consumer import ReceivedEntry
 from georep.client.errors import LinkClosed
 from georep.client.producer import SendReceipt
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.origin import sequence_id_of
 from georep.replicator.replicator import Replicator, ReplicatorSettings
@@ -21,7 +22,7 @@ def entry(entry_id: int, *, ledger_id: int = 3, replicated_from: str = "") -> Re
     metadata = pb.MessageMetadata(producer_name="app", sequence_id=entry_id, publish_time=1)
     if replicated_from:
         metadata.replicated_from = replicated_from
-    return ReceivedEntry((ledger_id, entry_id), metadata, b"payload")
+    return ReceivedEntry(Position(ledger_id, entry_id), metadata, b"payload")
 
 
 class FakeConsumer:
@@ -68,7 +69,7 @@ class FakeProducer:
         return future
 
     def receipt(self, index: int, duplicate: bool = False) -> None:
-        position = (-1, -1) if duplicate else (9, index)
+        position = Position(-1, -1) if duplicate else Position(9, index)
         self.futures[index].set_result(SendReceipt(self.sent[index], position))
 
     def fail(self) -> None:

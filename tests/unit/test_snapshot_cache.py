@@ -5,11 +5,14 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from georep.position import Position
 from georep.snapshots.snapshot_cache import CachedSnapshot, SnapshotCache, position_distance
 
 
 def snap(ledger: int, entry: int) -> CachedSnapshot:
-    return CachedSnapshot(f"s-{ledger}-{entry}", (ledger, entry), {"b": (ledger + 100, entry)})
+    return CachedSnapshot(
+        f"s-{ledger}-{entry}", Position(ledger, entry), {"b": Position(ledger + 100, entry)}
+    )
 
 
 def test_docstring_example():

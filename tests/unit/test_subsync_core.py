@@ -3,6 +3,7 @@ and taken back when it answers."""
 
 from __future__ import annotations
 
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, encode, position
@@ -17,9 +18,11 @@ def core() -> SyncCore:
         settings=SyncSettings(snapshot_interval_s=1.0, snapshot_timeout_s=10.0),
         remotes=frozenset({"B", "C"}),
     )
-    a.on_state({"s": SubscriptionState(mark_delete=(1, -1), consumers=1, replicated=True)}, 0.0)
+    a.on_state(
+        {"s": SubscriptionState(mark_delete=Position(1, -1), consumers=1, replicated=True)}, 0.0
+    )
     own = wire.MessageMetadata(producer_name="p", sequence_id=1, publish_time=0)
-    a.on_entry((1, 0), own, b"x", 0.0)  # something new to snapshot
+    a.on_entry(Position(1, 0), own, b"x", 0.0)  # something new to snapshot
     return a
 
 

@@ -22,6 +22,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.replicator.origin import Verdict, origin_of, replicated_metadata, verdict
 from georep.snapshots.markers import encode
@@ -33,11 +34,11 @@ class Cluster:
     def __init__(self, name: str, ledger: int, mode: SyncMode, peer: str) -> None:
         self.name = name
         self.ledger = ledger
-        self.log: list[tuple[tuple[int, int], wire.MessageMetadata, bytes]] = []
+        self.log: list[tuple[Position, wire.MessageMetadata, bytes]] = []
         self.read = 0
         self.replicated = 0  # entries of this log already offered to the peer
         self.acked: set[tuple[int, int]] = set()
-        self.mark_delete = (ledger, -1)
+        self.mark_delete = Position(ledger, -1)
         self.consumers = 0
         self.sequence = 0
         self.core = SyncCore(
@@ -47,8 +48,8 @@ class Cluster:
             remotes=frozenset({peer}),
         )
 
-    def append(self, metadata: wire.MessageMetadata, payload: bytes = b"x") -> tuple[int, int]:
-        where = (self.ledger, len(self.log))
+    def append(self, metadata: wire.MessageMetadata, payload: bytes = b"x") -> Position:
+        where = Position(self.ledger, len(self.log))
         self.log.append((where, metadata, payload))
         return where
 
@@ -95,7 +96,7 @@ class Cluster:
         ):
             self.acked.add((self.ledger, entry))
             entry += 1
-        self.mark_delete = (self.ledger, entry - 1)
+        self.mark_delete = Position(self.ledger, entry - 1)
 
     def state(self) -> dict[str, SubscriptionState]:
         above = sorted(p for p in self.acked if p > self.mark_delete)

@@ -70,7 +70,9 @@ def create_app(
     return app
 
 
-def _metadata_store(given: MetadataStore | None):  # type: ignore[no-untyped-def]
+def _metadata_store(
+    given: MetadataStore | None,
+) -> Callable[[web.Application], AsyncIterator[None]]:
     async def context(app: web.Application) -> AsyncIterator[None]:
         settings = app[SETTINGS]
         store = given or await MetadataStore.open(settings.metadata_url)

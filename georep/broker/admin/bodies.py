@@ -35,9 +35,9 @@ from typing import Any
 
 from georep import limits
 from georep.broker.admin import names
-from georep.broker.admin.cluster_admin import InvalidArgument, Position
+from georep.broker.admin.cluster_admin import InvalidArgument
 from georep.decimal_text import parse_decimal
-from georep.position import ID_MAX
+from georep.position import ID_MAX, Position
 
 _I64_MAX = ID_MAX  # the wire protocol's int64 ids
 
@@ -151,7 +151,7 @@ def message_position(document: Any) -> Position:
         raise InvalidArgument(
             f"position {ledger_id}:{entry_id}: only the earliest position (-1:-1) has a -1"
         )
-    return (ledger_id, entry_id)
+    return Position(ledger_id, entry_id)
 
 
 def acknowledged_positions(document: Any) -> list[Position]:
@@ -214,7 +214,7 @@ def _position(
     """A ``{ledgerId, entryId}`` object as a position (ids 0..2**63-1, the entryId from
     ``entry_min``); the fields ``also`` are required too and left to the caller."""
     fields = _object(what, document, required=("ledgerId", "entryId", *also), optional=())
-    return (
+    return Position(
         _integer(f"{what}.ledgerId", fields["ledgerId"], 0, _I64_MAX),
         _integer(f"{what}.entryId", fields["entryId"], entry_min, _I64_MAX),
     )

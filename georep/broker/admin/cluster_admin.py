@@ -10,8 +10,8 @@ Contract, for every method:
   namespace, a ``topic`` a :class:`~georep.broker.topic_name.TopicName`, a ``subscription``
   a non-empty name of at most ``limits.subscription_name_chars_max`` printable characters
   without ``/``;
-- a position is ``(ledger_id, entry_id)``; :data:`EARLIEST` and :data:`LATEST` are the
-  client's ``MessageId.earliest`` / ``MessageId.latest`` (as in ``broker/message_id.py``);
+- a position is ``(ledger_id, entry_id)``; `Position.EARLIEST` and `Position.LATEST` are the
+  client's ``MessageId.earliest`` / ``MessageId.latest`` (``georep/position.py``);
 - refusals are the typed errors below, which the app answers with the status in
   parentheses: :class:`NotFound` (404) for a topic or subscription that does not exist,
   :class:`Conflict` (409) for one that already exists or is busy (a subscription with
@@ -32,16 +32,11 @@ public, default, orders), "s", (7, 12))``; a :class:`NotFound` from it answers 4
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar, NotRequired, Protocol, TypedDict, runtime_checkable
+from typing import Any, ClassVar, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from georep.broker.topic_name import TopicName
 from georep.position import Position
 from georep.rest.errors import RestError
-
-#: The client's ``MessageId.earliest`` (before the first entry) and ``.latest`` (after
-#: the last).
-EARLIEST: Position = Position.EARLIEST  # type: ignore[attr-defined]
-LATEST: Position = Position.LATEST  # type: ignore[attr-defined]
 
 
 # --- errors ---------------------------------------------------------------------------
@@ -220,6 +215,11 @@ class SubscriptionSyncResult(TypedDict):
     created: bool
 
 
+#: What the document methods below return: a plain dict, checked against the TypedDict
+#: their docstring names before it is sent (``shapes.py``); further fields pass through.
+Document = dict[str, Any]
+
+
 # --- the protocol ---------------------------------------------------------------------
 @runtime_checkable
 class ClusterAdmin(Protocol):
@@ -253,24 +253,26 @@ class ClusterAdmin(Protocol):
         consumers are connected."""
         ...
 
-    async def topic_stats(self, topic: TopicName) -> TopicStats:
-        """Stats of a non-partitioned topic or one partition; NotFound otherwise."""
+    async def topic_stats(self, topic: TopicName) -> Document:
+        """:class:`TopicStats` of a non-partitioned topic or one partition; NotFound
+        otherwise."""
         ...
 
-    async def internal_stats(self, topic: TopicName) -> PersistentTopicInternalStats:
-        """The managed ledger and cursors of a non-partitioned topic or one partition."""
+    async def internal_stats(self, topic: TopicName) -> Document:
+        """The managed ledger and cursors of a non-partitioned topic or one partition:
+        :class:`PersistentTopicInternalStats`."""
         ...
 
-    async def last_message_id(self, topic: TopicName) -> MessageIdDocument:
+    async def last_message_id(self, topic: TopicName) -> Document:
         """Position of the last entry written (``entryId`` -1 and the current ledger's id
-        when the topic is empty)."""
+        when the topic is empty): :class:`MessageIdDocument`."""
         ...
 
     async def create_subscription(
         self, topic: TopicName, subscription: str, position: Position | None
     ) -> None:
         """A durable subscription whose first message delivered is the one at ``position``
-        (as Pulsar's create-subscription); at :data:`LATEST` when None. For a partitioned
+        (as Pulsar's create-subscription); at `Position.LATEST` when None. For a partitioned
         topic's base name: on every partition. Conflict when it exists; NotFound when the
         topic does not."""
         ...
@@ -281,7 +283,7 @@ class ClusterAdmin(Protocol):
 
     async def reset_cursor(self, topic: TopicName, subscription: str, position: Position) -> None:
         """Move the subscription so that the next message delivered is the one at
-        ``position`` (:data:`EARLIEST` / :data:`LATEST` allowed); acknowledgements above
+        ``position`` (`Position.EARLIEST` / `Position.LATEST` allowed); acknowledgements above
         it are forgotten, connected consumers are redelivered from there."""
         ...
 
@@ -306,18 +308,19 @@ class ClusterAdmin(Protocol):
         InvalidArgument for a position past the last entry."""
         ...
 
-    async def sync_state(self, topic: TopicName) -> SyncState:
+    async def sync_state(self, topic: TopicName) -> Document:
         """The acknowledgement state of every subscription of ``topic`` (a
         non-partitioned topic or one partition, loaded if need be) as its consumers
-        would see it, unpersisted acknowledgements included; NotFound otherwise."""
+        would see it, unpersisted acknowledgements included; NotFound otherwise:
+        :class:`SyncState`."""
         ...
 
     async def sync_changes(
         self, namespace: str, *, epoch: str | None, after: int, wait_s: float
-    ) -> SyncChanges:
+    ) -> Document:
         """The topics of ``namespace`` whose application subscriptions changed after
         sequence ``after`` of run ``epoch``, waiting up to ``wait_s`` for the first
-        (``broker/change_feed.py``)."""
+        (``broker/change_feed.py``): :class:`SyncChanges`."""
         ...
 
     async def sync_subscription(
@@ -329,7 +332,7 @@ class ClusterAdmin(Protocol):
         ranges: Sequence[tuple[Position, Position]],
         batches: Mapping[Position, frozenset[int]],
         replicated: bool,
-    ) -> SubscriptionSyncResult:
+    ) -> Document:
         """Bring ``subscription`` (created when missing, durable) up to a synced state
         without disconnecting its consumers: the mark-delete moves to ``mark_delete``
         only forward; every entry inside the closed ``ranges`` (sorted, disjoint) and
@@ -337,7 +340,7 @@ class ClusterAdmin(Protocol):
         acknowledged; positions past the last entry or not entries are ignored;
         ``replicated`` sets the replicated flag. InvalidArgument, with nothing changed,
         for a batch index at or past its batch's size or a ``georep.*`` / ``pulsar.*``
-        name; NotFound for a missing topic."""
+        name; NotFound for a missing topic. A :class:`SubscriptionSyncResult`."""
         ...
 
 

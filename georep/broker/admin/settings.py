@@ -23,6 +23,7 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from georep import limits, names
 from georep.rest import tokens as token_sources
@@ -111,8 +112,8 @@ class AdminSettings:
             allowed_hosts(self.host, self.allowed_hosts, tokens_required=not self.open),
         )
 
-    def replace(self, **changes: object) -> AdminSettings:
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+    def replace(self, **changes: Any) -> AdminSettings:
+        return dataclasses.replace(self, **changes)
 
     # --- flags and environment ------------------------------------------------------
     @staticmethod

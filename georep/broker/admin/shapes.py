@@ -30,7 +30,7 @@ class ShapeError(RestError):
 
 
 def check(shape: Any, value: object, where: str | None = None) -> None:
-    _check(shape, value, where or getattr(shape, "__name__", str(shape)))
+    _check(shape, value, where or str(getattr(shape, "__name__", shape)))
 
 
 def _check(shape: Any, value: object, where: str) -> None:

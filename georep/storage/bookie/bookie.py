@@ -31,16 +31,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from georep import limits
-from georep.invariant import invariant
+from georep.invariant import invariant, present
 from georep.storage.bookie import journal as journal_module
 from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.journal import Journal
@@ -56,6 +57,8 @@ from georep.storage.bookie.server import PRESSURE, BookieServer
 from georep.storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -145,8 +148,7 @@ class Bookie:
 
     @property
     def storage(self) -> LedgerStorage:
-        invariant(self._storage is not None, "bookie not started")
-        return self._storage  # type: ignore[return-value]
+        return present(self._storage, "bookie not started")
 
     # -- lifecycle --
 
@@ -170,7 +172,7 @@ class Bookie:
         journal_dir.mkdir(exist_ok=True)
         report = await asyncio.to_thread(journal_module.replay, journal_dir, mark, storage.apply)
         self._replayed_records = report.records
-        self._torn_tails = len(report.torn_tails or ())
+        self._torn_tails = len(report.torn_tails)
         log.info(
             "journal replay from %s: %d records from %d files, %d torn tails",
             mark,
@@ -308,10 +310,10 @@ class Bookie:
         self.availability.checkpoint_failure = str(exc)
 
     async def _checkpoint(self) -> None:
-        journal = self._journal
-        invariant(journal is not None and self._storage is not None, "bookie not started")
-        mark = await self._storage.checkpoint(lambda: journal.synced_position)  # type: ignore[union-attr]
-        await asyncio.to_thread(journal.remove_files_before, mark.file_id)  # type: ignore[union-attr]
+        journal = present(self._journal, "bookie not started")
+        storage = present(self._storage, "bookie not started")
+        mark = await storage.checkpoint(lambda: journal.synced_position)
+        await asyncio.to_thread(journal.remove_files_before, mark.file_id)
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.checkpoint_interval_s
@@ -387,18 +389,17 @@ class Bookie:
     # -- metadata duties --
 
     async def _lease_loop(self) -> None:
-        store, lease_s = self._store, self.config.lease_s
-        invariant(store is not None, "lease loop without a store")
+        store, lease_s = present(self._store, "lease loop without a store"), self.config.lease_s
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._read_only_changed.wait(), lease_s / 3)
             self._read_only_changed.clear()
             try:
-                await store.renew_bookie(self._address, lease_s)  # type: ignore[union-attr]
+                await store.renew_bookie(self._address, lease_s)
             except Exception:
                 log.warning("bookie lease renewal failed; re-registering", exc_info=True)
                 with contextlib.suppress(Exception):
-                    await store.register_bookie(self._address, lease_s)  # type: ignore[union-attr]
+                    await store.register_bookie(self._address, lease_s)
             await self._publish_read_only(store, lease_s)
 
     async def _publish_read_only(self, store: MetadataStore, lease_s: float) -> None:
@@ -424,9 +425,8 @@ class Bookie:
 
     async def collect_garbage(self) -> list[int]:
         """One GC pass (see the module docstring for the rule); returns collected ids."""
-        store = self._store
-        invariant(store is not None, "garbage collection needs a metadata store")
-        listed = set(await store.list_ledger_ids())  # type: ignore[union-attr]
+        store = present(self._store, "garbage collection needs a metadata store")
+        listed = set(await store.list_ledger_ids())
         highest = max(listed, default=-1)
         held = self.storage.ledger_ids()
         doomed = {ledger for ledger in held if ledger not in listed and ledger < highest}
@@ -441,9 +441,9 @@ class Bookie:
 
     # -- observability --
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         journal, storage, server = self._journal, self._storage, self._server
-        stats: dict = {
+        stats: dict[str, Any] = {
             "address": self._address,
             "data_dir": str(self.config.data_dir),
             "fsync": self.config.fsync,
@@ -469,13 +469,13 @@ class Bookie:
             }
         if journal is not None:
             stats["journal"] = {
-                **{name: getattr(journal.stats, name) for name in journal.stats.__slots__},  # type: ignore[attr-defined]
+                **_fields_of(journal.stats),
                 "queued": journal.queued_count,
                 "failed": str(journal.failed) if journal.failed else None,
             }
         if storage is not None:
             stats["storage"] = {
-                **{name: getattr(storage.stats, name) for name in storage.stats.__slots__},  # type: ignore[attr-defined]
+                **_fields_of(storage.stats),
                 "ledgers": len(storage.ledger_ids()),
                 "write_cache_bytes": storage.cache.bytes,
                 "write_cache_entries": len(storage.cache),
@@ -483,3 +483,8 @@ class Bookie:
         if server is not None:
             stats["server"] = server.snapshot()
         return stats
+
+
+def _fields_of(stats: DataclassInstance) -> dict[str, Any]:
+    """A stats dataclass's fields by name, in declaration order."""
+    return {field.name: getattr(stats, field.name) for field in dataclasses.fields(stats)}

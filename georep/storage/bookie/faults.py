@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from georep import limits
 from georep.storage.bookie import disk_io
@@ -65,7 +66,7 @@ class Faults:
         unknown = sorted(set(spec) - set(known))
         if unknown:
             raise FaultSpecError(f"unknown fault fields: {', '.join(unknown)}")
-        values: dict[str, object] = {}
+        values: dict[str, Any] = {}
         for name, value in spec.items():
             if name == "delay_ms":
                 if (
@@ -92,7 +93,7 @@ class Faults:
             elif not isinstance(value, bool):
                 raise FaultSpecError(f"{name} must be true or false")
             values[name] = value
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -50,8 +50,9 @@ import os
 import struct
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from crc32c import crc32c
 
@@ -76,8 +77,9 @@ TYPE_ENTRY = 1
 TYPE_FENCE = 2
 
 #: Called once per record after its group is durable: ``waiter(token, None)``, or
-#: ``waiter(token, error)`` when the journal failed.
-Waiter = Callable[[object, BaseException | None], None]
+#: ``waiter(token, error)`` when the journal failed. The token is the caller's own (its
+#: request), handed back untouched: hence ``Any``.
+Waiter = Callable[[Any, BaseException | None], None]
 
 
 def fresh_file_header() -> bytes:
@@ -164,7 +166,7 @@ class ReplayReport:
     files_read: int = 0
     records: int = 0
     #: Files whose replay ended before their end (torn or junk tail), with the offset.
-    torn_tails: list[tuple[int, int]] | None = None
+    torn_tails: list[tuple[int, int]] = field(default_factory=list)
 
 
 def replay(directory: Path, start: JournalOffset, apply: Callable[[Record], None]) -> ReplayReport:
@@ -174,7 +176,7 @@ def replay(directory: Path, start: JournalOffset, apply: Callable[[Record], None
     bounded by ``journal_file_bytes_max``). Files before ``start.file_id`` are skipped;
     a file with no valid header (empty, short, wrong magic) replays nothing.
     """
-    report = ReplayReport(torn_tails=[])
+    report = ReplayReport()
     for file_id in list_file_ids(directory):
         if file_id < start.file_id:
             continue

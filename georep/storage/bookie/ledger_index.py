@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from georep.invariant import invariant
+from georep.invariant import present
 from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.entry_log import Location
 
@@ -104,25 +104,25 @@ class LedgerIndex:
     # -- reads (event loop thread) --
 
     def lookup(self, ledger_id: int, entry_id: int) -> Location | None:
-        invariant(self._reader is not None, "index not open")
-        row = self._reader.execute(
+        reader = present(self._reader, "index not open")
+        row = reader.execute(
             "SELECT log_id, offset, length FROM entries WHERE ledger = ? AND entry = ?",
             (to_sql(ledger_id), entry_id),
         ).fetchone()
         return None if row is None else (row[0], row[1], row[2])
 
     def load_states(self) -> dict[int, LedgerState]:
-        invariant(self._reader is not None, "index not open")
+        reader = present(self._reader, "index not open")
         return {
             from_sql(ledger): LedgerState(bool(fenced), lac, last_entry)
-            for ledger, fenced, lac, last_entry in self._reader.execute(
+            for ledger, fenced, lac, last_entry in reader.execute(
                 "SELECT ledger, fenced, lac, last_entry FROM ledgers"
             )
         }
 
     def live_log_ids(self) -> set[int]:
-        invariant(self._reader is not None, "index not open")
-        return {row[0] for row in self._reader.execute("SELECT DISTINCT log_id FROM ledger_logs")}
+        reader = present(self._reader, "index not open")
+        return {row[0] for row in reader.execute("SELECT DISTINCT log_id FROM ledger_logs")}
 
     # -- writes (storage thread) --
 
@@ -134,8 +134,7 @@ class LedgerIndex:
         A failed commit (``sqlite3.OperationalError``: the disk is full) rolls back whole:
         the index keeps the previous checkpoint's rows.
         """
-        writer = self._writer
-        invariant(writer is not None, "index not open")
+        writer = present(self._writer, "index not open")
         self.disk.check("index")
         writer.execute("BEGIN IMMEDIATE")
         try:
@@ -172,8 +171,7 @@ class LedgerIndex:
 
     def delete_ledgers(self, ledger_ids: Iterable[int]) -> None:
         """Forget ledgers entirely, in one transaction (garbage collection)."""
-        writer = self._writer
-        invariant(writer is not None, "index not open")
+        writer = present(self._writer, "index not open")
         rows = [(to_sql(ledger),) for ledger in ledger_ids]
         writer.execute("BEGIN IMMEDIATE")
         try:

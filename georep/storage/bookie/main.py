@@ -15,6 +15,7 @@ from pathlib import Path
 from georep import console, limits
 from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.storage.bookie.bookie import Bookie, BookieConfig
+from georep.storage.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
 
@@ -122,17 +123,20 @@ async def serve(config: BookieConfig, *, autorecovery: bool = False) -> int:
         log.warning("bookie running WITHOUT fsync: acknowledged adds may be lost on a crash")
     bookie = Bookie(config)
     await bookie.start()
-    recovery = None
+    recovery = store = None
     if autorecovery:
         from georep.storage.meta.store import MetadataStore
         from georep.storage.replication.autorecovery import AutoRecovery
 
+        if config.metadata_url is None:
+            raise InvalidArgument("--autorecovery needs --metadata")
         store = await MetadataStore.open(config.metadata_url)
         recovery = AutoRecovery(store, holder=f"bookie {bookie.address}")
         await recovery.start()
     await serve_until_signalled(f"{READY_PREFIX} {bookie.address}")
     if recovery is not None:
         await recovery.stop()
+    if store is not None:
         await store.close()
     await bookie.stop()
     return 0

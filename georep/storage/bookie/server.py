@@ -30,8 +30,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from georep import limits
 from georep.invariant import InvariantViolation
@@ -90,8 +92,10 @@ class BookieConnection(asyncio.Protocol):
 
     # -- asyncio callbacks --
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def connection_made(self, base_transport: asyncio.BaseTransport) -> None:
+        # A stream server's protocol is always handed a read-write transport.
+        transport = typing.cast(asyncio.Transport, base_transport)
+        self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         server = self._server
@@ -106,7 +110,7 @@ class BookieConnection(asyncio.Protocol):
             transport.close()
             self.transport = None
             return
-        transport.set_write_buffer_limits(high=limits.connection_write_buffer_bytes_max)  # type: ignore[attr-defined]
+        transport.set_write_buffer_limits(high=limits.connection_write_buffer_bytes_max)
         server.connections.add(self)
         server.stats.connections += 1
         if server.pressure_paused:
@@ -126,7 +130,7 @@ class BookieConnection(asyncio.Protocol):
             return
         handle = server.handle
         for message in messages:
-            handle(self, message)  # type: ignore[arg-type]
+            handle(self, message)
         self.flush()
         server.dirty.discard(self)
         if self.in_flight >= limits.connection_requests_in_flight_max:
@@ -237,7 +241,7 @@ class BookieServer:
         storage: LedgerStorage,
         journal: Journal,
         *,
-        stats: Callable[[], dict],
+        stats: Callable[[], dict[str, Any]],
         availability: Availability | None = None,
         fault_injection: bool = False,
         on_checkpoint_wanted: Callable[[], None] = lambda: None,
@@ -255,12 +259,13 @@ class BookieServer:
         self._stats = stats
         self._on_checkpoint_wanted = on_checkpoint_wanted
         self._server: asyncio.AbstractServer | None = None
-        self._handlers: dict[type, Callable[[BookieConnection, protocol.Request], None]] = {
-            protocol.AddRequest: self._add,  # type: ignore[dict-item]
-            protocol.ReadRequest: self._read,  # type: ignore[dict-item]
-            protocol.ReadLacRequest: self._read,  # type: ignore[dict-item]
+        #: Request class -> its handler, which takes requests of that class (hence Any).
+        self._handlers: dict[type[protocol.Message], Callable[[BookieConnection, Any], None]] = {
+            protocol.AddRequest: self._add,
+            protocol.ReadRequest: self._read,
+            protocol.ReadLacRequest: self._read,
             protocol.HealthRequest: self._health,
-            protocol.FaultRequest: self._fault,  # type: ignore[dict-item]
+            protocol.FaultRequest: self._fault,
         }
         journal.group_done_hooks.append(self._group_done)
 
@@ -290,7 +295,7 @@ class BookieServer:
 
     # -- dispatch --
 
-    def handle(self, connection: BookieConnection, request: protocol.Request) -> None:
+    def handle(self, connection: BookieConnection, request: protocol.Message) -> None:
         try:
             self._handlers[type(request)](connection, request)
         except InvariantViolation:
@@ -488,7 +493,7 @@ class BookieServer:
             for connection in list(self.connections):
                 connection.resume(PRESSURE)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         return {
             "connections_open": len(self.connections),
             "faults": self.faults.to_json(),

@@ -16,6 +16,8 @@ reading requests while it is over (see server backpressure), and checkpoints at 
 
 from __future__ import annotations
 
+import builtins
+
 from georep import limits
 from georep.invariant import invariant
 
@@ -62,7 +64,7 @@ class WriteCache:
     def __len__(self) -> int:
         return len(self._active) + len(self._flushing)
 
-    def freeze(self) -> dict[Key, bytes]:
+    def freeze(self) -> dict[Key, builtins.bytes]:
         """Move the active generation to flushing and return it (one checkpoint at a time)."""
         invariant(not self._flushing, "write cache frozen twice")
         self._flushing, self._flushing_bytes = self._active, self._active_bytes

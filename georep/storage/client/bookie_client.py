@@ -19,17 +19,19 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator
+import typing
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
 
 from georep import limits
-from georep.invariant import invariant
+from georep.invariant import InvariantViolation, invariant, present
 from georep.storage import protocol
 from georep.storage.errors import BookieUnavailable, ProtocolError
 
 log = logging.getLogger(__name__)
 
 #: Called once per request with its response or a BookieUnavailable.
-Completion = Callable[[object], None]
+Completion = Callable[[protocol.Response | BaseException], None]
 
 
 class State(enum.Enum):
@@ -62,7 +64,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream connection is always handed a read-write transport.
+        self.transport = typing.cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -106,7 +109,7 @@ class BookieClient:
         self.requests_sent = 0
         self.failures = 0
 
-    def _spawn(self, coroutine) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -133,8 +136,7 @@ class BookieClient:
             loop = asyncio.get_running_loop()
             self._connected = loop.create_future()
             self._spawn(self._connect())
-        invariant(self._connected is not None, "connecting without a future")
-        await asyncio.shield(self._connected)  # type: ignore[arg-type]
+        await asyncio.shield(present(self._connected, "connecting without a future"))
 
     async def _connect(self) -> None:
         future = self._connected
@@ -155,7 +157,7 @@ class BookieClient:
                 future.exception()  # retrieved: waiters re-raise it
             return
         if self._state is not State.CONNECTING:  # closed while connecting
-            connection.transport.abort()
+            present(connection.transport, "a connection made without a transport").abort()
             return
         self._connection = connection
         self._move(State.CONNECTED)
@@ -252,6 +254,8 @@ class BookieClient:
             self._arm_sweeper()
 
     def _on_response(self, message: protocol.Message) -> None:
+        if not isinstance(message, protocol.Response):  # the decoder reads responses only
+            raise InvariantViolation(f"bookie {self.address}: {message!r} is no response")
         entry = self._pending.pop(message.request_id, None)
         if entry is None:
             return  # answered after its deadline: already failed
@@ -285,13 +289,15 @@ class BookieClient:
             complete(BookieUnavailable(f"client for bookie {self.address} closed"))
 
 
-def _settle(future: asyncio.Future[protocol.Response], outcome: object) -> None:
+def _settle(
+    future: asyncio.Future[protocol.Response], outcome: protocol.Response | BaseException
+) -> None:
     if future.done():
         return
     if isinstance(outcome, BaseException):
         future.set_exception(outcome)
     else:
-        future.set_result(outcome)  # type: ignore[arg-type]
+        future.set_result(outcome)
 
 
 class BookieClientPool:

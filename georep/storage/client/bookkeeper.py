@@ -20,6 +20,7 @@ from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.client.ledger_recovery_op import LedgerRecoveryOp
 from georep.storage.client.placement import EnsemblePlacementPolicy
 from georep.storage.client.read_handle import ReadHandle
+from georep.storage.meta.ledger_metadata import LedgerMetadata
 from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class BookKeeper:
         await handle.read_lac()
         return handle
 
-    async def recover_ledger(self, ledger_id: int):
+    async def recover_ledger(self, ledger_id: int) -> LedgerMetadata:
         """Fence and close ``ledger_id``; returns its CLOSED metadata."""
         return await LedgerRecoveryOp(self, ledger_id).run()
 

@@ -211,7 +211,13 @@ class LedgerHandle:
             request_id, frame, functools.partial(self._on_add_response, op, index, bookie)
         )
 
-    def _on_add_response(self, op: PendingAddOp, index: int, bookie: str, outcome: object) -> None:
+    def _on_add_response(
+        self,
+        op: PendingAddOp,
+        index: int,
+        bookie: str,
+        outcome: protocol.Response | BaseException,
+    ) -> None:
         if self.metadata.last_ensemble[index] != bookie:
             return  # the bookie was replaced meanwhile: its answer no longer counts
         if isinstance(outcome, BaseException):
@@ -219,7 +225,7 @@ class LedgerHandle:
             # leave every later entry one copy short. Replace the bookie now.
             self._on_bookie_failed(index, bookie, str(outcome))
             return
-        response: protocol.Response = outcome  # type: ignore[assignment]
+        response = outcome
         status = response.status
         if status == protocol.Status.FENCED:
             self._fail_all(

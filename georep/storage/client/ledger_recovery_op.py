@@ -128,7 +128,7 @@ class LedgerRecoveryOp:
                     if answer.status != protocol.Status.OK:
                         errors.append(f"{ensemble[index]}: {answer.status.name}")
                         continue
-                    highest = max(highest, answer.last_add_confirmed)  # type: ignore[attr-defined]
+                    highest = max(highest, answer.last_add_confirmed)  # type: ignore[attr-defined]  # READ_LAC answers
                     coverage.add(index)
         finally:
             for future in pending:
@@ -182,7 +182,7 @@ class LedgerRecoveryOp:
                     if answer.status != protocol.Status.OK:
                         errors.append(f"{bookie}: {answer.status.name} {answer.error}")
                         continue
-                    data = answer.data  # type: ignore[attr-defined]
+                    data = answer.data  # type: ignore[attr-defined]  # a READ is answered by a ReadResponse
                     try:
                         return entry_format.decode(data, self._ledger_id, entry_id), data
                     except CorruptEntry as error:

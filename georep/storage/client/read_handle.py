@@ -113,7 +113,7 @@ class ReadEntryOp:
             return "missing"
         if response.status != protocol.Status.OK:
             return f"{response.status.name}: {response.error}"
-        data = response.data  # type: ignore[attr-defined]
+        data = response.data  # type: ignore[attr-defined]  # a READ is answered by a ReadResponse
         try:
             return entry_format.decode(data, self._ledger_id, self._entry_id), data
         except CorruptEntry as error:

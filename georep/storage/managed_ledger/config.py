@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from georep import limits
 from georep.storage.errors import InvalidArgument
@@ -44,7 +45,8 @@ class ManagedLedgerConfig:
     rollover_bytes_max: int = 256 * MIB
     rollover_age_s_max: float = 4 * 3600.0
     retention_s: float | None = None
-    retention_bytes: int | None = None
+    #: Bytes; ``math.inf`` (a namespace's unlimited size retention) keeps every ledger.
+    retention_bytes: float | None = None
     cursor_persist_interval_ms: float = 0.0
     #: Ranges written per persisted cursor state, at most the global limit.
     cursor_ranges_persisted_max: int = limits.cursor_ranges_persisted_max
@@ -95,10 +97,10 @@ class ManagedLedgerConfig:
         return self.retention_s is not None or self.retention_bytes is not None
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
 
 
 def _positive(name: str, value: object) -> None:
-    if not (_is_number(value) and value > 0):  # type: ignore[operator]
+    if not (_is_number(value) and value > 0):
         raise InvalidArgument(f"{name} must be > 0, got {value!r}")

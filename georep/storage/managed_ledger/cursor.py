@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from georep import limits
+from georep.invariant import present
 from georep.position import Position
 from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.client.read_handle import ReadHandle
@@ -108,7 +109,7 @@ class ManagedCursor:
         managed_ledger: ManagedLedger,
         info: ManagedCursorInfo,
         state: CursorState,
-        ledger: LedgerHandle,
+        ledger: LedgerHandle | None,
         ledger_bytes: int,
     ) -> None:
         self.name = info.name
@@ -167,12 +168,12 @@ class ManagedCursor:
             managed_ledger=managed_ledger.name,
             name=name,
             cursor_ledger_id=None,
-            mark_delete=tuple(mark_delete),  # type: ignore[arg-type]
+            mark_delete=mark_delete,
             properties={},
             created_at=0.0,
             version=0,
         )
-        cursor = cls(managed_ledger, info, CursorState(mark_delete), None, 0)  # type: ignore[arg-type]
+        cursor = cls(managed_ledger, info, CursorState(mark_delete), None, 0)
         cursor.durable = False
         return cursor
 
@@ -187,7 +188,7 @@ class ManagedCursor:
             info = await managed_ledger.update_cursor_row(
                 info.replace(
                     cursor_ledger_id=ledger.ledger_id,
-                    mark_delete=tuple(state.mark_delete),
+                    mark_delete=state.mark_delete,
                     properties=dict(state.properties),
                 )
             )
@@ -247,10 +248,11 @@ class ManagedCursor:
         state. Returns once durable."""
         self._check_open()
         self._check_in_log(position)
-        encoded = None if properties is None else cursor_state.encode_properties(properties)
+        if properties is not None:  # InvalidArgument before anything changes
+            cursor_state.encode_properties(properties)
         changed = self._acks.mark_delete(position, self._ml)
-        if encoded is not None:
-            self._properties = dict(properties)  # type: ignore[arg-type]
+        if properties is not None:
+            self._properties = dict(properties)
             changed = True
         if changed:
             self._changed()
@@ -454,7 +456,7 @@ class ManagedCursor:
         """The lowest batch entries one persisted state holds (count and bytes bounds)."""
         count_max = self._ml.config.cursor_batch_entries_persisted_max
         room = limits.cursor_batch_bytes_persisted_max
-        chosen = []
+        chosen: list[tuple[Position, int]] = []
         for position, bits in self._acks.batches():
             size = cursor_state.batch_bytes(bits)
             if len(chosen) >= count_max or size > room:
@@ -479,7 +481,7 @@ class ManagedCursor:
             await ledger.add(data)
         except LedgerFenced as error:
             self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: {error}"))
-            raise self._error from None  # type: ignore[misc]
+            raise present(self._error, "a fenced cursor holds its error") from None
         except StorageError as error:
             log.warning(
                 "cursor %r: ledger %d failed (%s); moving on", self.name, ledger.ledger_id, error
@@ -497,14 +499,14 @@ class ManagedCursor:
             info = await self._ml.update_cursor_row(
                 self._info.replace(
                     cursor_ledger_id=ledger.ledger_id,
-                    mark_delete=tuple(state.mark_delete),
+                    mark_delete=state.mark_delete,
                     properties=dict(state.properties),
                 )
             )
         except (BadVersion, NoSuchCursor) as error:
             await self._ml.delete_cursor_ledgers([ledger.ledger_id])
             self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: its row changed: {error}"))
-            raise self._error from None  # type: ignore[misc]
+            raise present(self._error, "a fenced cursor holds its error") from None
         except StorageError:
             await self._ml.delete_cursor_ledgers([ledger.ledger_id])
             raise

@@ -55,7 +55,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from georep import limits
-from georep.invariant import invariant
+from georep.invariant import InvariantViolation, invariant
 from georep.position import Position
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.client.ledger_handle import LedgerHandle
@@ -386,7 +386,8 @@ class ManagedLedger:
 
     async def _send(self, op: PendingAppendOp) -> None:
         writer = self._writer
-        invariant(writer is not None, "send without a writer")
+        if writer is None:
+            raise InvariantViolation("send without a writer")
         # Our room is smaller than the handle's (limits), so this never waits for room:
         # no other append can slip in between and positions follow call order.
         invariant(writer.pending_count < limits.pending_adds_count_max, "handle full")
@@ -506,7 +507,7 @@ class ManagedLedger:
             return
         finally:
             self._rollover = None
-            if self._queued and self._state != "open":
+            if self._queued and not self._is_open():
                 self._fail_queued(self._error or ManagedLedgerClosed(self.name))
 
     def _record_end(self, ledger_id: int, end: LedgerMetadata) -> None:
@@ -579,7 +580,7 @@ class ManagedLedger:
             )
         except (BadVersion, NoSuchManagedLedger) as error:
             self._fence(f"its list changed under us: {error}")
-            raise self._error from None  # type: ignore[misc]
+            raise self._failure() from None
 
     def _fail_queued(self, error: BaseException) -> None:
         queued, self._queued = self._queued, collections.deque()
@@ -670,13 +671,13 @@ class ManagedLedger:
     async def _read_ledger(self, ledger_id: int, first: int, last: int) -> list[Any]:
         writer = self._writer
         if writer is not None and writer.ledger_id == ledger_id:
-            handle = ReadHandle(self._bk, writer.metadata, writer.last_add_confirmed)
-            return await handle.read(first, last)
-        handle = self._read_handles.get(ledger_id)
-        if handle is not None:
+            current = ReadHandle(self._bk, writer.metadata, writer.last_add_confirmed)
+            return await current.read(first, last)
+        cached = self._read_handles.get(ledger_id)
+        if cached is not None:
             self._read_handles.move_to_end(ledger_id)
             try:
-                return await handle.read(first, last)
+                return await cached.read(first, last)
             except (BookieUnavailable, NoSuchEntry) as error:
                 # Auto-recovery may have moved the ledger's fragments: fresh metadata.
                 log.info("ledger %d: read failed (%s); reopening", ledger_id, error)
@@ -694,7 +695,7 @@ class ManagedLedger:
         while True:
             self._check_readable()
             if self._state == "fenced":
-                raise self._error  # type: ignore[misc]
+                raise self._failure()
             last = self._last_confirmed
             if last is not None and (position is None or last > position):
                 return
@@ -721,7 +722,7 @@ class ManagedLedger:
         if name in self.cursors:
             return self.cursors[name]
         if start == "earliest":
-            position = self.position_at_or_after(Position.EARLIEST)  # type: ignore[attr-defined]
+            position = self.position_at_or_after(Position.EARLIEST)
         elif start == "latest":
             position = self._tail()
         elif isinstance(start, Position):
@@ -786,7 +787,7 @@ class ManagedLedger:
             self.name,
             name,
             cursor_ledger_id=cursor_ledger_id,
-            mark_delete=tuple(mark_delete),  # type: ignore[arg-type]
+            mark_delete=mark_delete,
             properties={},
         )
 
@@ -852,7 +853,7 @@ class ManagedLedger:
 
     def _check_readable(self) -> None:
         if self._state == "closed":
-            raise self._error  # type: ignore[misc]
+            raise self._failure()
 
     def _fence(self, reason: str) -> None:
         if self._state != "open":
@@ -870,6 +871,16 @@ class ManagedLedger:
     @property
     def is_fenced(self) -> bool:
         return self._state == "fenced"
+
+    def _failure(self) -> ManagedLedgerError:
+        """The error a fenced or closed log fails with (set when it leaves "open")."""
+        if self._error is None:
+            raise InvariantViolation(f"managed ledger {self.name}: {self._state}, no error")
+        return self._error
+
+    def _is_open(self) -> bool:
+        """Read afresh: an await may have fenced or closed the log since a check."""
+        return self._state == "open"
 
     async def close(self) -> None:
         """Stop taking appends, let those admitted finish, close the current ledger
@@ -936,7 +947,7 @@ def _text(position: Position | None) -> str | None:
 
 
 def _next_in_ledger(position: Position) -> Position:
-    if position.entry_id >= Position.LATEST.entry_id:  # type: ignore[attr-defined]
+    if position.entry_id >= Position.LATEST.entry_id:
         return position
     return position.next_in_ledger()
 

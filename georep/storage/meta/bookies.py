@@ -18,6 +18,7 @@ from georep.storage.meta.engine import (
     _check_duration,
     _check_name,
 )
+from georep.storage.meta.leases import LeaseRepository
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class BookieRegistration:
 READ_ONLY_LEASE_PREFIX = "bookie-read-only/"
 
 
-class BookieRepository:
+class BookieRepository(LeaseRepository):
     """Bookie registrations with leases (BookKeeper's RegistrationManager)."""
 
     # --- bookies --------------------------------------------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, delete, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
@@ -18,10 +18,12 @@ from georep.storage.errors import (
     InvalidArgument,
 )
 from georep.storage.meta.engine import (
+    MetadataEngine,
     _check_int,
     _check_name,
     _Conflict,
     _count_rows,
+    table_of,
 )
 from georep.storage.meta.models import (
     NamespaceRow,
@@ -69,9 +71,9 @@ class NamespaceRecord:
     version: int
 
 
-_tenants: Table = TenantRow.__table__  # type: ignore[assignment]
-_namespaces: Table = NamespaceRow.__table__  # type: ignore[assignment]
-_partitioned: Table = PartitionedTopicRow.__table__  # type: ignore[assignment]
+_tenants = table_of(TenantRow)
+_namespaces = table_of(NamespaceRow)
+_partitioned = table_of(PartitionedTopicRow)
 
 
 def _select_tenant(connection: Connection, name: str) -> Row[Any] | None:
@@ -136,7 +138,7 @@ def _check_policies(
     }
 
 
-class CatalogRepository:
+class CatalogRepository(MetadataEngine):
     """Tenants and namespaces, for the admin REST and the broker."""
 
     # --- tenants and namespaces ---------------------------------------------------------

@@ -45,6 +45,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from georep import limits
+from georep.invariant import InvariantViolation
 from georep.storage.errors import (
     BadVersion,
     InvalidArgument,
@@ -52,6 +53,7 @@ from georep.storage.errors import (
 )
 from georep.storage.meta import migrate as migrations
 from georep.storage.meta.models import (
+    Base,
     BookieRow,
     LeaseRow,
     LedgerRow,
@@ -65,12 +67,22 @@ Clock = Callable[[], float]
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
-_ledgers: Table = LedgerRow.__table__  # type: ignore[assignment]
-_bookies: Table = BookieRow.__table__  # type: ignore[assignment]
-_underreplicated: Table = UnderReplicatedRow.__table__  # type: ignore[assignment]
-_leases: Table = LeaseRow.__table__  # type: ignore[assignment]
-_managed_ledgers: Table = ManagedLedgerRow.__table__  # type: ignore[assignment]
-_managed_cursors: Table = ManagedCursorRow.__table__  # type: ignore[assignment]
+
+def table_of(row: type[Base]) -> Table:
+    """The table a row class is mapped to (SQLAlchemy declares ``__table__`` as any
+    ``FromClause``; every georep model maps one plain table)."""
+    table = row.__table__
+    if not isinstance(table, Table):
+        raise InvariantViolation(f"{row.__name__} is not mapped to a table")
+    return table
+
+
+_ledgers = table_of(LedgerRow)
+_bookies = table_of(BookieRow)
+_underreplicated = table_of(UnderReplicatedRow)
+_leases = table_of(LeaseRow)
+_managed_ledgers = table_of(ManagedLedgerRow)
+_managed_cursors = table_of(ManagedCursorRow)
 
 
 class _Conflict(Exception):

@@ -5,13 +5,14 @@ from __future__ import annotations
 from sqlalchemy import case, or_, select
 
 from georep.storage.meta.engine import (
+    MetadataEngine,
     _check_duration,
     _check_name,
     _leases,
 )
 
 
-class LeaseRepository:
+class LeaseRepository(MetadataEngine):
     """Named leases (the auditor's leadership): acquire, renew, release, read."""
 
     # --- leases ---------------------------------------------------------------------

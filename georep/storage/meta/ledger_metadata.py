@@ -16,6 +16,7 @@ import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from georep.invariant import invariant
 
@@ -98,7 +99,7 @@ class LedgerMetadata:
     def is_closed(self) -> bool:
         return self.state == LedgerState.CLOSED
 
-    def replace(self, **changes: object) -> LedgerMetadata:
+    def replace(self, **changes: Any) -> LedgerMetadata:
         return dataclasses.replace(self, **changes)
 
     def with_segment(self, first_entry_id: int, ensemble: Ensemble) -> LedgerMetadata:

@@ -16,6 +16,7 @@ from georep.storage.errors import (
     NoSuchLedger,
 )
 from georep.storage.meta.engine import (
+    MetadataEngine,
     _check_custom,
     _check_int,
     _check_name,
@@ -24,7 +25,7 @@ from georep.storage.meta.engine import (
 from georep.storage.meta.ledger_metadata import LedgerMetadata, LedgerState
 
 
-class LedgerRepository:
+class LedgerRepository(MetadataEngine):
     """Ledger metadata: create, read, CAS update, delete, list (BookKeeper's
     LedgerManager)."""
 

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from georep import limits
 from georep.invariant import invariant
+from georep.position import Position
 from georep.storage.errors import (
     BadVersion,
     InvalidArgument,
@@ -23,6 +24,7 @@ from georep.storage.errors import (
     NoSuchManagedLedger,
 )
 from georep.storage.meta.engine import (
+    MetadataEngine,
     _check_custom,
     _check_int,
     _managed_cursors,
@@ -66,7 +68,7 @@ class ManagedCursorInfo:
     managed_ledger: str
     name: str
     cursor_ledger_id: int | None
-    mark_delete: tuple[int, int]
+    mark_delete: Position
     properties: Mapping[str, str]
     created_at: float
     version: int
@@ -75,7 +77,7 @@ class ManagedCursorInfo:
         return dataclasses.replace(self, **changes)
 
 
-class ManagedLedgerRepository:
+class ManagedLedgerRepository(MetadataEngine):
     """Managed ledgers (their ledger lists) and their cursors, for
     ``storage/managed_ledger``."""
 
@@ -116,7 +118,7 @@ class ManagedLedgerRepository:
         name: str,
         *,
         cursor_ledger_id: int | None,
-        mark_delete: tuple[int, int],
+        mark_delete: Position,
         properties: Mapping[str, str] | None = None,
     ) -> ManagedCursorInfo:
         """A new cursor row at version 1. BadVersion when the cursor exists,
@@ -325,7 +327,7 @@ def _managed_cursor_from_row(row: Row[Any]) -> ManagedCursorInfo:
             managed_ledger=row.managed_ledger,
             name=row.name,
             cursor_ledger_id=row.cursor_ledger_id,
-            mark_delete=(row.mark_delete_ledger_id, row.mark_delete_entry_id),
+            mark_delete=Position(row.mark_delete_ledger_id, row.mark_delete_entry_id),
             properties=dict(row.properties),
             created_at=row.created_at,
             version=row.version,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import sqlite3
 import zlib
 from collections.abc import Iterator
 
@@ -86,6 +87,8 @@ def create_engine(url: str, **engine_options: object) -> Engine:
     if parsed.get_backend_name() != "sqlite":
         return sqlalchemy.create_engine(parsed, pool_pre_ping=True, **engine_options)
 
+    if parsed.database is None:  # database_url refuses it; said again for the checker
+        raise InvalidArgument(f"metadata URL {url!r}: SQLite needs a file path")
     directory = os.path.dirname(os.path.abspath(parsed.database))
     if not os.path.isdir(directory):
         raise InvalidArgument(f"metadata URL {url!r}: directory {directory} does not exist")
@@ -94,7 +97,7 @@ def create_engine(url: str, **engine_options: object) -> Engine:
     )
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         # No implicit BEGIN from pysqlite: the "begin" hook below emits it.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()

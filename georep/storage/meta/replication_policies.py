@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, delete, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
@@ -17,11 +17,13 @@ from georep.storage.errors import (
     InvalidArgument,
 )
 from georep.storage.meta.engine import (
+    MetadataEngine,
     _check_int,
     _check_name,
     _check_names,
     _Conflict,
     _count_rows,
+    table_of,
 )
 from georep.storage.meta.models import (
     RemoteClusterRow,
@@ -54,14 +56,14 @@ class ReplicationPolicyRecord:
     version: int
 
 
-_remote_clusters: Table = RemoteClusterRow.__table__  # type: ignore[assignment]
-_replication_policies: Table = ReplicationPolicyRow.__table__  # type: ignore[assignment]
+_remote_clusters = table_of(RemoteClusterRow)
+_replication_policies = table_of(ReplicationPolicyRow)
 
 
 def _check_scope(scope: object) -> str:
-    if scope not in POLICY_SCOPES:
+    if not isinstance(scope, str) or scope not in POLICY_SCOPES:
         raise InvalidArgument(f"policy scope must be one of {POLICY_SCOPES}, got {scope!r}")
-    return scope  # type: ignore[return-value]
+    return scope
 
 
 def _check_url(what: str, value: object) -> str:
@@ -96,7 +98,7 @@ def _policy_from_row(row: Row[Any]) -> ReplicationPolicyRecord:
     )
 
 
-class ReplicationPolicyRepository:
+class ReplicationPolicyRepository(MetadataEngine):
     """The gateway's remote clusters and replication policies."""
 
     # --- gateway: remote clusters and replication policies -----------------------------

@@ -17,6 +17,7 @@ from georep.storage.errors import (
     InvalidArgument,
 )
 from georep.storage.meta.engine import (
+    MetadataEngine,
     _check_duration,
     _check_int,
     _check_name,
@@ -37,7 +38,7 @@ class UnderReplicatedLedger:
     version: int
 
 
-class UnderReplicationRepository:
+class UnderReplicationRepository(MetadataEngine):
     """Under-replicated ledgers: markers, locks held by replication workers, completion
     (BookKeeper's LedgerUnderreplicationManager)."""
 

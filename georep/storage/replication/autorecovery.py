@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import socket
+from typing import Any
 
 from georep import limits
 from georep.storage.client.bookkeeper import BookKeeper
@@ -60,7 +61,7 @@ class AutoRecovery:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.bookkeeper.close()
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {"auditor": dict(self.auditor.stats), "worker": dict(self.worker.stats)}
 
 
