@@ -337,7 +337,7 @@ def _count(what: str, value: Any, count_max: int) -> int:
 # --- pieces -----------------------------------------------------------------------------
 
 
-def _table(document: Mapping[str, Any], key: str, *, required: bool = False) -> Mapping:
+def _table(document: Mapping[str, Any], key: str, *, required: bool = False) -> Mapping[str, Any]:
     value = document.get(key)
     if value is None:
         if required:
@@ -387,7 +387,7 @@ def _endpoint(
             shared = token_sources.client_token(environ, ADMIN_TOKENS_ENV)
             token = Token(shared) if shared is not None else None
     except (TokenError, IndexError) as error:
-        raise ConfigError(f"[{where}] token: {error or 'empty file'}") from None
+        raise ConfigError(f"[{where}] token: {str(error) or 'empty file'}") from None
     kind = table.get("kind", "georep")
     if kind not in CLUSTER_KINDS:
         raise ConfigError(f"[{where}] kind {kind!r}: use one of {', '.join(CLUSTER_KINDS)}")

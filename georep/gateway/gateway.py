@@ -21,7 +21,8 @@ from georep.client.errors import LinkError
 from georep.gateway.config import GatewayConfig
 from georep.gateway.manager import ReplicationManager
 from georep.gateway.ownership import Ownership, generated_instance_name
-from georep.gateway.rest import create_app
+from georep.gateway.rest import Served, create_app
+from georep.invariant import present
 from georep.replicator.replicator import ReplicatorSettings
 from georep.rest.server import RestRunner
 from georep.storage.errors import BadVersion
@@ -76,11 +77,13 @@ class Gateway:
                 ownership=self.ownership,
             )
             await self.ownership.start()
-            self._runner = RestRunner(create_app(self))
+            self._runner = RestRunner(
+                create_app(Served(config, self.store, self.manager, self.ownership))
+            )
             await self._runner.setup()
             site = web.TCPSite(self._runner, config.listen_host, config.listen_port)
             await site.start()
-            self.port = site._server.sockets[0].getsockname()[1]  # the port chosen for 0
+            self.port = int(self._runner.addresses[0][1])  # the port chosen for 0
             if config.open:
                 log.warning(
                     "gateway REST is OPEN: no token configured, anyone reaching %s may change"
@@ -103,16 +106,18 @@ class Gateway:
             self.manager.poke()
 
     async def _seed_policies(self) -> None:
+        store = present(self.store, "the store is opened first")
         seeds = [("namespace", n, c) for n, c in self.config.seed_namespace_policies.items()]
         seeds += [("topic", n, c) for n, c in self.config.seed_topic_policies.items()]
         for scope, name, clusters in seeds:
             with contextlib.suppress(BadVersion):  # a stored policy wins over the file
-                await self.store.put_replication_policy(scope, name, clusters, expected_version=0)
+                await store.put_replication_policy(scope, name, clusters, expected_version=0)
                 log.info("seeded the %s policy of %s: %s", scope, name, list(clusters))
 
     async def _check_local_name(self) -> None:
+        manager = present(self.manager, "the manager is made first")
         try:
-            names = await self.manager.local_admin.cluster_names()
+            names = await manager.local_admin.cluster_names()
         except LinkError as error:
             log.warning("local cluster's admin REST not reachable yet: %s", error)
             return

@@ -46,6 +46,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from georep import limits
 from georep.broker.errors import InvalidTopicName
@@ -59,6 +60,7 @@ from georep.gateway.ownership import Shares, Sole
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
+from georep.storage.meta.replication_policies import ReplicationPolicyRepository
 from georep.subsync import pulsar_port
 from georep.subsync.change_watch import ChangeWatch
 from georep.subsync.core import SyncCore
@@ -86,7 +88,7 @@ class DiscoveryStats:
     over_limit: int = 0
     pending_deletions: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "passes": self.passes,
             "errorsCounter": self.errors,
@@ -106,7 +108,7 @@ class ReplicationManager:
         *,
         local: ClusterEndpoint,
         remotes: Mapping[str, ClusterEndpoint],
-        store,
+        store: ReplicationPolicyRepository,
         settings: ReplicatorSettings | None = None,
         discovery_interval_s: float = limits.gateway_discovery_interval_s_default,
         clock: Callable[[], float] = time.time,
@@ -284,12 +286,12 @@ class ReplicationManager:
         for namespace, topics in sorted(self._topics.items()):
             for topic in topics:
                 try:
-                    name = TopicName.parse(topic)
+                    parsed = TopicName.parse(topic)
                 except InvalidTopicName:
                     continue
                 clusters = topic_policies.get(topic)
                 if clusters is None:
-                    clusters = topic_policies.get(str(name.base))
+                    clusters = topic_policies.get(str(parsed.base))
                 if clusters is None:
                     clusters = namespace_policies.get(namespace, ())
                 wanted = [c for c in clusters if c != self.local.name]
@@ -300,7 +302,7 @@ class ReplicationManager:
                 if len(desired) + len(targets) > self.replicators_max:
                     over_limit += 1
                     continue
-                partitions = await self._partitions_of(name, topics)
+                partitions = await self._partitions_of(parsed, topics)
                 for remote in targets:
                     desired[(topic, remote)] = partitions
 
@@ -469,10 +471,16 @@ class ReplicationManager:
                 watch = ChangeWatch(
                     namespace,
                     port=self.sync_port,
-                    syncs=lambda namespace=namespace: self._namespace_syncs.get(namespace, {}),
+                    syncs=self._syncs_of(namespace),
                 )
                 self.watches[namespace] = watch
                 watch.start()
+
+    def _syncs_of(self, namespace: str) -> Callable[[], Mapping[str, TopicSync]]:
+        def syncs() -> Mapping[str, TopicSync]:
+            return self._namespace_syncs.get(namespace, {})
+
+        return syncs
 
     def _connected_to(self, topic: str) -> Callable[[str], bool]:
         def connected(remote: str) -> bool:
@@ -568,7 +576,7 @@ class ReplicationManager:
 
     # -- stats --
 
-    def sync_stats(self, topics: list[str] | None = None) -> dict:
+    def sync_stats(self, topics: list[str] | None = None) -> dict[str, Any]:
         """Subscription sync's summary, with the stats of ``topics`` (None: every synced
         topic partition; ``GET /stats`` pages them)."""
         chosen = sorted(self.syncs) if topics is None else topics
@@ -585,7 +593,7 @@ class ReplicationManager:
             "topics": [self.syncs[topic].stats() for topic in chosen if topic in self.syncs],
         }
 
-    def replicator_stats(self, keys: list[Key] | None = None) -> list[dict]:
+    def replicator_stats(self, keys: list[Key] | None = None) -> list[dict[str, Any]]:
         chosen = sorted(self.replicators) if keys is None else keys
         return [self.replicators[key].stats() for key in chosen if key in self.replicators]
 

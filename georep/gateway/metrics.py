@@ -15,7 +15,7 @@ of the last state applied here and the ranges it left on the subscription.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -132,7 +132,9 @@ class ReplicationCollector:
         )
 
 
-def _gauge(name: str, text: str, labels: list[str], rows) -> GaugeMetricFamily:
+def _gauge(
+    name: str, text: str, labels: list[str], rows: Iterable[tuple[list[str], float]]
+) -> GaugeMetricFamily:
     gauge = GaugeMetricFamily(name, text, labels=labels)
     for values, value in rows:
         gauge.add_metric(values, float(value))

@@ -38,20 +38,26 @@ for auth, 404, 409 for a version conflict, 413 for a body over
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from georep import limits
 from georep.broker.errors import InvalidTopicName
 from georep.broker.topic_name import TopicName, check_namespace
 from georep.decimal_text import parse_decimal
+from georep.gateway.config import GatewayConfig
 from georep.gateway.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
+from georep.gateway.manager import ReplicationManager
+from georep.gateway.ownership import Ownership
 from georep.rest.auth import Role
 from georep.rest.json_io import json_response, read_json
 from georep.rest.middleware import answering, application, register
 from georep.rest.routes import QueryParameter, Route
 from georep.storage.errors import BadVersion, InvalidArgument
+from georep.storage.meta.store import MetadataStore, ReplicationPolicyRecord
 
 log = logging.getLogger(__name__)
 
@@ -60,12 +66,23 @@ OPENAPI_PATH = f"{V1}/openapi.json"
 _NAMESPACE_POLICY = f"{V1}/namespaces/{{tenant}}/{{namespace}}/replication"
 _TOPIC_POLICY = f"{V1}/persistent/{{tenant}}/{{namespace}}/{{topic}}/replication"
 
-GATEWAY = web.AppKey("gateway", object)
-REGISTRY = web.AppKey("registry", object)
+
+@dataclass(frozen=True)
+class Served:
+    """What the REST serves: the parts of a started gateway."""
+
+    config: GatewayConfig
+    store: MetadataStore
+    manager: ReplicationManager
+    ownership: Ownership
+
+
+GATEWAY = web.AppKey("gateway", Served)
+REGISTRY = web.AppKey("registry", CollectorRegistry)
 
 
 # --- helpers ------------------------------------------------------------------------------
-def _policy_json(record) -> dict:
+def _policy_json(record: ReplicationPolicyRecord) -> dict[str, Any]:
     return {"clusters": list(record.clusters), "version": record.version}
 
 
@@ -131,7 +148,7 @@ async def health(request: web.Request) -> web.Response:
     """Alive (200) always; ``degraded`` with the reasons while a limit is reached or a
     sync cannot attach (``ReplicationManager.problems``)."""
     gateway = request.app[GATEWAY]
-    problems = gateway.manager.problems() if gateway.manager is not None else []
+    problems = gateway.manager.problems()
     return json_response(
         {
             "status": "degraded" if problems else "ok",
@@ -285,7 +302,7 @@ async def get_ownership(request: web.Request) -> web.Response:
     ``?topic=`` (a topic partition) adds the instance that owns it."""
     gateway = request.app[GATEWAY]
     ownership, manager = gateway.ownership, gateway.manager
-    document: dict = {
+    document: dict[str, Any] = {
         "cluster": gateway.config.local.name,
         "instance": ownership.instance,
         "leaseSeconds": ownership.lease_s,
@@ -379,8 +396,8 @@ _STATUSES: tuple[tuple[type[Exception], int], ...] = ((InvalidArgument, 400),)
 _answer = answering(log, _STATUSES, server_error="internal error; see the gateway's log")
 
 
-def create_app(gateway) -> web.Application:
-    """The app for ``gateway`` (its ``config``, ``store`` and ``manager``); pure."""
+def create_app(gateway: Served) -> web.Application:
+    """The app serving a started gateway's parts; pure."""
     from georep.gateway.metrics import registry_for
 
     app = application(_answer, limits.gateway_request_body_bytes_max)

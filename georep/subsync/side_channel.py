@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from georep import limits
 from georep.client.consumer import InitialPosition, LinkConsumer
@@ -209,7 +209,7 @@ class SideChannel:
             receiver.deliver_side_marker(kind, entry.payload, source, entry.metadata.publish_time)
             self.stats["delivered"] += 1
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
             "connected": self.connected,

@@ -39,6 +39,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from georep import limits
 from georep.broker.topic_name import TopicName
@@ -50,7 +51,7 @@ from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots.markers import encode
 from georep.subsync.backoff import Backoff
-from georep.subsync.core import Apply, SyncCore, WriteMarker
+from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.ports import SyncPort
 from georep.subsync.side_channel import SideChannel
 
@@ -101,7 +102,7 @@ class TopicSync:
         self._side_inbox: collections.deque[tuple[int, bytes, str, int]] = collections.deque()
         self._side_arrived = asyncio.Event()
         self._was_connected: dict[str, bool] = {}
-        self._last_states: dict = {}
+        self._last_states: dict[str, SubscriptionState] = {}
         self._last_states_at: float | None = None
         self.markers_written: dict[str, int] = {}
         self.apply_failures = 0
@@ -389,7 +390,7 @@ class TopicSync:
         """Not attached, and at least one attempt failed."""
         return not self.connected and self.failing_since is not None
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
             "connected": self.connected,

@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from sqlalchemy import Table, case, select
 from sqlalchemy.engine import Connection
 
-from georep.storage.meta.engine import _check_duration, _check_name, _check_names
+from georep.storage.meta.engine import (
+    MetadataEngine,
+    _check_duration,
+    _check_name,
+    _check_names,
+)
 from georep.storage.meta.models import GatewayMemberRow
 
 _members: Table = GatewayMemberRow.__table__  # type: ignore[assignment]
@@ -30,7 +35,7 @@ class GatewayMember:
     expires_at: float
 
 
-class GatewayMemberRepository:
+class GatewayMemberRepository(MetadataEngine):
     """Heartbeats and departures of the gateway instances of a cluster."""
 
     async def member_heartbeat(
