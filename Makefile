@@ -28,7 +28,7 @@ storage-demo: $(STAMP)
 PYTEST_WORKERS ?= 2
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: typecheck
 	$(BIN)/ruff check georep tests bench

@@ -6,10 +6,11 @@ named by ``GEOREP_TEST_POSTGRES_URL`` (skipped when unset; start one with
 ``eval "$(bash .ci/postgres.sh | tail -1)"``). ``metadata_store`` is a migrated
 ``MetadataStore`` on it, driven by ``manual_clock``.
 
-Two workers (``make test``: pytest-xdist, ``--dist loadgroup``): each test file goes to one
-worker whole, so a module's processes start once; every file under ``tests/pulsar``
-goes to the same worker, which starts the session's two Pulsar standalones once, and the
-container tests likewise share one worker and one image build.
+Two workers (``make test``: pytest-xdist, scheduled by ``pytest_xdist_make_scheduler``
+below): each test file goes to one worker whole, so a module's processes start once;
+every file under ``tests/pulsar`` goes to the same worker, which starts the session's two
+Pulsar standalones once, and the container tests likewise share one worker and one image
+build.
 """
 
 from __future__ import annotations
@@ -105,11 +106,18 @@ async def metadata_store(metadata_url: str, manual_clock: ManualClock) -> AsyncI
 _SHARED_WORKER = ("pulsar", "containers")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """One xdist group per test file, one per folder of ``_SHARED_WORKER``."""
-    root = os.path.dirname(os.path.abspath(__file__))
-    for item in items:
-        relative = os.path.relpath(os.path.abspath(item.path), root)
-        folder = relative.split(os.sep, 1)[0]
-        group = folder if folder in _SHARED_WORKER else relative
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Whole test files per worker, and a whole ``_SHARED_WORKER`` folder per worker: the
+    scope of xdist's own load-by-file scheduling, with those folders as one scope each.
+    (xdist's ``xdist_group`` marks do not group with the pytest this project runs.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFileAndSharedFolder(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            parts = path.split("/")
+            if len(parts) > 2 and parts[0] == "tests" and parts[1] in _SHARED_WORKER:
+                return parts[1]
+            return path
+
+    return ByFileAndSharedFolder(config, log)
