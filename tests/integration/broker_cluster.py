@@ -32,7 +32,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -206,6 +206,7 @@ class ChildProcess:
 
     def _drain(self) -> None:
         with contextlib.suppress(Exception):
+            assert self.process is not None and self.process.stdout is not None
             for _ in self.process.stdout:
                 pass
 
@@ -236,7 +237,7 @@ class ClusterProcess(ChildProcess):
         *,
         name: str = "test",
         fsync: bool = False,
-        extra: list[str] = (),
+        extra: Sequence[str] = (),
         env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
