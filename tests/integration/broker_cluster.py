@@ -40,6 +40,7 @@ from typing import Any
 import pulsar
 
 from georep.broker.cluster import Cluster, ClusterConfig
+from georep.broker.service import BrokerService
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
@@ -98,6 +99,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def service_of(cluster: Cluster) -> BrokerService:
+    """The broker service of a started ``cluster``."""
+    assert cluster.service is not None, "the cluster is not started"
+    return cluster.service
 
 
 class InProcessCluster:
