@@ -45,9 +45,9 @@ def mark_items_under(
 ) -> None:
     """Give every collected test under ``directory`` the ``marks`` (a conftest's
     ``pytest_collection_modifyitems``: a whole folder of one kind of test)."""
-    directory = os.path.abspath(directory)
+    root = os.path.abspath(directory)
     for item in items:
-        if os.path.abspath(item.path).startswith(directory + os.sep):
+        if os.path.abspath(item.path).startswith(root + os.sep):
             for mark in marks:
                 item.add_marker(mark)
 

@@ -6,6 +6,7 @@ Then the compose topology (docker/compose.yaml) once end to end with podman-comp
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -29,6 +30,7 @@ NAMESPACE = "public/default"
 
 def eventually(condition: Callable[[], object], what: str, timeout_s: float = 90.0):
     deadline = time.monotonic() + timeout_s
+    last: Exception | None
     while True:
         try:
             value = condition()
@@ -126,7 +128,7 @@ def sidecars(georep_image: str, tmp_path: Path) -> Iterator[dict[str, DockerCont
             for name in ("A", "B"):
                 containers[name] = cluster_container(georep_image, network, name).start()
             for name in ("A", "B"):
-                eventually(lambda n=name: ready_line(containers[n], "CLUSTER_READY"),
+                eventually(functools.partial(ready_line, containers[name], "CLUSTER_READY"),
                            f"cluster {name} ready")  # fmt: skip
             for local, remote in (("A", "B"), ("B", "A")):
                 config = tmp_path / f"gateway-{local}.toml"
@@ -136,7 +138,8 @@ def sidecars(georep_image: str, tmp_path: Path) -> Iterator[dict[str, DockerCont
                     georep_image, network, local, config
                 ).start()
             for local in ("A", "B"):
-                eventually(lambda n=local: ready_line(containers[f"gateway-{n}"], "GATEWAY_READY"),
+                gateway = containers[f"gateway-{local}"]
+                eventually(functools.partial(ready_line, gateway, "GATEWAY_READY"),
                            f"gateway {local} ready")  # fmt: skip
             print(f"two clusters and two gateways ready in {time.monotonic() - started:.1f} s")
             yield containers

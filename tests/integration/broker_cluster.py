@@ -32,7 +32,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from typing import Any
 import pulsar
 
 from georep.broker.cluster import Cluster, ClusterConfig
+from georep.broker.service import BrokerService
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
@@ -98,6 +99,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def service_of(cluster: Cluster) -> BrokerService:
+    """The broker service of a started ``cluster``."""
+    assert cluster.service is not None, "the cluster is not started"
+    return cluster.service
 
 
 class InProcessCluster:
@@ -206,6 +213,7 @@ class ChildProcess:
 
     def _drain(self) -> None:
         with contextlib.suppress(Exception):
+            assert self.process is not None and self.process.stdout is not None
             for _ in self.process.stdout:
                 pass
 
@@ -236,7 +244,7 @@ class ClusterProcess(ChildProcess):
         *,
         name: str = "test",
         fsync: bool = False,
-        extra: list[str] = (),
+        extra: Sequence[str] = (),
         env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir

@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pulsar
 
@@ -192,7 +192,7 @@ class World:
             setattr(self, name.lower(), cluster)
         self.gateways: dict[str, GatewayProcess] = {}
 
-    def start(self, namespaces: Iterable[str], gateways: dict[str, dict[str, Any]]) -> World:
+    def start(self, namespaces: Iterable[str], gateways: dict[str, dict[str, Any]]) -> Self:
         """Start every cluster with ``namespaces``, then a gateway per entry of
         ``gateways`` (cluster name -> GatewayProcess keyword arguments besides local)."""
         for cluster in self.clusters.values():

@@ -59,6 +59,7 @@ class StorageCluster:
         await self.add_bookie(n, port)
 
     def client(self, **options) -> BookKeeper:
+        assert self.store is not None, "start() opens the metadata store"
         bk = BookKeeper(self.store, **options)
         self._clients.append(bk)
         return bk

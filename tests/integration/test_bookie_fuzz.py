@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from georep import limits
 from georep.storage import protocol
 from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.protocol import Status
@@ -204,7 +205,7 @@ def mutated_frames(draw) -> bytes:
                             len(frame),
                             2**31,
                             2**32 - 1,
-                            protocol.limits.bookie_frame_bytes_max + 1,
+                            limits.bookie_frame_bytes_max + 1,
                         ]
                     )
                 ),

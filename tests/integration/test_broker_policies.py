@@ -23,6 +23,7 @@ from tests.integration.broker_cluster import (
     admin_call,
     open_client,
     receive_none,
+    service_of,
     wait_until,
 )
 
@@ -78,8 +79,10 @@ def topic_stats(cluster: InProcessCluster, topic: str, kind: str = "stats") -> d
 def passes_after(cluster: InProcessCluster, kind: str, count: int = 2) -> None:
     """Wait until ``count`` more passes of ``kind`` ("trim" or "expiry") have run: the
     last of them started after this call, so it read the policies as they are now."""
-    start = cluster.call(lambda c: c.service.stats[f"{kind}_passes"])
-    wait_until(lambda: cluster.call(lambda c: c.service.stats[f"{kind}_passes"]) >= start + count)
+    start = cluster.call(lambda c: service_of(c).stats[f"{kind}_passes"])
+    wait_until(
+        lambda: cluster.call(lambda c: service_of(c).stats[f"{kind}_passes"]) >= start + count
+    )
 
 
 def test_message_ttl_expires_messages_for_every_subscription(cluster: InProcessCluster) -> None:

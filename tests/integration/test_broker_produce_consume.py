@@ -297,7 +297,12 @@ def test_markers_are_not_dispatched_and_never_hold_back_the_mdp(cluster: InProce
         )
         raw.send(frames_out)
         receipts: list = []
-        wait_until(lambda: receipts.extend(raw.replies(0.1)[0]) or len(receipts) >= 7)
+
+        def seven_receipts() -> bool:
+            receipts.extend(raw.replies(0.1)[0])
+            return len(receipts) >= 7
+
+        wait_until(seven_receipts)
         raw.close()
         positions = [
             (c.send_receipt.message_id.ledger_id, c.send_receipt.message_id.entry_id)

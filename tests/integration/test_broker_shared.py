@@ -16,6 +16,7 @@ from tests.integration.broker_cluster import (
     open_client,
     receive_all,
     receive_none,
+    service_of,
     unique_topic,
 )
 
@@ -305,13 +306,11 @@ def test_seek_by_message_id_and_by_time(cluster: InProcessCluster) -> None:
     with open_client(cluster.url) as client:
         producer = client.create_producer(topic)
         consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
-        ids = []
-        for n in range(10):
-            ids.append(producer.send(f"m{n}".encode()))
-            if n == 5:
-                time.sleep(0.05)
-                middle_ms = int(time.time() * 1000)
-                time.sleep(0.05)
+        ids = [producer.send(f"m{n}".encode()) for n in range(6)]
+        time.sleep(0.05)
+        middle_ms = int(time.time() * 1000)  # between m5 and m6
+        time.sleep(0.05)
+        ids += [producer.send(f"m{n}".encode()) for n in range(6, 10)]
         receive_all(consumer, 10)
         consumer.seek(ids[3])  # the client resumes after the id it sought
         got = [m.data() for m in receive_all(consumer, 6)]
@@ -354,7 +353,7 @@ def test_last_message_id_and_reader(cluster: InProcessCluster) -> None:
 
 def test_partitioned_topic(cluster: InProcessCluster) -> None:
     topic = unique_topic("parted")
-    cluster.call(lambda c: c.service.create_partitioned_topic(topic, 3))
+    cluster.call(lambda c: service_of(c).create_partitioned_topic(topic, 3))
     with open_client(cluster.url) as client:
         assert client.get_topic_partitions(topic) == [f"{topic}-partition-{n}" for n in range(3)]
         consumer = client.subscribe(topic, "s", consumer_type=SHARED, initial_position=EARLIEST)

@@ -99,12 +99,12 @@ def test_a_sync_steps_a_live_subscription_over_markers(cluster) -> None:
             )
         )
         receipts: list = []
-        wait_until(
-            lambda: (
-                receipts.extend(raw.replies(0.1)[0])
-                or len([c for c in receipts if c.type == Type.SEND_RECEIPT]) >= 4
-            )
-        )
+
+        def four_receipts() -> bool:
+            receipts.extend(raw.replies(0.1)[0])
+            return len([c for c in receipts if c.type == Type.SEND_RECEIPT]) >= 4
+
+        wait_until(four_receipts)
         raw.close()
         p = [
             (c.send_receipt.message_id.ledger_id, c.send_receipt.message_id.entry_id)

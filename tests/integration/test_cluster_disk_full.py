@@ -113,7 +113,11 @@ def test_every_bookie_refusing_fails_sends_then_writes_resume(tmp_path) -> None:
             read_only = [b for b in body["bookies"] if b["read_only"]]
             assert read_only and all("No space" in b["reason"] for b in read_only), body
 
-            cluster.call(lambda running: [setattr(b.disk, "fault", None) for b in running.bookies])
+            def make_room(running) -> None:
+                for bookie in running.bookies:
+                    bookie.disk.fault = None
+
+            cluster.call(make_room)
             seconds = _send_until_taken(producer, b"after-0")
             print(f"writes resumed {seconds:.2f} s after the disks had room")
             acked.append(b"after-0")

@@ -59,7 +59,11 @@ def test_gateway_killed_mid_stream_loses_and_duplicates_nothing(tmp_path) -> Non
             return found[0]["msgOutCounter"] + found[0]["duplicatesCounter"] if found else 0
 
         for threshold in (2_000, 1_000):  # kill, restart, kill again soon after
-            wait_for(lambda t=threshold: replicated() >= t, timeout_s=90)
+
+            def reached(t: int = threshold) -> bool:
+                return replicated() >= t
+
+            wait_for(reached, timeout_s=90)
             gateway.kill()
             gateway.start()
         producer.join(120)

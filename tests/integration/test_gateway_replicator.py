@@ -14,8 +14,9 @@ import pytest
 
 from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
+from georep.client.consumer import ReceivedEntry
 from georep.client.link import PulsarLink
-from georep.replicator.origin import origin_of
+from georep.replicator.origin import Origin, origin_of
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from tests.integration.broker_cluster import ClusterProcess
 from tests.integration.gateway_harness import (
@@ -85,7 +86,16 @@ async def until(condition, timeout_s: float = 60) -> None:
             await asyncio.sleep(0.1)
 
 
-def check_exactly_once(a: ClusterProcess, b: ClusterProcess, topic: str, count: int) -> list:
+def origin(copy: ReceivedEntry) -> Origin:
+    """Where a copy on B came from (every copy names its origin)."""
+    found = origin_of(copy.metadata)
+    assert found is not None, f"{copy.position} on B names no origin"
+    return found
+
+
+def check_exactly_once(
+    a: ClusterProcess, b: ClusterProcess, topic: str, count: int
+) -> list[ReceivedEntry]:
     on_a = read_entries(a.url, topic)
     on_b = read_entries(b.url, topic)
     copies = origin_counts(on_b)
@@ -110,7 +120,7 @@ async def test_every_message_once_with_its_metadata(clusters) -> None:
     on_a = {e.position: e for e in await asyncio.to_thread(read_entries, a.url, topic)}
     assert any(e.messages > 1 for e in on_b), "batches were produced and kept whole"
     for copy in on_b:
-        original = on_a[origin_of(copy.metadata).position]
+        original = on_a[origin(copy).position]
         assert copy.payload == original.payload
         assert copy.metadata.replicated_from == "A"
         for field in ("publish_time", "event_time", "partition_key", "num_messages_in_batch"):
@@ -201,6 +211,6 @@ async def test_forged_and_malformed_origins_replicate_as_local_messages(clusters
         await until(lambda: r.stats()["msgOutCounter"] == len(sent))
         assert r.stats()["lastError"] is None
     on_b = await asyncio.to_thread(check_exactly_once, a, b, topic, len(sent))
-    assert all(origin_of(copy.metadata).cluster == "A" for copy in on_b)
+    assert all(origin(copy).cluster == "A" for copy in on_b)
     seen = await asyncio.to_thread(payloads_on, b.url, topic)
     assert seen == {payload: 1 for payload in sent}

@@ -42,9 +42,10 @@ PARTS = "geo/parts"
 
 
 class Topology(World):
-    def start(self) -> Topology:
-        a, b, c = self.a, self.b, self.c
-        return super().start(
+    def start_topology(self) -> Topology:
+        """Start the clusters and gateways of this module's topology."""
+        a, b, c = (self.clusters[name] for name in ("A", "B", "C"))
+        return self.start(
             (TOPO, CHANGE, PARTS),
             {
                 "A": {"remotes": [b, c], "policies": {TOPO: ["B", "C"], PARTS: ["B"]}},
@@ -66,7 +67,7 @@ class Topology(World):
 def world(tmp_path_factory):
     world = Topology(tmp_path_factory.mktemp("topologies"))
     try:
-        yield world.start()
+        yield world.start_topology()
     finally:
         world.stop()
 

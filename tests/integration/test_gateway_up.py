@@ -69,6 +69,7 @@ class Up:
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
+        assert self.process.stdout is not None  # stdout=PIPE
         for line in self.process.stdout:
             self.lines.put(line.rstrip("\n"))
 

@@ -132,6 +132,7 @@ def _cursors(servers: dict[str, Server]) -> dict:
         "GET", f"/admin/v2/persistent/{NAMESPACE}/orders/internalStats"
     )
     assert status == 200, document
+    assert isinstance(document, dict), document
     return document.get("cursors", {})
 
 

@@ -155,6 +155,7 @@ class ToyServer:
     def _store(self, frame: frames.Frame) -> pb.BaseCommand:
         send = frame.command.send
         metadata = frame.metadata
+        assert metadata is not None, "a SEND carries metadata"
         assert frame.checksum is not None, "the client always sends a checksum (v6+)"
         if metadata.num_messages_in_batch > 1 or send.num_messages > 1:
             pairs = batch.split_batch(frame.payload, metadata.num_messages_in_batch)

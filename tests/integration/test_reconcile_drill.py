@@ -293,7 +293,8 @@ def test_observed_duplicates_redeliveries_and_losses_are_the_drills(
     def category(rows: list[dict]) -> dict:
         """The drill's form: count and the first drill ids in production order."""
         ids = sorted(
-            drill_ids.get((r["origin_ledger_id"], r["origin_entry_id"]), repr(r)) for r in rows
+            drill_ids.get(Position(r["origin_ledger_id"], r["origin_entry_id"]), repr(r))
+            for r in rows
         )
         return {"count": len(ids), "sample": ids[: limits.drill_sample_ids_max]}
 

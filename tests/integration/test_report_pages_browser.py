@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,17 +132,17 @@ def delivery(mode: str, index: int, phase: str, acked: bool, at_ms: int) -> Deli
     )  # fmt: skip
 
 
-def drill_report() -> tuple[dict, dict]:
+def drill_report() -> tuple[dict[str, Any], dict[str, list[Delivery]]]:
     """Three targets over 600 messages: A fails at 0 after 300 deliveries and a 3 s wait;
     B delivers the rest in 0.2 s; the first two targets redeliver acknowledged ones; the
     georep targets sampled their sync lag for 9 s before the failure."""
     failed_at = 1_000_000
-    report = {
+    report: dict[str, Any] = {
         "scenario": "shared-out-of-order", "scenario_summary": "Shared, out of order",
         "fail": "kill", "messages": 600, "keys": 16, "target_on_A": 300, "at": 0.5,
         "settle_s": 3.0, "modes": {},
     }  # fmt: skip
-    deliveries = {}
+    deliveries: dict[str, list[Delivery]] = {}
     for mode, duplicates in (("pulsar", 288), ("pulsar-compatible", 225), ("full", 0)):
         ds = [
             delivery(mode, i, BEFORE, i % 25 != 7, failed_at - 7_000 + i * 13) for i in range(300)

@@ -52,9 +52,10 @@ poll_interval_s = 0.1
 
 
 class SyncWorld(World):
-    def start(self) -> SyncWorld:
-        a, b, c = self.a, self.b, self.c
-        return super().start(
+    def start_topology(self) -> SyncWorld:
+        """Start the clusters and gateways of this module's topology."""
+        a, b, c = (self.clusters[name] for name in ("A", "B", "C"))
+        return self.start(
             (SYNC, COMPAT),
             {
                 "A": {
@@ -85,12 +86,14 @@ class SyncWorld(World):
         the end of each gateway's log."""
         lines = []
         for name in sorted(self.clusters):
+            state: dict | str | None
             try:
                 state = self.sync_state(name, topic)["subscriptions"].get("s")
             except Exception as error:  # a diagnosis never hides the failure it explains
                 state = repr(error)
             lines.append(f"sync-state of s on {name}: {json.dumps(state)}")
         for name, gateway in sorted(self.gateways.items()):
+            stats: dict | str | None
             try:
                 stats = self.topic_sync_stats(name, topic)
             except Exception as error:
@@ -113,7 +116,7 @@ class SyncWorld(World):
 def world(tmp_path_factory):
     world = SyncWorld(tmp_path_factory.mktemp("subsync"))
     try:
-        yield world.start()
+        yield world.start_topology()
     finally:
         world.stop()
 
@@ -288,13 +291,13 @@ def test_pulsar_compatible_mode_moves_the_mdp_only(world) -> None:
     client, consumer = subscribe_on_a(world, topic)
     for chunk in range(4):  # snapshots land between the chunks
         produce(world.a.url, topic, 50, "c", batching=False, start=50 * chunk)
-        wait_for(
-            lambda chunk=chunk: (
-                (world.topic_sync_stats("A", topic) or {}).get("snapshots", {}).get("completed", 0)
-                > chunk
-            ),
-            timeout_s=60,
-        )
+
+        def snapshotted(chunk: int = chunk) -> bool:
+            stats = world.topic_sync_stats("A", topic) or {}
+            completed: int = stats.get("snapshots", {}).get("completed", 0)
+            return completed > chunk
+
+        wait_for(snapshotted, timeout_s=60)
 
     def wanted(payload: bytes) -> bool:
         index = int(payload.split(b"-")[1])
@@ -418,6 +421,7 @@ def test_full_mode_partitioned_topic_each_partition_synced(world) -> None:
         assert sum(counts.values()) == 300
         for name, messages in counts.items():
             left_on_a = unacked_messages(world, "A", name, data_entries(world, "A", name, messages))
+            assert left_on_a is not None, f"no subscription s on A of {name}"
             settle_on(world, "B", name, messages, left_on_a)
         got = drain_on(world.b, base, batch_ack=True)
     finally:

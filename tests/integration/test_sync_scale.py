@@ -194,11 +194,13 @@ def test_acknowledgements_on_a_sample_show_on_b(world):
     for topic in sample:
         path = topic.removeprefix("persistent://")
 
-        def synced(path=path) -> bool:
+        def synced(path: str = path) -> bool:
             status, state = http(
                 "GET", f"{admin_url(world.b)}/admin/georep/v1/persistent/{path}/sync-state"
             )
-            s = status == 200 and state["subscriptions"].get("s")
+            if status != 200:
+                return False
+            s = state["subscriptions"].get("s")
             return bool(s) and s["markDelete"]["entryId"] >= 0
 
         try:

@@ -38,7 +38,10 @@ def running(instance: GatewayProcess) -> set[str]:
 
 def settled(instances: list[GatewayProcess]) -> dict[str, set[str]] | None:
     alive = [i for i in instances if i.process is not None and i.process.poll() is None]
-    shares = {i.instance: running(i) for i in alive}
+    shares: dict[str, set[str]] = {}
+    for i in alive:
+        assert i.instance is not None, "each gateway here is one named instance of several"
+        shares[i.instance] = running(i)
     counted = collections.Counter(t for topics in shares.values() for t in topics)
     if sorted(counted) != sorted(PARTITIONS) or max(counted.values()) > 1:
         return None

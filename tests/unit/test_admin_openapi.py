@@ -8,6 +8,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from typing import NoReturn
 
 import hypothesis
 import pytest
@@ -19,6 +20,7 @@ from schemathesis import checks as schemathesis_checks
 from georep.broker.admin import AdminServer, AdminSettings, create_app, openapi
 from georep.broker.admin.routes import OPENAPI_PATH, ROUTES
 from georep.broker.admin.state import STORE
+from georep.rest.openapi import path_parameters
 from georep.rest.tokens import tokens
 from georep.storage.errors import MetadataUnavailable
 from tests.unit.test_admin_support import ADMIN_TOKEN, READ_TOKEN, MemoryCluster, running_admin
@@ -54,7 +56,7 @@ async def test_every_served_route_is_documented_and_back(sqlite_url: str) -> Non
     assert served == documented
     for path, operations in document["paths"].items():
         for method, operation in operations.items():
-            names = openapi.path_parameters(path)
+            names = path_parameters(path)
             assert [p["name"] for p in operation.get("parameters", [])] == names, (method, path)
             assert operation["summary"]
             assert set(operation["responses"]) & {"200", "204"}, (method, path)
@@ -95,7 +97,7 @@ async def test_health(sqlite_url: str) -> None:
         assert (answer.status, answer.body) == (200, {"status": "ok", "cluster": "A"})
         store = admin.app[STORE]
 
-        async def unavailable(_name: str) -> None:
+        async def unavailable(name: str) -> NoReturn:
             raise MetadataUnavailable("database is locked")
 
         store.get_tenant = unavailable  # type: ignore[method-assign]

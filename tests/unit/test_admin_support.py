@@ -12,6 +12,7 @@ import contextlib
 import json as json_module
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import Any
 
 from aiohttp import web
@@ -326,7 +327,7 @@ class Admin:
         path: str,
         json: Any = ...,
         *,
-        token: str | None = ...,  # type: ignore[assignment]
+        token: str | EllipsisType | None = ...,  # ...: the default token; None: none
         data: bytes | None = None,
         headers: dict[str, str] | None = None,
     ) -> Answer:

@@ -133,7 +133,7 @@ async def test_concurrent_policy_changes_all_apply_in_some_order(metadata_url: s
         await store.close()
 
 
-BAD_REQUESTS = [
+BAD_REQUESTS: list[tuple[str, str, object, int, str]] = [
     # (method, path, body, status, words in the reason)
     ("PUT", f"{T}/bad name", {}, 400, "may use only"),
     ("PUT", f"{T}/{'x' * 65}", {}, 400, "at most 64"),

@@ -37,6 +37,7 @@ class LegacyLog:
 
     async def read_entries(self, count_max: int):
         records, self.records = self.records, []
+        assert records is not None, "read from a legacy log that does not exist"
         return [((1, i), json.dumps(r).encode()) for i, r in enumerate(records)]
 
     async def close(self) -> None:

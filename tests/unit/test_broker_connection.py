@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
+from typing import cast
 
 import pytest
 
 from georep import limits
 from georep.broker.connection import HANDLERS, PROTOCOL_VERSION, ServerConnection, State
 from georep.broker.errors import NamespaceNotFound
-from georep.broker.service import BrokerConfig
+from georep.broker.service import BrokerConfig, BrokerService
 from georep.broker.topic_name import TopicName
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
@@ -76,7 +77,10 @@ class Clock:
 def make() -> tuple[ServerConnection, FakeTransport, Clock]:
     transport = FakeTransport()
     clock = Clock()
-    connection = ServerConnection(FakeService(), transport, peer="test", clock=clock)
+    # FakeService stands in for a BrokerService: it has what a connection asks before
+    # any topic is opened (config, closing, partitions_of).
+    service = cast(BrokerService, FakeService())
+    connection = ServerConnection(service, transport, peer="test", clock=clock)
     return connection, transport, clock
 
 

@@ -6,6 +6,7 @@ method, property or attribute), so a change to either side shows here."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ def members(protocol: type) -> dict[str, str]:
     return out
 
 
-def kind_on(implementation: type, name: str) -> str | None:
+def kind_on(implementation: type[Any], name: str) -> str | None:
     value = inspect.getattr_static(implementation, name, None)
     if value is None:
         source = inspect.getsource(implementation.__init__)

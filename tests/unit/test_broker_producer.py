@@ -8,9 +8,12 @@ from stored metadata.
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from georep.broker.deduplication import DupStatus, MessageDeduplication
+from georep.broker.ports import TopicLog
 from georep.broker.producer import highest_sequence_id
 from georep.protocol import frames
 from georep.protocol import pulsar_wire_pb2 as pb
@@ -65,7 +68,8 @@ async def test_recovery_trusts_a_given_highest_sequence_id() -> None:
         ((3, 0), _stored("georep.repl.A", 100, 50, 100)),  # a replicated batch of 50
         ((3, 1), _stored("cpp", 7, 5, None)),  # a C++ batch: 7..11
     ]
-    dedup = MessageDeduplication(_Ledger(entries))
+    # _Ledger stands in for a TopicLog: it has the name and cursor recovery reads.
+    dedup = MessageDeduplication(cast(TopicLog, _Ledger(entries)))
     await dedup.recover()
     assert dedup.persisted == {"georep.repl.A": 100, "cpp": 11}
     assert dedup.check("georep.repl.A", 101) is DupStatus.NEW

@@ -5,12 +5,14 @@ bits and acknowledged indexes, and ``CursorUpdates`` carrying ranges to the curs
 from __future__ import annotations
 
 import bisect
+from typing import cast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from georep.broker import subscription_sync
+from georep.broker.ports import SubscriptionCursor, TopicLog
 from georep.broker.subscription import CursorUpdates
 from georep.position import Position
 from georep.storage.managed_ledger import RangeSet
@@ -46,6 +48,8 @@ class Log:
 
 #: Ledger 4 of entries 0..2, ledger 6 of 0..4, ledger 9 of 0..1.
 LOG = Log({4: 3, 6: 5, 9: 2})
+#: LOG where a TopicLog is asked for: it answers the position questions _entry_ranges asks.
+LOG_AS_TOPIC_LOG = cast(TopicLog, LOG)
 
 
 @pytest.mark.parametrize(
@@ -111,11 +115,14 @@ def test_reported_ranges_are_clamped_to_entries_and_joined_across_ledgers() -> N
     ranges = RangeSet.of(
         [(P(4, 1), P(4, 9)), (P(6, 0), P(6, 1)), (P(6, 3), P(6, 3)), (P(7, 0), P(7, 5))]
     )
-    shown, truncated = subscription_sync._entry_ranges(LOG, ranges, 10)
+    shown, truncated = subscription_sync._entry_ranges(LOG_AS_TOPIC_LOG, ranges, 10)
     # (4,1)..(4,9) ends at (4,2); nothing between it and (6,0): one range; ledger 7 is
     # not in the log: dropped
     assert shown == [((4, 1), (6, 1)), ((6, 3), (6, 3))] and not truncated
-    assert subscription_sync._entry_ranges(LOG, ranges, 1) == ([((4, 1), (6, 1))], True)
+    assert subscription_sync._entry_ranges(LOG_AS_TOPIC_LOG, ranges, 1) == (
+        [((4, 1), (6, 1))],
+        True,
+    )
 
 
 @given(st.integers(1, 300).flatmap(lambda n: st.tuples(st.just(n), st.sets(st.integers(0, n - 1)))))
@@ -154,9 +161,14 @@ class FakeCursor:
         self.calls.append(("delete_batch_members", {tuple(p): b for p, b in acks.items()}))
 
 
+def updates_of(cursor: FakeCursor) -> CursorUpdates:
+    # The fake stands in for a SubscriptionCursor: it has the writes CursorUpdates makes.
+    return CursorUpdates(cast(SubscriptionCursor, cursor), lambda: None)
+
+
 async def test_cursor_updates_carry_ranges_as_ranges() -> None:
     cursor = FakeCursor()
-    updates = CursorUpdates(cursor, lambda: None)
+    updates = updates_of(cursor)
     updates.batch(Position(6, 2), 0b1)
     updates.delete_ranges([(Position(6, 0), Position(6, 3)), (Position(9, 0), Position(9, 1))])
     updates.batch(Position(6, 1), 0b10)  # inside a range: already acknowledged whole
@@ -173,7 +185,7 @@ async def test_cursor_updates_carry_ranges_as_ranges() -> None:
 
 async def test_a_mark_delete_drops_the_ranges_below_it() -> None:
     cursor = FakeCursor()
-    updates = CursorUpdates(cursor, lambda: None)
+    updates = updates_of(cursor)
     updates.delete_ranges([(Position(6, 0), Position(6, 1)), (Position(6, 3), Position(9, 1))])
     updates.mark_delete(Position(6, 4))
     await updates.flush()

@@ -4,6 +4,8 @@ bodies refused before the cluster is asked, answers checked against their shapes
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from georep import limits
@@ -112,7 +114,7 @@ def test_every_index_of_the_largest_batch_is_accepted() -> None:
 
 
 def test_shapes_of_the_sync_documents() -> None:
-    state = {
+    state: dict[str, Any] = {
         "lastPosition": None,
         "subscriptions": {
             "s": {

@@ -459,7 +459,7 @@ async def test_expired_lock_is_taken_over(metadata_store: MetadataStore, manual_
         await metadata_store.complete_underreplicated(ledger.ledger_id, "w1", replicated=["b2"])
     await metadata_store.unlock_underreplicated(ledger.ledger_id, "w1")  # not w1's: no-op
     [marker] = await metadata_store.list_underreplicated()
-    assert (marker.lock_holder, marker.lost_bookies) == ("w2", {"b2"})
+    assert (marker.lock_holder, marker.lost_bookies) == ("w2", frozenset({"b2"}))
 
 
 async def test_unlock(metadata_store: MetadataStore) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -15,7 +16,7 @@ from georep.protocol.errors import BatchTooLarge, MalformedBatch, PulsarProtocol
 from tests.unit.test_pulsar_commands import messages
 
 
-def _single(**fields: object) -> pb.SingleMessageMetadata:
+def _single(**fields: Any) -> pb.SingleMessageMetadata:
     return pb.SingleMessageMetadata(**{"payload_size": 0, **fields})
 
 

@@ -6,8 +6,11 @@ descriptor (every field type, presence and repetition); test_pulsar_frames.py us
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Literal, TypeVar, cast
+
 import pytest
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message as ProtobufMessage
 from google.protobuf.message_factory import GetMessageClass
 from hypothesis import given, settings
@@ -21,7 +24,8 @@ from georep.protocol.commands import REGISTRY, Sender, Type
 # --- strategies ---------------------------------------------------------------------------
 
 _MESSAGE_DEPTH_MAX = 2
-_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+_SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
+_TEXT = st.text(st.characters(exclude_categories=_SURROGATES), max_size=12)
 _SCALARS = {
     FieldDescriptor.TYPE_DOUBLE: st.floats(allow_nan=False),
     FieldDescriptor.TYPE_INT64: st.integers(-(2**63), 2**63 - 1),
@@ -34,19 +38,29 @@ _SCALARS = {
 }
 
 
+M = TypeVar("M", bound=ProtobufMessage)
+
+
+def _fields(cls: type[ProtobufMessage]) -> Sequence[FieldDescriptor]:
+    # types-protobuf types DESCRIPTOR as the pure-Python or the upb descriptor, whichever
+    # is installed; both have this API, but GetMessageClass is typed for the first only.
+    return cast(Descriptor, cls.DESCRIPTOR).fields
+
+
 @st.composite
-def messages(draw: st.DrawFn, cls: type[ProtobufMessage], depth: int = 0) -> ProtobufMessage:
+def messages(draw: st.DrawFn, cls: type[M], depth: int = 0) -> M:
     """A message of ``cls`` with every required field set and optional ones at random."""
     message = cls()
-    for field in cls.DESCRIPTOR.fields:
-        nested = field.message_type is not None
+    for field in _fields(cls):
+        nested_type = field.message_type
+        nested = nested_type is not None
         if field.is_repeated:
             count = 0 if nested and depth >= _MESSAGE_DEPTH_MAX else draw(st.integers(0, 3))
             container = getattr(message, field.name)
             for _ in range(count):
-                if nested:
+                if nested_type is not None:
                     container.add().CopyFrom(
-                        draw(messages(GetMessageClass(field.message_type), depth + 1))
+                        draw(messages(GetMessageClass(nested_type), depth + 1))
                     )
                 else:
                     container.append(draw(_value(field)))
@@ -55,8 +69,8 @@ def messages(draw: st.DrawFn, cls: type[ProtobufMessage], depth: int = 0) -> Pro
             (nested and depth >= _MESSAGE_DEPTH_MAX) or not draw(st.booleans())
         ):
             continue
-        if nested:
-            sub = draw(messages(GetMessageClass(field.message_type), depth + 1))
+        if nested_type is not None:
+            sub = draw(messages(GetMessageClass(nested_type), depth + 1))
             getattr(message, field.name).CopyFrom(sub)
         else:
             setattr(message, field.name, draw(_value(field)))
@@ -72,7 +86,8 @@ def _value(field: FieldDescriptor) -> st.SearchStrategy[object]:
 @st.composite
 def any_command(draw: st.DrawFn, specs: list[commands.CommandSpec] | None = None) -> pb.BaseCommand:
     spec = draw(st.sampled_from(specs or list(REGISTRY.values())))
-    command = pb.BaseCommand(type=spec.type)
+    # CommandSpec.type holds a BaseCommand.Type, declared as the int it is at run time.
+    command = pb.BaseCommand(type=cast(pb.BaseCommand.Type, spec.type))
     getattr(command, spec.field).CopyFrom(draw(messages(spec.body)))
     return command
 

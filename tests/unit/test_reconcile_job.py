@@ -42,6 +42,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,6 +51,9 @@ import pytest
 from georep.spark_reconcile import job, schema
 from georep.spark_reconcile.errors import InputError
 from georep.spark_reconcile.inputs import check_exports, load_deliveries, spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -202,7 +206,10 @@ def case_big() -> tuple[list[dict], list[dict], list[dict], list[dict]]:
 
 
 def write_cases(root: Path, *cases) -> list[str]:
-    a_messages, a_subs, b_messages, b_subs = [], [], [], []
+    a_messages: list[dict] = []
+    a_subs: list[dict] = []
+    b_messages: list[dict] = []
+    b_subs: list[dict] = []
     for case in cases:
         for into, rows in zip((a_messages, a_subs, b_messages, b_subs), case(), strict=True):
             into += rows
@@ -240,7 +247,7 @@ def reconcile(spark, inputs: list[str], out: Path, deliveries: str | None = None
 class Result:
     totals: dict
     out: Path
-    spark: object
+    spark: SparkSession
 
     def table(self, name: str, topic: str | None = None) -> list[dict]:
         frame = self.spark.read.parquet(str(self.out / name))

@@ -4,9 +4,11 @@ backpressure past its pending limits, and failure of everything pending at once.
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import pytest
 
+from georep.client.connection import LinkConnection
 from georep.client.errors import MessageTooLarge, ServerError
 from georep.client.producer import LinkProducer
 from georep.protocol import commands, frames
@@ -36,6 +38,11 @@ class FakeConnection:
         pass
 
 
+def link(connection: FakeConnection) -> LinkConnection:
+    # The fake stands in for a LinkConnection: it has what a LinkProducer writes to and asks.
+    return cast(LinkConnection, connection)
+
+
 def meta(sequence_id: int) -> pb.MessageMetadata:
     return pb.MessageMetadata(producer_name="p", sequence_id=sequence_id, publish_time=1)
 
@@ -47,7 +54,7 @@ def receipt(sequence_id: int, entry_id: int = 0) -> frames.Frame:
 
 @pytest.fixture
 def producer() -> LinkProducer:
-    return LinkProducer(FakeConnection(), 1, "persistent://t/ns/x", pending_count_max=2)
+    return LinkProducer(link(FakeConnection()), 1, "persistent://t/ns/x", pending_count_max=2)
 
 
 async def test_receipts_resolve_in_order(producer) -> None:
@@ -97,7 +104,7 @@ async def test_an_entry_larger_than_the_remote_takes(producer) -> None:
 
 def test_a_batch_declares_its_highest_sequence_id() -> None:
     connection = FakeConnection()
-    producer = LinkProducer(connection, 1, "persistent://t/ns/x")
+    producer = LinkProducer(link(connection), 1, "persistent://t/ns/x")
     metadata = meta(7)
     metadata.highest_sequence_id = 7
     metadata.num_messages_in_batch = 3

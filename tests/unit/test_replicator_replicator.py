@@ -4,11 +4,12 @@ interleaving at a time, deterministically (no broker, no timing)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
 from georep.client.consumer import ReceivedEntry
-from georep.client.errors import LinkClosed
+from georep.client.errors import LinkClosed, LinkError
 from georep.client.producer import SendReceipt
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
@@ -50,8 +51,8 @@ class FakeProducer:
         self.last_sequence_id = last_sequence_id
         self.sent: list[int] = []
         self.futures: list[asyncio.Future] = []
-        self.failure = None
-        self._callbacks = []
+        self.failure: LinkError | None = None
+        self._callbacks: list[Callable[[LinkError], None]] = []
 
     @property
     def failed(self) -> bool:

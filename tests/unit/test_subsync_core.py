@@ -26,7 +26,7 @@ def core() -> SyncCore:
     return a
 
 
-def response(snapshot_id: str, cluster: str, now: float) -> wire.MessageMetadata:
+def response(snapshot_id: str, cluster: str, now: float) -> tuple[wire.MessageMetadata, bytes]:
     metadata = wire.MessageMetadata(
         producer_name="georep.repl." + cluster,
         sequence_id=1,

@@ -115,7 +115,7 @@ class Cluster:
             )
         }
 
-    def perform(self, actions, peer: Cluster, now: float) -> None:
+    def perform(self, actions, now: float) -> None:
         for action in actions:
             if isinstance(action, WriteMarker):
                 self.write(action, now)
@@ -126,8 +126,8 @@ class Cluster:
         while self.read < len(self.log):
             where, metadata, payload = self.log[self.read]
             self.read += 1
-            self.perform(self.core.on_entry(where, metadata, payload, now), None, now)
-        self.perform(self.core.drain_arrivals(), None, now)
+            self.perform(self.core.on_entry(where, metadata, payload, now), now)
+        self.perform(self.core.drain_arrivals(), now)
 
     def replicate_to(self, peer: Cluster, count: int) -> None:
         while count > 0 and self.replicated < len(self.log):
@@ -194,8 +194,8 @@ def run(seed: int, mode: SyncMode, steps: int) -> tuple[Cluster, Cluster]:
 
 def poll_and_tick(a: Cluster, b: Cluster, now: float) -> None:
     for cluster in (a, b):
-        cluster.perform(cluster.core.on_state(cluster.state(), now), None, now)
-        cluster.perform(cluster.core.tick(now, {"A": True, "B": True}), None, now)
+        cluster.perform(cluster.core.on_state(cluster.state(), now), now)
+        cluster.perform(cluster.core.tick(now, {"A": True, "B": True}), now)
 
 
 def exchange(a: Cluster, b: Cluster, now: float) -> None:
@@ -241,13 +241,13 @@ def test_pulsar_compatible_mode_moves_b_with_a_in_order_consumption():
     for round_ in range(6):
         now += 1.1
         for cluster in (a, b):
-            cluster.perform(cluster.core.tick(now, {"A": True, "B": True}), None, now)
+            cluster.perform(cluster.core.tick(now, {"A": True, "B": True}), now)
         exchange(a, b, now)
         if round_ == 2:
             for where in produced:
                 a.ack(where)
             a.produce(now)  # something new, so that a snapshot is taken after the acks
-        a.perform(a.core.on_state(a.state(), now), None, now)
+        a.perform(a.core.on_state(a.state(), now), now)
     copies = [p for p in data_entries(b) if counterpart(p, b, a) in produced]
     assert copies and all(p in b.acked for p in copies)
     assert a.core.controller.stats.completed >= 1
