@@ -15,6 +15,7 @@ build.
 
 from __future__ import annotations
 
+import collections
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -106,6 +107,32 @@ async def metadata_store(metadata_url: str, manual_clock: ManualClock) -> AsyncI
 _SHARED_WORKER = ("pulsar", "containers")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test its own id: schemathesis gives every API operation's test the id of the
+    function, and the file scheduler below keys tests by id, so all but one would never
+    run. The operation (the item's name) is put into the id."""
+    seen = collections.Counter(item.nodeid for item in items)
+    for item in items:
+        if seen[item.nodeid] > 1 and item.parent is not None:
+            _rename(item, f"{item.parent.nodeid}::{item.name}")
+    unique = collections.Counter(item.nodeid for item in items)
+    twice = [nodeid for nodeid, count in unique.items() if count > 1]
+    if twice:
+        raise pytest.UsageError(f"tests collected twice under one id: {twice[:5]}")
+
+
+def _rename(item: pytest.Item, nodeid: str) -> None:
+    """Give ``item`` the id ``nodeid`` (pytest keeps it privately: ``_id`` from 9.2 on,
+    ``_nodeid`` before; the check above fails the run if neither took)."""
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:
+        item._nodeid = nodeid  # type: ignore[attr-defined]  # pytest before 9.2
+    else:
+        item._id = coerce_node_id(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)  # a run without xdist (-p no:xdist) does not know it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """Whole test files per worker, and a whole ``_SHARED_WORKER`` folder per worker: the
     scope of xdist's own load-by-file scheduling, with those folders as one scope each.
