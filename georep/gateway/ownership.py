@@ -26,9 +26,10 @@ two instances that both want a partition at least one sees the other's claim. A 
 member's row is gone (clean stop) or expired (kill -9), and no longer counts.
 
 **Self-fencing.** An instance that has not renewed its lease for ``lease_s - heartbeat_s``
-(its store unreachable, its process paused) stops everything it runs before the others
-may take it over. Expiry is judged by each reader's clock against the writer's, so
-instances on several hosts need clocks in step well within ``heartbeat_s`` (NTP).
+(its store unreachable, its process paused) while other instances are alive stops
+everything it runs before they may take it over; an instance alone keeps running.
+Expiry is judged by each reader's clock against the writer's, so instances on several
+hosts need clocks in step well within ``heartbeat_s`` (NTP).
 
 What keeps replication exact does not rest on the lease alone: a replicator reads through
 an Exclusive subscription (a second reader is refused) and writes with the remote's
@@ -255,7 +256,11 @@ class Ownership:
                     self.lease_s - self.heartbeat_s,
                 )
             except (StorageError, TimeoutError) as error:
-                self._failed(str(error) or "the metadata store did not answer in time")
+                self._failed(
+                    str(error)
+                    or f"no answer within {self.lease_s - self.heartbeat_s:g} s"
+                    " (the metadata store, or this process, too busy)"
+                )
                 return
             self.heartbeats += 1
             self._renewed_at = started
@@ -269,7 +274,10 @@ class Ownership:
         self.last_error = error
         renewed, now = self._renewed_at, self._clock()
         expiring = renewed is None or now - renewed >= self.lease_s - self.heartbeat_s
-        if not self.fenced and expiring:
+        # Alone, nobody would take over: stopping everything would only cost a restart
+        # of every partition (a gateway starting 10,000 of them is slow to heartbeat).
+        others = any(m.instance != self.instance for m in self.members)
+        if not self.fenced and expiring and others:
             log.warning(
                 "gateway %s stops everything it runs: its lease may have expired (%s)",
                 self.instance,

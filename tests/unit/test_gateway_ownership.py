@@ -145,11 +145,13 @@ async def test_no_partition_ever_runs_on_two_live_instances(actions) -> None:
 
 async def test_an_instance_that_cannot_renew_stops_everything_before_its_lease_ends() -> None:
     store = FakeStore()
-    instance = Instance("gw-0", store)
+    instance, other = Instance("gw-0", store), Instance("gw-1", store)
     changes = []
     instance.ownership._on_change = lambda: changes.append(store.now)
-    await instance.step()
-    assert instance.running == set(PARTITIONS)
+    for _ in range(3):
+        await other.step()
+        await instance.step()
+    assert instance.running and instance.running | other.running == set(PARTITIONS)
     store.down = True
     store.now += HEARTBEAT_S
     await instance.step()
@@ -159,9 +161,22 @@ async def test_an_instance_that_cannot_renew_stops_everything_before_its_lease_e
     assert instance.ownership.fenced and instance.running == set()
     assert changes and changes[-1] < LEASE_S  # before the lease the others see runs out
     store.down = False
-    await instance.step()  # renewed: a member again, its partitions back
-    await instance.step()
-    assert instance.running == set(PARTITIONS)
+    for _ in range(3):
+        await other.step()
+        await instance.step()  # renewed: a member again, its partitions back
+    assert instance.running and instance.running | other.running == set(PARTITIONS)
+
+
+async def test_an_instance_alone_that_cannot_renew_keeps_running() -> None:
+    store = FakeStore()
+    alone = Instance("gw-0", store)
+    await alone.step()
+    store.down = True
+    for _ in range(int(LEASE_S / HEARTBEAT_S) + 2):
+        store.now += HEARTBEAT_S
+        await alone.step()
+    assert not alone.ownership.fenced and alone.running == set(PARTITIONS)
+    assert alone.ownership.last_error
 
 
 @pytest.mark.parametrize("lease_s", [0.5, 301])
