@@ -338,9 +338,9 @@ class ReplicationManager:
 
         owned_topics = {t for t in listed_topics if owned.target(t)}
         running = {t for t, _ in self.replicators} | set(self.syncs)
-        wanted = {t for t, _ in desired} | self._sync_wanted  # one set: 10,000 topics
+        to_run = {t for t, _ in desired} | self._sync_wanted  # one set: 10,000 topics
         self.partitions_owned = len(owned_topics)
-        self.partitions_pending = len((owned_topics & wanted) - running)
+        self.partitions_pending = len((owned_topics & to_run) - running)
         # A pass that met an error (a partition count it could not ask) is done again, and
         # so is one that left partitions waiting for another gateway to let go.
         complete = self.stats.errors == errors_before and not self.partitions_pending
