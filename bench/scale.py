@@ -22,15 +22,19 @@ syncs them too (it applies what A sends). Then, in order:
    gateway started again: seconds until every partition is replicated again and every
    sync attached, and the log lines the gateway wrote meanwhile.
 
-``--target pulsar``: the same shape beside two real Apache Pulsar 4.0.7 standalones with
-Pulsar's own geo-replication (the sync-only deployment of docs/SUBSYNC.md): half of the
-namespaces synced by the gateways, the other half by Pulsar's replicated subscriptions,
-on the same run. Reported: the gateway's idle admin requests to Pulsar per second,
-start time until every sync is attached, and fresh-ack sync lag p50/p99 for both
-(Pulsar's: until B's ``internalStats`` shows the copy acknowledged), with the ratio.
+``--target pulsar``: the same shape beside two real Apache Pulsar 4.0.7 standalones, in
+either deployment of docs/SUBSYNC.md (``--deployment sync-only``: Pulsar's
+geo-replication copies the data; ``replicate``: A's gateway does, by a namespace
+policy), with as many partitions again in namespaces of their own synced by Pulsar's
+replicated subscriptions, on the same run. Reported: start time until every sync is
+attached (and, with ``replicate``, every partition replicated), the gateways' idle admin
+requests to Pulsar per second, and the sync lag p50/p99 for both, with the ratio, of a
+*fresh* acknowledgement (a message produced moments before, as a live consumer
+acknowledges: the window a failover loses) and of an *old* one (a message a Pulsar
+snapshot already covers: Pulsar's best case); see :func:`pulsar_lag`.
 
     python bench/scale.py --target georep --partitions 1000
-    python bench/scale.py --target pulsar --partitions 1000
+    python bench/scale.py --target pulsar --partitions 1000 [--deployment replicate]
 
 Progress goes to stderr; only the JSON goes to stdout.
 """
@@ -51,6 +55,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from georep import limits
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.link import PulsarLink
 from georep.processes import ManagedProcess, georep_command
@@ -194,7 +199,14 @@ async def start_cluster(root: Path, name: str, fsync: bool) -> tuple[ManagedProc
     return process, url, admin
 
 
-def gateway_toml(root: Path, local: dict, remote: dict, namespaces: list[str], policy: bool):
+def gateway_toml(
+    root: Path,
+    local: dict,
+    remote: dict,
+    namespaces: list[str],
+    policy: bool,
+    sync_extra: tuple[str, ...] = (),
+):
     database = root / f"gateway-{local['name']}.db"
     lines = [
         "[gateway]",
@@ -220,7 +232,7 @@ def gateway_toml(root: Path, local: dict, remote: dict, namespaces: list[str], p
     if policy:
         lines += ["", "[policies.namespaces]"]
         lines += [f'"{ns}" = ["{remote["name"]}"]' for ns in namespaces]
-    lines += ["", "[subscription_sync]"]
+    lines += ["", "[subscription_sync]", *sync_extra]
     for namespace in namespaces:
         lines += [f'[subscription_sync.namespaces."{namespace}"]', 'subscriptions = "all"']
     path = root / f"gateway-{local['name']}.toml"
@@ -413,9 +425,8 @@ async def georep_run(args, root: Path) -> dict:
 
 
 # --- beside real Pulsar -------------------------------------------------------------------
-def copy_acknowledged_on(admin_url: str, topic: str) -> bool:
-    """Whether subscription ``s`` on a Pulsar cluster acknowledged the first entry of
-    ``topic`` (the copy of the partition's first message)."""
+def acknowledged_on(admin_url: str, topic: str, where: tuple[int, int]) -> bool:
+    """Whether subscription ``s`` on a Pulsar cluster acknowledged the entry at ``where``."""
     from georep.position import Position
     from georep.pulsar.cursor_text import acknowledged, parse_cursor
 
@@ -425,23 +436,55 @@ def copy_acknowledged_on(admin_url: str, topic: str) -> bool:
     except urllib.error.HTTPError:
         return False
     cursor = (stats.get("cursors") or {}).get("s")
-    ledgers = stats.get("ledgers") or []
-    if cursor is None or not ledgers:
+    if cursor is None:
         return False
     mark_delete, ranges = parse_cursor(cursor)
-    return acknowledged(Position(ledgers[0]["ledgerId"], 0), mark_delete, ranges)
+    return acknowledged(Position(*where), mark_delete, ranges)
 
 
-async def pulsar_lag(a_url: str, b_admin: str, sample: list[str], flag: bool, label: str):
-    """Fresh-ack sync lag beside Pulsar: per sampled partition a second message after the
-    subscription exists (Pulsar moves a replicated mark-delete only to a snapshot taken
-    after a message it passes), both acknowledged, then until B shows the first copy
-    acknowledged (internalStats every 10 ms)."""
+async def copies_on(link: PulsarLink, topic: str, tags: tuple[str, ...]) -> dict[str, tuple]:
+    """Where the copies of the messages tagged ``tags`` sit on a cluster (a non-durable
+    reader from the earliest entry; replication markers are never dispatched, so a
+    copy's place is read, not assumed)."""
+    reader = await link.subscribe(
+        topic,
+        f"scale-find-{random.getrandbits(32)}",
+        durable=False,
+        initial_position=InitialPosition.EARLIEST,
+        receiver_queue=100,
+    )
+    found: dict[str, tuple] = {}
+    try:
+        while len(found) < len(tags):
+            entry = await asyncio.wait_for(reader.receive(), 60)
+            for tag in tags:
+                if entry.payload.startswith(tag.encode() + b" "):
+                    found[tag] = tuple(entry.position)
+    finally:
+        await reader.close()
+    return found
+
+
+async def pulsar_lag(
+    a_url: str, b_url: str, b_admin: str, sample: list[str], flag: bool, label: str
+) -> dict[str, list[float]]:
+    """Sync lag beside Pulsar, per sampled partition: a second message is produced once the
+    subscription exists; once both copies are on B, a consumer on A acknowledges both,
+    and two clocks run until B shows each copy acknowledged (internalStats every 10 ms):
+
+    - ``fresh``: the message just produced, as a live consumer acknowledges what it was
+      just sent. This is the window in which an acknowledgement is lost at a failover:
+      Pulsar moves a replicated mark-delete only to a snapshot taken after the message
+      (every ``replicatedSubscriptionsSnapshotFrequencyMillis``, 1 s by default).
+    - ``old``: the message produced before the run, which a snapshot already covers:
+      Pulsar's best case.
+    """
     link = PulsarLink(a_url)
-    lags = []
+    link_b = PulsarLink(b_url)
+    lags: dict[str, list[float]] = {"fresh": [], "old": []}
     try:
         for index, topic in enumerate(sample):
-            progress(f"{label} fresh-ack sync lag: {index + 1}/{len(sample)}")
+            progress(f"{label} sync lag: {index + 1}/{len(sample)}")
             consumer = await link.subscribe(
                 topic,
                 "s",
@@ -450,20 +493,24 @@ async def pulsar_lag(a_url: str, b_admin: str, sample: list[str], flag: bool, la
                 receiver_queue=10,
                 replicate_subscription_state=flag,
             )
-            await asyncio.sleep(2.0)  # Pulsar's first snapshot of the subscription
+            await asyncio.sleep(2.0)  # B's copy of the subscription exists
             await produce_one_each(a_url, [topic], "second")
+            where = await copies_on(link_b, topic, ("first", "second"))
             first = await consumer.receive()
             second = await consumer.receive()
             acked_at = time.monotonic()
             consumer.ack_individual([first.position, second.position])
-            while time.monotonic() - acked_at < 60:
-                if await asyncio.to_thread(copy_acknowledged_on, b_admin, topic):
-                    lags.append((time.monotonic() - acked_at) * 1000)
-                    break
+            waiting = {"old": where["first"], "fresh": where["second"]}
+            while waiting and time.monotonic() - acked_at < 60:
+                for kind, position in list(waiting.items()):
+                    if await asyncio.to_thread(acknowledged_on, b_admin, topic, position):
+                        lags[kind].append((time.monotonic() - acked_at) * 1000)
+                        del waiting[kind]
                 await asyncio.sleep(0.01)
             await consumer.close()
     finally:
         await link.close()
+        await link_b.close()
     return lags
 
 
@@ -503,8 +550,20 @@ async def pulsar_run(args, root: Path) -> dict:
             progress(f"starting Pulsar standalone {standalone.name}")
             await asyncio.to_thread(standalone.start)
         a, b = pair
-        for namespace in namespaces + anchor_namespaces:
+        replicate = args.deployment == "replicate"
+        for namespace in anchor_namespaces + ([] if replicate else namespaces):
             await asyncio.to_thread(link_geo_replication, pair, *namespace.split("/"))
+        if replicate:  # the gateway copies; the receiving broker deduplicates its writes
+            for cluster in pair:
+                cluster_admin = PulsarAdmin(cluster.admin_url)
+                for namespace in namespaces:
+                    await asyncio.to_thread(cluster_admin.ensure_namespace, *namespace.split("/"))
+                    await asyncio.to_thread(
+                        cluster_admin.request,
+                        "POST",
+                        f"/admin/v2/namespaces/{namespace}/deduplication",
+                        True,
+                    )
         admin = PulsarAdmin(a.admin_url)
         for base, partitions in {**bases, **anchor_bases}.items():
             path = base.removeprefix("persistent://")
@@ -525,11 +584,15 @@ async def pulsar_run(args, root: Path) -> dict:
         started = time.monotonic()
         urls = {}
         for local, remote in (("A", "B"), ("B", "A")):
-            config = gateway_toml(root, ends[local], ends[remote], namespaces, policy=False)
+            policy = replicate and local == "A"
+            scan = (f"pulsar_scan_interval_s = {args.scan_interval}",) if args.scan_interval else ()
+            config = gateway_toml(
+                root, ends[local], ends[remote], namespaces, policy=policy, sync_extra=scan
+            )
             process, url = await start_gateway(root, config, local)
             gateways.append(process)
             urls[local] = url
-        await wait_all(urls["A"], len(topics), 0, "start", replicate=False)
+        await wait_all(urls["A"], len(topics), 1, "start", replicate=replicate)
         start_s = time.monotonic() - started
         progress(f"settling for {args.settle:.0f} s")
         await asyncio.sleep(args.settle)
@@ -551,30 +614,43 @@ async def pulsar_run(args, root: Path) -> dict:
         idle = await idle_costs(pids, args.idle_seconds, counters)
         picks = random.Random(7).sample(range(len(topics)), min(args.sample, len(topics)))
         georep_lags = await pulsar_lag(
-            a.service_url, b.admin_url, [topics[i] for i in picks], False, "georep"
+            a.service_url, b.service_url, b.admin_url, [topics[i] for i in picks], False, "georep"
         )
         anchor_topics = leaves(anchor_bases)
         pulsar_lags = await pulsar_lag(
-            a.service_url, b.admin_url, [anchor_topics[i] for i in picks], True, "pulsar"
+            a.service_url,
+            b.service_url,
+            b.admin_url,
+            [anchor_topics[i] for i in picks],
+            True,
+            "pulsar",
         )
-        georep_summary = lag_summary(georep_lags, len(picks))
-        pulsar_summary = lag_summary(pulsar_lags, len(picks))
-        ratio = None
-        if georep_summary["p99"] and pulsar_summary["p99"]:
-            ratio = round(georep_summary["p99"] / pulsar_summary["p99"], 2)
+        lag: dict = {}
+        for kind in ("fresh", "old"):
+            ours = lag_summary(georep_lags[kind], len(picks))
+            theirs = lag_summary(pulsar_lags[kind], len(picks))
+            ratio = None
+            if ours["p99"] and theirs["p99"]:
+                ratio = round(ours["p99"] / theirs["p99"], 2)
+            lag[kind] = {
+                "georep": ours,
+                "pulsar_replicated_subscriptions": theirs,
+                "p99_ratio_georep_to_pulsar": ratio,
+            }
         return {
             "pulsar": PULSAR_VERSION,
-            "deployment": "sync only (Pulsar's geo-replication carries the data)",
+            "deployment": (
+                "replicate and sync (the gateway copies the data)"
+                if replicate
+                else "sync only (Pulsar's geo-replication carries the data)"
+            ),
             "partitions": len(topics),
             "topics": len(bases),
             "namespaces": len(namespaces),
+            "gateway_scan_interval_s": args.scan_interval or limits.sync_pulsar_scan_interval_s,
             "start_until_all_synced_s": round(start_s, 1),
             "idle": idle,
-            "fresh_ack_sync_lag_ms": {
-                "georep": georep_summary,
-                "pulsar_replicated_subscriptions": pulsar_summary,
-                "p99_ratio_georep_to_pulsar": ratio,
-            },
+            "sync_lag_ms": lag,
         }
     finally:
         for process in gateways:
@@ -607,6 +683,18 @@ async def main(args, root: Path) -> dict:
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", choices=("georep", "pulsar"), default="georep")
+    parser.add_argument(
+        "--deployment",
+        choices=("sync-only", "replicate"),
+        default="sync-only",
+        help="beside Pulsar: who copies the data (Pulsar's geo-replication, or the gateway)",
+    )
+    parser.add_argument(
+        "--scan-interval",
+        type=float,
+        default=None,
+        help="beside Pulsar: the gateways' pulsar_scan_interval_s (default: theirs)",
+    )
     parser.add_argument("--partitions", type=int, default=1000)
     parser.add_argument("--partitions-per-topic", type=int, default=4)
     parser.add_argument("--namespaces", type=int, default=10)

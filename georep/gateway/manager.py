@@ -150,13 +150,17 @@ class ReplicationManager:
             for name, endpoint in self.remotes.items()
         }
         self.replicators: dict[Key, Replicator] = {}
+        self.sync_settings = sync_settings or SyncSettings()
         #: How subscription sync reads and changes the local cluster's subscriptions.
         self.sync_port: SyncPort = (
-            pulsar_port.PulsarPort(self.local_admin, self.local_link)
+            pulsar_port.PulsarPort(
+                self.local_admin,
+                self.local_link,
+                scan_interval_s=self.sync_settings.pulsar_scan_interval_s,
+            )
             if local.kind == "pulsar"
             else GeorepPort(self.local_admin)
         )
-        self.sync_settings = sync_settings or SyncSettings()
         #: topic partition -> its subscription sync (subsync/topic_sync.py)
         self.syncs: dict[str, TopicSync] = {}
         #: namespace -> its syncs, its change watch, its side channel (beside Pulsar)

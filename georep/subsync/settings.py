@@ -9,6 +9,7 @@
     snapshot_timeout_s = 30.0
     snapshot_cache_size = 10
     poll_interval_s = 0.2
+    pulsar_scan_interval_s = 1.0   # beside real Pulsar: how often to look for changes
 
     [subscription_sync.namespaces."public/default"]   # per-namespace overrides
     mode = "pulsar-compatible"
@@ -68,6 +69,9 @@ class SyncSettings:
     snapshot_timeout_s: float = limits.snapshot_timeout_s_default
     snapshot_cache_size: int = limits.snapshot_cache_count_default
     poll_interval_s: float = limits.sync_poll_interval_s_default
+    #: Beside real Pulsar: seconds between reads of the broker's subscription figures
+    #: (one request for every topic), which say which topics' subscriptions moved.
+    pulsar_scan_interval_s: float = limits.sync_pulsar_scan_interval_s
 
     def for_namespace(self, namespace: str) -> NamespaceSync:
         return self.namespaces.get(namespace, self.default)
@@ -80,6 +84,7 @@ _KEYS = {
     "snapshot_timeout_s",
     "snapshot_cache_size",
     "poll_interval_s",
+    "pulsar_scan_interval_s",
     "namespaces",
 }
 
@@ -123,6 +128,9 @@ def parse_sync(table: Mapping[str, Any]) -> SyncSettings:
         snapshot_timeout_s=timeout,
         snapshot_cache_size=cache,
         poll_interval_s=_seconds(table, "poll_interval_s", limits.sync_poll_interval_s_default),
+        pulsar_scan_interval_s=_seconds(
+            table, "pulsar_scan_interval_s", limits.sync_pulsar_scan_interval_s
+        ),
     )
 
 

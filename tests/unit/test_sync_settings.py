@@ -2,6 +2,7 @@
 
 import pytest
 
+from georep import limits
 from georep.console import ConfigError
 from georep.subsync.settings import Selection, SyncMode, parse_sync
 
@@ -11,6 +12,11 @@ def test_defaults_are_full_mode_for_flagged_subscriptions():
     assert settings.default.mode is SyncMode.FULL
     assert settings.default.subscriptions is Selection.FLAGGED
     assert settings.for_namespace("public/default") == settings.default
+
+
+def test_the_scan_beside_pulsar_is_set_in_the_table():
+    assert parse_sync({}).pulsar_scan_interval_s == limits.sync_pulsar_scan_interval_s
+    assert parse_sync({"pulsar_scan_interval_s": 0.5}).pulsar_scan_interval_s == 0.5
 
 
 def test_a_namespace_overrides_only_what_it_names():
@@ -30,6 +36,7 @@ def test_a_namespace_overrides_only_what_it_names():
         ({"subscriptions": "some"}, "subscriptions is 'some'"),
         ({"mod": "full"}, "unknown key(s) mod"),
         ({"poll_interval_s": 0}, "poll_interval_s must be in"),
+        ({"pulsar_scan_interval_s": 0}, "pulsar_scan_interval_s must be in"),
         ({"snapshot_interval_s": "1"}, "snapshot_interval_s must be a number"),
         ({"snapshot_interval_s": 5, "snapshot_timeout_s": 2}, "must exceed"),
         ({"snapshot_cache_size": 1}, "snapshot_cache_size must be in"),
