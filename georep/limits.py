@@ -719,9 +719,9 @@ drill_sample_ids_max = 20
 drill_chart_points_max = 20_000
 #: Managed topology starts tried (fresh ports each) before the drill gives up.
 drill_start_attempts_max = 3
-#: The sync lag sampled from B's gateway while A runs, for the page's lag timeline: one
-#: sample every this many seconds, at most this many (then every other one is dropped
-#: and the interval doubled, so a long run keeps its whole span).
+#: The sync lag sampled from B's gateway and A's replication backlog to B while A runs,
+#: for the page's timelines: one sample every this many seconds, at most this many (then
+#: every other one is dropped and the interval doubled, so a long run keeps its whole span).
 drill_sync_sample_interval_s = 0.25
 drill_sync_samples_count_max = 400
 

@@ -8,9 +8,10 @@ Steps (each timed in the report's ``timings_s``):
 2. **gateways ready**: wait until both gateways replicate the new topic and sync it, and
    A's gateway syncs the subscription (at most ``limits.drill_ready_s_max``; a warning
    past it): a drill measures a running sync, not topic discovery. From then until the
-   failure, B's gateway's ``applied.A.syncLagMs`` is sampled every
-   ``limits.drill_sync_sample_interval_s`` (``sync_lag_samples_ms``, the page's lag
-   timeline).
+   failure, B's gateway's ``applied.A.syncLagMs`` (``sync_lag_samples_ms``, the page's
+   lag timeline) and A's replication backlog to B (``replication_backlog_samples``: A's
+   gateway's replicator, or Pulsar's own) are sampled every
+   ``limits.drill_sync_sample_interval_s``.
 3. **produce and consume on A**: N messages produced at ``--produce-rate`` (traffic.py;
    their receipts are their origin MessageIds) while the consumers consume, until
    ``target = ceil(at * N)`` distinct messages were delivered; then the consumers stop
@@ -167,8 +168,7 @@ class DrillOp:
         group.start()
         self._lap("subscribe")
         await self._await_gateways()
-        if self.topology.has_gateways:
-            self._sampling = asyncio.ensure_future(self._sample_sync_lag())
+        self._sampling = asyncio.ensure_future(self._sample())
         self.progress.phase(f"{self.mode}: produce and consume on A", target)
         abort = threading.Event()
         producing = asyncio.ensure_future(
@@ -212,20 +212,29 @@ class DrillOp:
         self._lap("produce_rest")
         return group, produced
 
-    async def _sample_sync_lag(self) -> None:
-        """B's gateway's sync lag for the subscription (``applied.A.syncLagMs``), from the
-        gateways' readiness until :meth:`_stop_sampling` (before the failure)."""
+    async def _sample(self) -> None:
+        """From the gateways' readiness until :meth:`_stop_sampling` (before the failure):
+        B's gateway's sync lag for the subscription (``applied.A.syncLagMs``; with
+        gateways only) and A's replication backlog to B (``Topology.replication_backlog``),
+        at one time per sample."""
         interval = limits.drill_sync_sample_interval_s
-        samples = self.facts.sync_lag_samples
+        lags = self.facts.sync_lag_samples
+        backlogs = self.facts.replication_backlog_samples
         while not self._sampling_stop.is_set():
-            stats = await asyncio.to_thread(self.topology.gateway_stats, B, self.topic)
             lag = None
-            if stats is not None:
-                _, block = rest.sync_of(stats, self.topic, self.subscription)
-                lag = rest.sync_lag_ms(block, A)
-            samples.append((int(time.time() * 1000), lag))
-            if len(samples) >= limits.drill_sync_samples_count_max:
-                samples[:] = samples[::2]
+            if self.topology.has_gateways:
+                stats = await asyncio.to_thread(self.topology.gateway_stats, B, self.topic)
+                if stats is not None:
+                    _, block = rest.sync_of(stats, self.topic, self.subscription)
+                    lag = rest.sync_lag_ms(block, A)
+            backlog = await asyncio.to_thread(self.topology.replication_backlog, self.topic)
+            at_ms = int(time.time() * 1000)
+            if self.topology.has_gateways:
+                lags.append((at_ms, lag))
+            backlogs.append((at_ms, backlog))
+            if len(backlogs) >= limits.drill_sync_samples_count_max:
+                lags[:] = lags[::2]
+                backlogs[:] = backlogs[::2]
                 interval *= 2
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._sampling_stop.wait(), interval)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from georep import limits
 from georep.drill.errors import DrillError
+from georep.drill.rest import count_or_none
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.drill.topology import A, B, Topology
 from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
@@ -75,6 +76,17 @@ class PulsarTopology(Topology):
             return [f"A's stats of the topic ({error})"]
         replicator = (stats.get("replication") or {}).get(B) or {}
         return [] if replicator.get("connected") else ["Pulsar's connected replicator A->B"]
+
+    def replication_backlog(self, topic: str) -> int | None:
+        """Pulsar's ``replication.B.replicationBacklog`` in A's topic stats (entries its
+        replicator to B has not sent yet, counted when asked); None when unknown."""
+        try:
+            stats = PulsarAdmin(self.urls[A].admin_url).stats(topic)
+        except (PulsarAdminError, OSError) as error:
+            log.debug("A's stats of %s: %s", topic, error)
+            return None
+        replicator = (stats.get("replication") or {}).get(B) or {}
+        return count_or_none(replicator.get("replicationBacklog"))
 
     async def fail(self, kind: str, topic: str) -> None:
         self._failed = True

@@ -168,6 +168,9 @@ class ModeFacts:
     #: (epoch ms, B's gateway's applied.A.syncLagMs or None) from the gateways' start
     #: to the failure, every ``limits.drill_sync_sample_interval_s`` or so.
     sync_lag_samples: list[tuple[int, float | None]] = field(default_factory=list)
+    #: (epoch ms, entries of the topic A had not replicated to B, or None when unknown),
+    #: sampled with the sync lag (for real Pulsar too: its own replicator's backlog).
+    replication_backlog_samples: list[tuple[int, int | None]] = field(default_factory=list)
     #: Each gateway's block for the subscription under ``subscriptionSync`` ("A": the
     #: source side, "B": what it applied), as the gateways report them.
     sync_stats: dict[str, Any] | None = None
@@ -236,6 +239,9 @@ def mode_report(
         else round(facts.sync_lag_ms, 1),
         "sync_lag_samples_ms": [
             [at_ms, None if lag is None else round(lag, 1)] for at_ms, lag in facts.sync_lag_samples
+        ],
+        "replication_backlog_samples": [
+            [at_ms, backlog] for at_ms, backlog in facts.replication_backlog_samples
         ],
         "gateway_sync_mode": facts.gateway_sync_mode,
         "sync_stats_at_failure": facts.sync_stats,

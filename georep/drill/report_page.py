@@ -35,8 +35,11 @@ on every panel:
 Under it, for a target with gateways, its **sync lag** over time: B's gateway's
 ``applied.A.syncLagMs`` as sampled from the gateways' start to the failure (a line; gaps
 where the gateway reported none), the failure at 0 and the fault window — from the
-failure to the first delivery on B — shaded, on a time scale and a lag scale shared by
-the page's targets (``LagScale``).
+failure to the first delivery on B — shaded. Below that, for every target, its
+**replication backlog** A→B over the same time axis (``replication_backlog_samples``: A's
+gateway's replicator to B, or Pulsar's own), with its peak and last value in the heading;
+a target whose A reported no replication to B says so instead of drawing an empty chart.
+The time axis and each value axis are shared by the page's targets (``TimelineScale``).
 
 Both time panels are on one scale shared by every target of the page (``Scale``): the
 same second is the same width in every column, so a drain of 0.3 s and one of 0.08 s
@@ -153,7 +156,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums }
 .target h2, .target p.topic { white-space: nowrap; overflow: hidden; text-overflow: ellipsis }
 .target svg { display: block; width: 100%; max-width: 600px; height: auto;
   border: 1px solid #e2e8f0; background: #fff }
-.target svg.lag { margin-top: .4em }
+.target svg.lag, .target svg.backlog { margin-top: .4em }
 .legend { display: flex; flex-wrap: wrap; gap: .3em 1.2em; margin: .8em 0; color: #4a5568 }
 .legend span { white-space: nowrap }
 .legend svg { vertical-align: -1px; margin-right: .35em }
@@ -352,52 +355,81 @@ def shared_scale(
 
 
 @dataclass(frozen=True)
-class LagScale:
-    """The lag timelines' bounds: seconds from the failure ``low_s..high_s``, lag
-    ``0..lag_ms_max``."""
+class TimelineScale:
+    """The timelines' bounds (sync lag, replication backlog): seconds from the failure
+    ``low_s..high_s``, lag ``0..lag_ms_max``, backlog ``0..backlog_max``."""
 
     low_s: float
     high_s: float
     lag_ms_max: float
+    backlog_max: float = 2.0
 
 
-def shared_lag_scale(blocks: Sequence[Mapping[str, Any]], after_high_s: float) -> LagScale | None:
-    """One scale over every target's ``sync_lag_samples_ms``; None if none has any."""
+#: The timelines of a target: (report field, the value's name in ``TimelineScale``).
+_LAG, _BACKLOG = "sync_lag_samples_ms", "replication_backlog_samples"
+
+
+def shared_timeline_scale(
+    blocks: Sequence[Mapping[str, Any]], after_high_s: float
+) -> TimelineScale | None:
+    """One scale over every target's ``sync_lag_samples_ms`` and
+    ``replication_backlog_samples``; None if none has any."""
     starts: list[float] = []
-    lags: list[float] = [1.0]
+    values: dict[str, list[float]] = {_LAG: [1.0], _BACKLOG: [2.0]}
     for block in blocks:
-        samples = block.get("sync_lag_samples_ms") or []
         failed_at = block.get("failed_at")
-        if not samples or failed_at is None:
-            continue
-        starts.append((samples[0][0] - failed_at) / 1000.0)
-        lags += [lag for _, lag in samples if lag is not None]
+        for key, found in values.items():
+            samples = block.get(key) or []
+            if not samples or failed_at is None:
+                continue
+            starts.append((samples[0][0] - failed_at) / 1000.0)
+            found += [value for _, value in samples if value is not None]
     if not starts:
         return None
-    return LagScale(min(min(starts), -1e-3), max(after_high_s, 1e-3), max(lags))
+    return TimelineScale(
+        min(min(starts), -1e-3), max(after_high_s, 1e-3), max(values[_LAG]), max(values[_BACKLOG])
+    )
 
 
 _LAG_H = 120
 _LAG_TOP, _LAG_BOTTOM = 22, 30
 
 
-def lag_chart(block: Mapping[str, Any], scale: LagScale) -> str:
-    """The target's sync lag over time (an SVG as wide as its chart), or nothing."""
-    samples = block.get("sync_lag_samples_ms") or []
+def _count_label(value: float, step: float) -> str:
+    """A count's tick: 400, 1.5k, 2M (a million fits the axis' margin)."""
+    for unit, suffix in ((1e6, "M"), (1e3, "k")):
+        if step >= unit / 10 and value >= unit:
+            return tick_label(value / unit, step / unit) + suffix
+    return tick_label(value, step)
+
+
+def _timeline(
+    block: Mapping[str, Any],
+    key: str,
+    scale: TimelineScale,
+    value_max: float,
+    css: str,
+    color: str,
+    heading: str,
+    aria: str,
+    tick: Callable[[float, float], str] = tick_label,
+) -> str:
+    """One series of ``block[key]`` (``[epoch ms, value or null]``) over time until the
+    failure, as wide as the target's chart: a line with gaps where no value was
+    reported, the failure at 0 and the fault window shaded; ``heading`` is SVG text."""
+    samples = block.get(key) or []
     failed_at = block.get("failed_at")
-    if not samples or failed_at is None:
-        return ""
     right = _W - _RIGHT - _STRIP_W - _STRIP_GAP
     panel = _Panel(scale.low_s, scale.high_s, _LEFT, right - _LEFT)
     bottom = _LAG_H - _LAG_BOTTOM
     height = bottom - _LAG_TOP
 
-    def y(lag: float) -> float:
-        return bottom - lag / scale.lag_ms_max * height
+    def y(value: float) -> float:
+        return bottom - value / value_max * height
 
     parts = [
-        f'<svg class="lag" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_LAG_H}" '
-        'role="img" aria-label="sync lag over time">',
+        f'<svg class="{css}" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_LAG_H}" '
+        f'role="img" aria-label="{aria}">',
         f'<rect x="{_LEFT}" y="{_LAG_TOP}" width="{panel.width:.1f}" height="{height}" '
         'fill="#f7fafc"/>',
     ]
@@ -405,37 +437,36 @@ def lag_chart(block: Mapping[str, Any], scale: LagScale) -> str:
     if resume is not None:
         x0, x1 = panel.x(0.0), panel.x(min(resume, scale.high_s))
         parts.append(
-            f'<rect x="{x0:.1f}" y="{_LAG_TOP}" width="{max(x1 - x0, 1.5):.1f}" '
+            f'<rect class="fault" x="{x0:.1f}" y="{_LAG_TOP}" width="{max(x1 - x0, 1.5):.1f}" '
             f'height="{height}" fill="#fed7d7"><title>fault window: {resume:g} s from the '
             "failure to the first delivery on B</title></rect>"
         )
     runs: list[list[str]] = [[]]
-    for at_ms, lag in samples:
-        if lag is None:
+    for at_ms, value in samples:
+        if value is None:
             runs.append([])
             continue
-        runs[-1].append(f"{panel.x((at_ms - failed_at) / 1000.0):.1f},{y(lag):.1f}")
+        runs[-1].append(f"{panel.x((at_ms - failed_at) / 1000.0):.1f},{y(value):.1f}")
     for run in runs:
         if len(run) == 1:
             x_text, y_text = run[0].split(",")
-            parts.append(f'<circle cx="{x_text}" cy="{y_text}" r="1.5" fill="#6b46c1"/>')
+            parts.append(f'<circle cx="{x_text}" cy="{y_text}" r="1.5" fill="{color}"/>')
         elif run:
             parts.append(
-                f'<polyline fill="none" stroke="#6b46c1" stroke-width="1.5" '
+                f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
                 f'points="{" ".join(run)}"/>'
             )
     x0 = panel.x(0.0)
     parts.append(
-        f'<line x1="{x0:.1f}" x2="{x0:.1f}" y1="{_LAG_TOP - 4}" y2="{bottom}" '
+        f'<line class="failure" x1="{x0:.1f}" x2="{x0:.1f}" y1="{_LAG_TOP - 4}" y2="{bottom}" '
         'stroke="#1a202c" stroke-width="1.5" stroke-dasharray="4 3"/>'
-        f'<text x="{_LEFT}" y="{_LAG_TOP - 8}" font-size="11" fill="#4a5568">'
-        "sync lag on B (ms), sampled until the failure</text>"
+        f'<text x="{_LEFT}" y="{_LAG_TOP - 8}" font-size="11" fill="#4a5568">{heading}</text>'
     )
-    step = nice_step(scale.lag_ms_max, 2)
-    for tick in nice_ticks(0, scale.lag_ms_max, 2):
+    step = nice_step(value_max, 2)
+    for value in nice_ticks(0, value_max, 2):
         parts.append(
-            f'<text x="{_LEFT - 6}" y="{y(tick) + 4:.1f}" font-size="11" text-anchor="end">'
-            f"{tick_label(tick, step)}</text>"
+            f'<text x="{_LEFT - 6}" y="{y(value) + 4:.1f}" font-size="11" text-anchor="end">'
+            f"{tick(value, step)}</text>"
         )
     for tick_svg in panel.ticks():
         parts.append(
@@ -445,6 +476,39 @@ def lag_chart(block: Mapping[str, Any], scale: LagScale) -> str:
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def lag_chart(block: Mapping[str, Any], scale: TimelineScale) -> str:
+    """The target's sync lag over time (an SVG as wide as its chart), or nothing."""
+    if not block.get(_LAG) or block.get("failed_at") is None:
+        return ""
+    heading = "sync lag on B (ms), sampled until the failure"
+    return _timeline(
+        block, _LAG, scale, scale.lag_ms_max, "lag", "#6b46c1", heading, "sync lag over time"
+    )
+
+
+def backlog_chart(block: Mapping[str, Any], scale: TimelineScale) -> str:
+    """The target's replication backlog A→B over time, on the sync lag's time scale; a
+    line saying so when A reported none while sampled; nothing for a report without
+    the series."""
+    if _BACKLOG not in block or block.get("failed_at") is None:
+        return ""
+    backlogs = [n for _, n in block[_BACKLOG] if n is not None]
+    if not backlogs:
+        return (
+            '<p class="note backlog">No replication backlog to draw: A reported no'
+            " replication to B while the drill sampled.</p>"
+        )
+    heading = (
+        "replication backlog A→B (entries): "
+        f'peak <tspan data-key="peak">{max(backlogs)}</tspan>, '
+        f'last <tspan data-key="last">{backlogs[-1]}</tspan>'
+    )
+    aria = "replication backlog over time"
+    return _timeline(
+        block, _BACKLOG, scale, scale.backlog_max, "backlog", "#2c7a7b", heading, aria, _count_label
+    )
 
 
 def chart(
@@ -591,7 +655,7 @@ def _target_column(
     deliveries: Sequence[Delivery],
     report: Mapping[str, Any],
     scale: Scale | None,
-    lag_scale: LagScale | None = None,
+    timeline_scale: TimelineScale | None = None,
 ) -> str:
     topic = html.escape(block["topic"])
     out = [
@@ -601,7 +665,8 @@ def _target_column(
         # the same height
         f'<p class="note topic" title="{topic}">topic <code>{topic}</code></p>',
         chart(deliveries, block.get("failed_at"), report["messages"], report["settle_s"], scale),
-        lag_chart(block, lag_scale) if lag_scale is not None else "",
+        lag_chart(block, timeline_scale) if timeline_scale is not None else "",
+        backlog_chart(block, timeline_scale) if timeline_scale is not None else "",
     ]
     for name in ("duplicates", "lost"):
         sample = block[name]["sample"]
@@ -631,7 +696,7 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
     scale = shared_scale(
         [(deliveries.get(mode, ()), block.get("failed_at")) for mode, block in modes.items()]
     )
-    lag_scale = shared_lag_scale(list(modes.values()), scale.after_high if scale else 0.0)
+    timeline_scale = shared_timeline_scale(list(modes.values()), scale.after_high if scale else 0.0)
     out = [
         "<!doctype html><html lang=en><head><meta charset=utf-8>",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -646,7 +711,7 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
         _legend(),
         '<div class="targets">',
         *(
-            _target_column(mode, block, deliveries.get(mode, ()), report, scale, lag_scale)
+            _target_column(mode, block, deliveries.get(mode, ()), report, scale, timeline_scale)
             for mode, block in modes.items()
         ),
         "</div>",

@@ -1,6 +1,6 @@
 """The few REST calls the drill makes (blocking, urllib): a cluster's internal stats,
-a gateway's stats, and a gateway's topic replication policy (for ``cut-link`` on
-running clusters).
+a gateway's stats (and what the drill reads there: sync lag, replication backlog), and a
+gateway's topic replication policy (for ``cut-link`` on running clusters).
 
 Tokens, when the REST requires them, come from the environment, never from a flag: the
 first of ``GEOREP_ADMIN_TOKENS`` for the clusters' admin REST, the first of
@@ -139,6 +139,19 @@ def replicators_of(stats: dict[str, Any], topic: str) -> list[dict[str, Any]]:
         for r in stats.get("replicators") or []
         if isinstance(r, dict) and _same_topic(r.get("topic"), topic)
     ]
+
+
+def replication_backlog(stats: dict[str, Any] | None, topic: str, remote: str) -> int | None:
+    """``replicationBacklog`` (entries) of a gateway's replicator of ``topic`` to ``remote``;
+    None when the gateway lists no such replicator or has not sampled its backlog yet."""
+    for replicator in replicators_of(stats or {}, topic):
+        if replicator.get("remoteCluster") == remote:
+            return count_or_none(replicator.get("replicationBacklog"))
+    return None
+
+
+def count_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def set_topic_policy(gateway_url: str, topic: str, clusters: list[str] | None) -> None:

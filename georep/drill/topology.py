@@ -97,6 +97,13 @@ class Topology:
             log.debug("gateway %s stats: %s", cluster, error)
             return None
 
+    def replication_backlog(self, topic: str) -> int | None:
+        """Entries of ``topic`` A has not replicated to B yet: A's gateway's
+        ``replicationBacklog`` of its replicator to B (refreshed by the gateway every
+        ``limits.replicator_stats_interval_s_default`` while it replicates); None when
+        unknown."""
+        return rest.replication_backlog(self.gateway_stats(A, topic), topic, B)
+
 
 def up_config(data_dir: Path, namespace: str, subscription_sync: dict[str, Any]) -> UpConfig:
     """A↔B with the drill's namespace replicated both ways, on ports chosen now."""

@@ -115,6 +115,10 @@ def test_pulsar_compatible_shared_out_of_order_shows_duplicates(tmp_path):
     samples = block["sync_lag_samples_ms"]
     assert samples and all(at_ms < block["failed_at"] for at_ms, _ in samples)
     assert any(lag is not None for _, lag in samples) and '<svg class="lag"' in page
+    # A's replication backlog to B, sampled at the same times, as A's gateway reports it
+    backlogs = block["replication_backlog_samples"]
+    assert [at_ms for at_ms, _ in backlogs] == [at_ms for at_ms, _ in samples]
+    assert any(n is not None for _, n in backlogs) and '<svg class="backlog"' in page
 
 
 def test_cut_link_in_both_modes(tmp_path):

@@ -62,8 +62,24 @@ _PROBE = """
   const tops = [...document.querySelectorAll("section.target")].map((s) => [
       Math.round(s.getBoundingClientRect().top),
       Math.round(s.querySelector("svg").getBoundingClientRect().top)]);
-  const charts = [...document.querySelectorAll("section.target > svg:not(.lag)")].map(
+  const charts = [
+      ...document.querySelectorAll("section.target > svg:not(.lag):not(.backlog)")].map(
       (svg) => Math.round(svg.getBoundingClientRect().width));
+  // each target's backlog panel: its figures, or the line saying there is none, and
+  // where the failure falls on it and on the sync lag panel above it
+  const backlogs = {};
+  const failureAt = (svg) => svg === null ? null
+      : Math.round(svg.querySelector("line.failure").getBoundingClientRect().left);
+  for (const s of document.querySelectorAll("section.target")) {
+    const svg = s.querySelector("svg.backlog");
+    const note = s.querySelector("p.backlog");
+    backlogs[s.dataset.target] = svg === null ? {note: note && note.textContent} : {
+      peak: svg.querySelector("[data-key=peak]").textContent,
+      last: svg.querySelector("[data-key=last]").textContent,
+      failure: failureAt(svg), lagFailure: failureAt(s.querySelector("svg.lag")),
+      width: Math.round(svg.getBoundingClientRect().width),
+      chart: Math.round(s.querySelector("svg").getBoundingClientRect().width)};
+  }
   const verdict = {};
   for (const li of document.querySelectorAll("ul.verdict li")) {
     const entry = verdict[li.dataset.target] = {word: li.className};
@@ -86,7 +102,7 @@ _PROBE = """
   const tiles = [...document.querySelectorAll(".total[data-key]")].map(
       (t) => [t.dataset.key, getComputedStyle(t.querySelector(".value")).color]);
   out.textContent = JSON.stringify(
-      {width, problems, targets, tops, charts, verdict, figures, risk, tiles});
+      {width, problems, targets, tops, charts, backlogs, verdict, figures, risk, tiles});
   document.body.appendChild(out);
 })();
 </script>
@@ -132,10 +148,16 @@ def delivery(mode: str, index: int, phase: str, acked: bool, at_ms: int) -> Deli
     )  # fmt: skip
 
 
+def backlog(n: int, scale: int) -> int:
+    """A replication backlog that grows while A produces, then drains before the failure."""
+    return max(0, (scale + 40) * min(n, 20 - n) // 10)
+
+
 def drill_report() -> tuple[dict[str, Any], dict[str, list[Delivery]]]:
     """Three targets over 600 messages: A fails at 0 after 300 deliveries and a 3 s wait;
     B delivers the rest in 0.2 s; the first two targets redeliver acknowledged ones; the
-    georep targets sampled their sync lag for 9 s before the failure."""
+    georep targets sampled their sync lag for 9 s before the failure, every target its
+    replication backlog (none reported at first)."""
     failed_at = 1_000_000
     report: dict[str, Any] = {
         "scenario": "shared-out-of-order", "scenario_summary": "Shared, out of order",
@@ -164,6 +186,10 @@ def drill_report() -> tuple[dict[str, Any], dict[str, list[Delivery]]]:
             "sync_lag_samples_ms": [] if mode == "pulsar" else [
                 [failed_at - 9_000 + 250 * n, None if n == 5 else 20.0 + n] for n in range(36)
             ],
+            "replication_backlog_samples": [
+                [failed_at - 9_000 + 250 * n, None if n < 2 else backlog(n, duplicates)]
+                for n in range(36)
+            ],
         }  # fmt: skip
     return report, deliveries
 
@@ -185,6 +211,13 @@ def test_drill_page_shows_every_target_and_the_report_figures_without_overflow(t
             assert text == f"{count} {key}" and css == ("bad" if count else "ok"), (mode, key)
         passed = block["duplicates"]["count"] == 0 and block["lost"]["count"] == 0
         assert found["verdict"][mode]["word"] == ("pass" if passed else "fail")
+    for mode, block in report["modes"].items():  # the backlog panel shows the JSON's figures
+        shown = found["backlogs"][mode]
+        reported = [n for _, n in block["replication_backlog_samples"] if n is not None]
+        assert (shown["peak"], shown["last"]) == (str(max(reported)), str(reported[-1])), mode
+        assert shown["width"] == shown["chart"], "as wide as the target's chart"
+        if mode != "pulsar":  # under the sync lag, on its time axis
+            assert shown["failure"] == shown["lagFailure"], (mode, shown)
     if width >= 1400:  # three columns in one row, the charts' tops level
         assert len({top for top, _ in found["tops"]}) == 1, found["tops"]
         assert len({svg for _, svg in found["tops"]}) == 1, found["tops"]
@@ -203,6 +236,17 @@ def test_a_single_target_page_draws_its_chart_at_a_column_s_size(tmp_path, width
     (tmp_path / "three").mkdir()
     three = probe(render_drill(*drill_report()), tmp_path / "three", width)
     assert abs(chart - three["charts"][0]) <= 1, "the same size as on a page of three"
+
+
+def test_a_target_without_replication_says_so_in_its_backlog_panel(tmp_path):
+    report, deliveries = drill_report()
+    samples = report["modes"]["full"]["replication_backlog_samples"]
+    report["modes"]["full"]["replication_backlog_samples"] = [[at, None] for at, _ in samples]
+    found = probe(render_drill(report, deliveries), tmp_path, 760)
+    assert found["problems"] == []
+    assert "A reported no replication to B" in found["backlogs"]["full"]["note"]
+    pulsar = report["modes"]["pulsar"]["replication_backlog_samples"]
+    assert found["backlogs"]["pulsar"]["peak"] == str(max(n for _, n in pulsar if n))
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -314,3 +314,54 @@ def test_the_sync_lag_timeline_shares_its_scales_and_breaks_where_none_was_repor
     ]
     labels = [re.findall(r">(-?[\d.]+)</text>", svg) for svg in lag_ticks]
     assert labels[0] == labels[1] and "-3" in labels[0] and "800" not in labels[0]
+
+
+def sections_of(page: str) -> dict[str, str]:
+    return dict(
+        re.findall(r'<section class="target" data-target="([^"]+)">(.*?)</section>', page, re.S)
+    )
+
+
+def test_the_replication_backlog_timeline_shares_the_lag_s_time_axis_and_says_when_none():
+    report, deliveries = three_target_report()
+    modes = report["modes"]
+    modes["pulsar"]["replication_backlog_samples"] = [[9_000, 0], [10_000, 1500], [11_000, 900]]
+    modes["pulsar-compatible"]["sync_lag_samples_ms"] = [[10_000, 40.0], [11_000, 30.0]]
+    modes["pulsar-compatible"]["replication_backlog_samples"] = [
+        [10_000, None], [10_500, 300], [11_000, None], [11_500, 0],
+    ]  # fmt: skip
+    modes["pulsar-compatible"]["time_to_resume_on_B_s"] = 0.5
+    modes["full"]["sync_lag_samples_ms"] = [[10_000, 40.0], [11_000, 30.0]]
+    modes["full"]["replication_backlog_samples"] = [[10_000, None], [11_000, None]]
+    sections = sections_of(render(report, deliveries))
+
+    pulsar = sections["pulsar"]  # no sync lag, but its own replicator's backlog
+    assert 'class="lag"' not in pulsar and pulsar.count('<svg class="backlog"') == 1
+    assert '<tspan data-key="peak">1500</tspan>' in pulsar
+    assert '<tspan data-key="last">900</tspan>' in pulsar
+    compatible = sections["pulsar-compatible"]
+    assert compatible.index('<svg class="lag"') < compatible.index('<svg class="backlog"')
+    backlog = re.findall(r'<svg class="backlog".*?</svg>', compatible, re.S)[0]
+    lag = re.findall(r'<svg class="lag".*?</svg>', compatible, re.S)[0]
+    assert '<tspan data-key="peak">300</tspan>' in backlog  # the page's peak is Pulsar's
+    assert '<tspan data-key="last">0</tspan>' in backlog
+    assert backlog.count("<circle") == 2, "a lone reported value between gaps is a dot"
+    assert "<title>fault window: 0.5 s from the failure" in backlog
+    # one time axis: the same ticks and the failure at the same x as the lag above it
+    time_ticks = r'text-anchor="middle">(-?[\d.]+)</text>'
+    assert re.findall(time_ticks, backlog) == re.findall(time_ticks, lag) != []
+    failure = r'<line class="failure" x1="([\d.]+)"'
+    assert re.findall(failure, backlog) == re.findall(failure, lag)
+    # one backlog axis for the page, its ticks in thousands
+    assert re.findall(r'text-anchor="end">([\d.]+k?)</text>', backlog) == ["0", "1k"]
+    # nothing reported: a line that says so, no empty chart
+    full = sections["full"]
+    assert '<p class="note backlog">' in full and '<svg class="backlog"' not in full
+    assert "A reported no replication to B while the drill sampled" in full
+
+
+def test_a_report_without_the_backlog_series_draws_no_backlog_panel():
+    report, deliveries = three_target_report()
+    report["modes"]["full"]["sync_lag_samples_ms"] = [[11_000, 20.0], [11_500, 25.0]]
+    page = render(report, deliveries)
+    assert 'class="lag"' in page and 'class="backlog"' not in page
