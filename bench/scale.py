@@ -57,6 +57,7 @@ from pathlib import Path
 
 from georep import limits
 from georep.client.consumer import InitialPosition, SubType
+from georep.client.errors import RequestTimeout
 from georep.client.link import PulsarLink
 from georep.processes import ManagedProcess, georep_command
 from georep.protocol import pulsar_wire_pb2 as wire
@@ -133,7 +134,9 @@ async def idle_costs(pids: dict[str, int], seconds: float, counters) -> dict:
         "cpu_cores_total": round(sum(cpu.values()), 4),
         "rss_mib": {name: rss_mib(pid) for name, pid in pids.items()},
         "requests_per_s": {
-            name: round((counted_after[name] - counted[name]) / elapsed, 2) for name in counted
+            name: round((counted_after[name] - counted.get(name, 0.0)) / elapsed, 2)
+            for name in counted_after
+            if ":" not in name or counted_after[name] != counted.get(name, 0.0)
         },
     }
 
@@ -161,13 +164,21 @@ def leaves(bases: dict[str, int]) -> list[str]:
 async def produce_one_each(service_url: str, topics: list[str], tag: str) -> None:
     """One message on each topic partition, ``64`` producers at a time."""
     link = PulsarLink(service_url)
-    gate = asyncio.Semaphore(64)
+    gate = asyncio.Semaphore(16)
     done = 0
 
     async def one(topic: str) -> None:
         nonlocal done
         async with gate:
-            producer = await link.create_producer(topic, f"scale-{tag}-{random.getrandbits(40)}")
+            for attempt in range(5):  # a broker loading thousands of topics may be slow
+                try:
+                    name = f"scale-{tag}-{random.getrandbits(40)}"
+                    producer = await link.create_producer(topic, name)
+                    break
+                except RequestTimeout:
+                    if attempt == 4:
+                        raise
+                    progress(f"producing: {topic}: no answer in time; again")
             metadata = wire.MessageMetadata(
                 producer_name=producer.name, sequence_id=0, publish_time=int(time.time() * 1000)
             )
@@ -292,6 +303,20 @@ async def wait_all(url: str, partitions: int, messages: int, label: str, replica
         await asyncio.sleep(1.0)
 
 
+async def wait_swept(urls: dict[str, str], label: str) -> None:
+    """Until no gateway has topics left to look at for stray subscriptions."""
+    started = time.monotonic()
+    while True:
+        left = 0
+        for url in urls.values():
+            stats = await asyncio.to_thread(http, "GET", f"{url}/admin/georep/v1/stats?limit=0")
+            left += stats["discovery"].get("topicsToSweep", 0)
+        if not left:
+            return
+        progress(f"{label}: {left} topics still to sweep ({time.monotonic() - started:.0f} s)")
+        await asyncio.sleep(1.0)
+
+
 def admin_requests(admin_url: str) -> float:
     text = http("GET", f"{admin_url}/metrics")
     text = text.decode() if isinstance(text, bytes) else str(text)
@@ -370,6 +395,7 @@ async def georep_run(args, root: Path) -> dict:
             processes.append(gateways[name][0])
         await wait_all(gateways["A"][1], len(topics), 1, "start")
         start_s = time.monotonic() - started
+        await wait_swept({name: gateway[1] for name, gateway in gateways.items()}, "start")
         progress(f"settling for {args.settle:.0f} s")
         await asyncio.sleep(args.settle)
         pids = {
@@ -594,6 +620,10 @@ async def pulsar_run(args, root: Path) -> dict:
             urls[local] = url
         await wait_all(urls["A"], len(topics), 1, "start", replicate=replicate)
         start_s = time.monotonic() - started
+        # The idle figures start once the gateways' start-up work is done: each looks at
+        # every topic it first sees once (stray subscriptions), a paced request each.
+        await wait_swept(urls, "start")
+        swept_s = time.monotonic() - started
         progress(f"settling for {args.settle:.0f} s")
         await asyncio.sleep(args.settle)
 
@@ -602,11 +632,16 @@ async def pulsar_run(args, root: Path) -> dict:
             for name, url in urls.items():
                 path = f"{url}/admin/georep/v1/stats?limit=0"
                 stats[name] = await asyncio.to_thread(http, "GET", path)
-            return {
+            counted = {
                 f"gateway {name} to {cluster}": float(count)
                 for name, document in stats.items()
                 for cluster, count in document["adminRequestsSent"].items()
             }
+            for name, document in stats.items():  # what they are, where any were sent
+                for cluster, kinds in document.get("adminRequestsByKind", {}).items():
+                    for kind, count in kinds.items():
+                        counted[f"gateway {name} to {cluster}: {kind}"] = float(count)
+            return counted
 
         pids = {"pulsar A": a.pid, "pulsar B": b.pid}
         pids.update({f"gateway {name}": p.pid for name, p in zip("AB", gateways, strict=True)})
@@ -649,6 +684,7 @@ async def pulsar_run(args, root: Path) -> dict:
             "namespaces": len(namespaces),
             "gateway_scan_interval_s": args.scan_interval or limits.sync_pulsar_scan_interval_s,
             "start_until_all_synced_s": round(start_s, 1),
+            "start_until_every_topic_swept_s": round(swept_s, 1),
             "idle": idle,
             "sync_lag_ms": lag,
         }

@@ -20,6 +20,7 @@ bearer token and never logged.
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -78,6 +79,27 @@ class SubscriptionState:
     batches_truncated: bool = False
 
 
+def request_kind(method: str, path: str) -> str:
+    """A request's path with its names left out, to count requests by what they ask.
+
+    >>> request_kind("GET", "/admin/v2/persistent/t/ns/orders-partition-1/internalStats")
+    'GET /admin/v2/persistent/{topic}/internalStats'
+    >>> request_kind("GET", "/admin/v2/namespaces/t/ns/topics")
+    'GET /admin/v2/namespaces/{namespace}/topics'
+    >>> request_kind("GET", "/admin/georep/v1/namespaces/t/ns/sync-changes")
+    'GET /admin/georep/v1/namespaces/{namespace}/sync-changes'
+    """
+    parts = path.split("?", 1)[0].split("/")
+    for index, part in enumerate(parts):
+        if part in ("persistent", "non-persistent") and len(parts) >= index + 4:
+            parts[index + 1 : index + 4] = ["{topic}"]
+            break
+        if part == "namespaces" and len(parts) >= index + 3:
+            parts[index + 1 : index + 3] = ["{namespace}"]
+            break
+    return f"{method} {'/'.join(parts)}"
+
+
 class ClusterAdminClient:
     def __init__(
         self,
@@ -94,8 +116,10 @@ class ClusterAdminClient:
         self._session: aiohttp.ClientSession | None = None
         #: Topics (base names) known to exist with their partitions on this cluster.
         self._ensured: dict[str, int] = {}
-        #: Requests sent (the gateway's ``/stats``: what it costs the cluster).
+        #: Requests sent (the gateway's ``/stats``: what it costs the cluster), and by
+        #: kind (:func:`request_kind`).
         self.requests_sent = 0
+        self.requests_by_kind: collections.Counter[str] = collections.Counter()
 
     def __repr__(self) -> str:
         return f"ClusterAdminClient({self.cluster_name} at {self.admin_url})"
@@ -122,6 +146,7 @@ class ClusterAdminClient:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}{path}"
         self.requests_sent += 1
+        self.requests_by_kind[request_kind(method, path)] += 1
         timeout = None
         if extra_s:
             timeout = aiohttp.ClientTimeout(total=(self._timeout.total or 0) + extra_s)
@@ -241,6 +266,7 @@ class ClusterAdminClient:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}/metrics/"
         self.requests_sent += 1
+        self.requests_by_kind["GET /metrics/"] += 1
         try:
             async with self._session.get(url) as response:
                 text = await response.text()

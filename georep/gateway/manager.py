@@ -87,6 +87,9 @@ class DiscoveryStats:
     #: Topic partitions left without replicators past the replicator limit.
     over_limit: int = 0
     pending_deletions: int = 0
+    #: Topic partitions first seen whose stray replication subscriptions are still to be
+    #: looked for (``gateway_sweep_topics_per_pass_max`` a pass): start-up work left.
+    topics_to_sweep: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -99,6 +102,7 @@ class DiscoveryStats:
             "unknownClusters": sorted(self.unknown_clusters),
             "topicsOverLimit": self.over_limit,
             "pendingSubscriptionDeletions": self.pending_deletions,
+            "topicsToSweep": self.topics_to_sweep,
         }
 
 
@@ -574,6 +578,7 @@ class ReplicationManager:
         if len(self._seen) > limits.gateway_namespace_topics_max:
             self._seen = set(listed)
         self._sweep_pending = not listed <= self._seen
+        self.stats.topics_to_sweep = len(listed - self._seen)
 
     # -- stats --
 
@@ -604,6 +609,11 @@ class ReplicationManager:
             self.local.name: self.local_admin.requests_sent,
             **{name: admin.requests_sent for name, admin in self.remote_admins.items()},
         }
+
+    def admin_requests_by_kind(self) -> dict[str, dict[str, int]]:
+        """The same, per cluster and kind of request (``client/admin.request_kind``)."""
+        admins = {self.local.name: self.local_admin, **self.remote_admins}
+        return {name: dict(admin.requests_by_kind) for name, admin in admins.items()}
 
     def problems(self) -> list[str]:
         """What keeps this gateway from doing all it was asked (``/health`` degraded)."""

@@ -292,6 +292,7 @@ async def get_stats(request: web.Request) -> web.Response:
             "replicators": manager.replicator_stats(keys),
             "discovery": manager.stats.to_json(),
             "adminRequestsSent": manager.admin_requests(),
+            "adminRequestsByKind": manager.admin_requests_by_kind(),
             "subscriptionSync": manager.sync_stats(page),
         }
     )

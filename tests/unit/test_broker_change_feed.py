@@ -141,3 +141,37 @@ async def test_a_failed_scan_is_an_error_for_every_watch_not_a_silence():
             await asyncio.wait_for(scan.changes("t/ns", mark), 5)
     finally:
         await scan.stop()
+
+
+def test_a_family_in_several_blocks_between_comments_is_read_whole():
+    line = (
+        'pulsar_subscription_back_log{{namespace="t/ns",'
+        'topic="persistent://t/ns/{}",subscription="app"}} {}'
+    )
+    text = "\n".join(
+        [
+            "# TYPE pulsar_subscription_back_log gauge",
+            line.format("x", 1),
+            "# TYPE pulsar_topics_count gauge",
+            'pulsar_topics_count{cluster="P"} 2',
+            "# a family that comes back later (not what the format asks, still read)",
+            line.format("y", 2),
+            'pulsar_subscription_back_log_other{namespace="t/ns"} 9',
+        ]
+    )
+    assert subscription_signals(text, {"t/ns"}) == {
+        ("persistent://t/ns/x", "app"): ("1",),
+        ("persistent://t/ns/y", "app"): ("2",),
+    }
+
+
+def test_admin_requests_are_counted_by_kind_without_their_names():
+    from georep.client.admin import request_kind
+
+    assert request_kind("GET", "/admin/v2/persistent/t/ns/x-partition-3/stats") == (
+        "GET /admin/v2/persistent/{topic}/stats"
+    )
+    assert request_kind("GET", "/admin/v2/namespaces/t/ns/topics?mode=ALL") == (
+        "GET /admin/v2/namespaces/{namespace}/topics"
+    )
+    assert request_kind("GET", "/admin/v2/persistent/t/ns") == "GET /admin/v2/persistent/t/ns"
