@@ -76,7 +76,7 @@ def endpoint(name: str) -> ClusterEndpoint:
 
 
 @pytest.fixture
-def manager():
+async def manager():
     store = FakeStore()
     manager = ReplicationManager(
         local=endpoint("A"),
@@ -84,8 +84,11 @@ def manager():
         store=store,
         replicator_factory=FakeReplicator,
     )
+    sync_admin = manager.local_admin  # the sync port's, which keeps it
     manager.local_admin = FakeAdmin()
-    return manager
+    yield manager
+    await manager.stop()  # closes the remotes' admin clients the passes opened
+    await sync_admin.close()
 
 
 def running(manager) -> dict:
