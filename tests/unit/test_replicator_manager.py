@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from georep.broker.topic_name import TopicName
 from georep.client.errors import AdminRequestFailed
 from georep.gateway.config import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
 from georep.storage.meta.replication_policies import ReplicationPolicyRecord
+from georep.topic_name import TopicName
 
 NS = "t/ns"
 X0, X1, Y = (f"persistent://{NS}/{n}" for n in ("x-partition-0", "x-partition-1", "y"))
