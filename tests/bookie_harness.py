@@ -153,6 +153,7 @@ class BookieProcess:
             line = process.stdout.readline().decode(errors="replace").strip()
             if not line:
                 code = process.wait()
+                self._close_pipes()
                 raise RuntimeError(f"bookie exited with {code} before ready:\n{self.log_tail()}")
             if line.startswith(READY_PREFIX + " "):
                 return line.split(" ", 1)[1]

@@ -23,9 +23,9 @@ import logging
 from georep import limits
 from georep.broker.errors import BrokerError, NotAllowed, TopicExists, TopicNotFound
 from georep.broker.ports import BrokerMetadata, TopicLogFactory
-from georep.broker.topic_name import TopicName
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.meta.catalog import CatalogOutcome
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

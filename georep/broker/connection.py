@@ -55,10 +55,10 @@ from georep.broker.errors import (
     ProducerSendRefused,
     ServiceNotReady,
     TooManyRequests,
+    server_error_of,
 )
 from georep.broker.message_id import message_id, position_of
 from georep.broker.producer import Producer
-from georep.broker.topic_name import TopicName
 from georep.invariant import InvariantViolation, invariant
 from georep.position import Position
 from georep.protocol import commands, frames
@@ -70,6 +70,7 @@ from georep.protocol.errors import (
     PulsarProtocolError,
     UnknownCommand,
 )
+from georep.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from georep.broker.service import BrokerService
@@ -276,8 +277,8 @@ class ServerConnection:
             return
         try:
             handler(frame)
-        except BrokerError as error:
-            self._reply_error(frame.command, error.server_error, str(error))
+        except (BrokerError, InvalidTopicName) as error:
+            self._reply_error(frame.command, server_error_of(error), str(error))
         except InvariantViolation:
             raise
         except Exception as error:
@@ -296,8 +297,8 @@ class ServerConnection:
             await handler(frame)
         except asyncio.CancelledError:
             raise
-        except BrokerError as error:
-            self._reply_error(command, error.server_error, str(error))
+        except (BrokerError, InvalidTopicName) as error:
+            self._reply_error(command, server_error_of(error), str(error))
         except InvariantViolation as error:
             asyncio.get_running_loop().call_exception_handler(
                 {"message": f"{self}: invariant violated", "exception": error}

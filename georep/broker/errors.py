@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from georep.protocol import pulsar_wire_pb2 as pb
+from georep.topic_name import InvalidTopicName
 
 
 class BrokerError(Exception):
@@ -20,14 +21,17 @@ class BrokerError(Exception):
     server_error: ClassVar[pb.ServerError] = pb.UNKNOWN_ERROR
 
 
-class InvalidTopicName(BrokerError):
-    """A topic, tenant or namespace name the broker cannot accept.
+def server_error_of(error: BrokerError | InvalidTopicName) -> pb.ServerError:
+    """The ``ServerError`` a client is answered with for ``error``.
 
-    Answered TOPIC_NOT_FOUND (with the reason in the message), not INVALID_TOPIC_NAME: the
-    C++ client retries InvalidTopicName until its operation timeout, while no topic of
-    such a name can ever be found, so the client should fail at once."""
-
-    server_error = pb.TOPIC_NOT_FOUND
+    A topic, tenant or namespace name the broker cannot accept (``georep/topic_name.py``
+    refuses it) is answered TOPIC_NOT_FOUND (with the reason in the message), not
+    INVALID_TOPIC_NAME: the C++ client retries InvalidTopicName until its operation
+    timeout, while no topic of such a name can ever be found, so the client should fail at
+    once."""
+    if isinstance(error, InvalidTopicName):
+        return pb.TOPIC_NOT_FOUND
+    return error.server_error
 
 
 class TopicNotFound(BrokerError):

@@ -40,13 +40,13 @@ from georep.broker.message_expiry import MessageExpiryMonitor
 from georep.broker.ports import TopicLog
 from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription, asks_replicated, mark_replicated
-from georep.broker.topic_name import TopicName
 from georep.broker.topic_policies import TopicPolicies
 from georep.invariant import invariant
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
 from georep.storage.managed_ledger import ManagedLedgerConfig
+from georep.topic_name import TopicName
 
 if TYPE_CHECKING:
     from georep.broker.producer import Producer

@@ -31,9 +31,9 @@ from urllib.parse import quote
 import aiohttp
 
 from georep import limits
-from georep.broker.topic_name import TopicName
 from georep.client.errors import AdminRequestFailed
 from georep.position import Position
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

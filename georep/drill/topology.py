@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from georep import limits
-from georep.broker.errors import InvalidTopicName
-from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed
 from georep.drill import rest
@@ -42,6 +40,7 @@ from georep.drill.errors import DrillError
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.invariant import present
 from georep.processes import ManagedProcess, ProcessFailed
+from georep.topic_name import InvalidTopicName, TopicName
 from georep.up import ClusterSpec, GatewaySpec, UpConfig, _with_ports, build
 
 log = logging.getLogger(__name__)

@@ -69,8 +69,6 @@ from typing import Any
 import yarl
 
 from georep import limits, names
-from georep.broker.errors import InvalidTopicName
-from georep.broker.topic_name import TopicName, check_namespace
 from georep.console import ConfigError, check_keys
 from georep.decimal_text import parse_decimal
 from georep.rest import tokens as token_sources
@@ -83,6 +81,7 @@ from georep.rest.tokens import (
     TokenError,
 )
 from georep.subsync.settings import SyncMode, SyncSettings, parse_sync
+from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 
 log = logging.getLogger(__name__)
 

@@ -49,8 +49,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from georep import limits
-from georep.broker.errors import InvalidTopicName
-from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
@@ -68,6 +66,7 @@ from georep.subsync.ports import GeorepPort, SyncPort
 from georep.subsync.settings import SyncSettings
 from georep.subsync.side_channel import SideChannel
 from georep.subsync.topic_sync import TopicSync
+from georep.topic_name import InvalidTopicName, TopicName
 
 log = logging.getLogger(__name__)
 

@@ -45,8 +45,6 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from georep import limits
-from georep.broker.errors import InvalidTopicName
-from georep.broker.topic_name import TopicName, check_namespace
 from georep.decimal_text import parse_decimal
 from georep.gateway.config import GatewayConfig
 from georep.gateway.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
@@ -58,6 +56,7 @@ from georep.rest.middleware import answering, application, register
 from georep.rest.routes import QueryParameter, Route
 from georep.storage.errors import BadVersion, InvalidArgument
 from georep.storage.meta.store import MetadataStore, ReplicationPolicyRecord
+from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 
 log = logging.getLogger(__name__)
 

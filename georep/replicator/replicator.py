@@ -67,7 +67,6 @@ from tenacity import (
 )
 
 from georep import limits
-from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError
@@ -86,6 +85,7 @@ from georep.replicator.origin import (
     verdict,
 )
 from georep.replicator.rate_limiter import RateLimiter
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from georep import limits
-from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
 from georep.position import Position
 from georep.subsync.core import Apply, SubscriptionState
+from georep.topic_name import TopicName
 
 
 @dataclass(frozen=True, slots=True)

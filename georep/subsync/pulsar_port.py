@@ -50,7 +50,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from georep import limits
-from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.errors import LinkError, ServerError
@@ -61,6 +60,7 @@ from georep.protocol import pulsar_wire_pb2 as wire
 from georep.pulsar.cursor_text import acknowledged, parse_cursor
 from georep.subsync.core import Apply, SubscriptionState
 from georep.subsync.ports import Applied, Changed, ChangeMark
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

@@ -39,9 +39,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from georep import limits
-from georep.broker.errors import InvalidTopicName
-from georep.broker.topic_name import check_namespace
 from georep.console import ConfigError, check_keys
+from georep.topic_name import InvalidTopicName, check_namespace
 
 
 class SyncMode(enum.Enum):

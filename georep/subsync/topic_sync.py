@@ -42,7 +42,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from georep import limits
-from georep.broker.topic_name import TopicName
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
@@ -54,6 +53,7 @@ from georep.subsync.backoff import Backoff
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.ports import SyncPort
 from georep.subsync.side_channel import SideChannel
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

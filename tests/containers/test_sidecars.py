@@ -6,6 +6,7 @@ Then the compose topology (docker/compose.yaml) once end to end with podman-comp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -122,7 +123,11 @@ def ready_line(container: DockerContainer, prefix: str) -> bool:
 @pytest.fixture
 def sidecars(georep_image: str, tmp_path: Path) -> Iterator[dict[str, DockerContainer]]:
     started = time.monotonic()
-    with Network() as network:
+    network = Network()
+    # Its Docker client closed after the network is removed: testcontainers leaves it open,
+    # and its pooled socket would be an unclosed socket (a ResourceWarning, an error here)
+    # wherever the collector met it. Each container's own client closes when it stops.
+    with contextlib.closing(network._docker.client), network:
         containers: dict[str, DockerContainer] = {}
         try:
             for name in ("A", "B"):

@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pulsar
 
@@ -204,17 +204,20 @@ class ChildProcess:
 
     def _read_ready(self, lines: list[str], ready_prefix: str) -> None:
         assert self.process is not None and self.process.stdout is not None
-        for raw in self.process.stdout:
+        stdout = self.process.stdout
+        for raw in stdout:
             line = raw.decode(errors="replace").strip()
             lines.append(line)
             if line.startswith(ready_prefix):
-                threading.Thread(target=self._drain, daemon=True).start()
+                threading.Thread(target=self._drain, args=(stdout,), daemon=True).start()
                 return
+        stdout.close()  # the process ended before it was ready
 
-    def _drain(self) -> None:
-        with contextlib.suppress(Exception):
-            assert self.process is not None and self.process.stdout is not None
-            for _ in self.process.stdout:
+    @staticmethod
+    def _drain(stdout: IO[bytes]) -> None:
+        """Read the process's stdout to its end (the process gone), then close it."""
+        with contextlib.suppress(Exception), stdout:
+            for _ in stdout:
                 pass
 
     def kill(self) -> None:

@@ -16,10 +16,10 @@ import pulsar
 import pytest
 
 from georep import limits
-from georep.broker.topic_name import TopicName
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
+from georep.topic_name import TopicName
 from tests.integration.broker_cluster import (
     InProcessCluster,
     RawConnection,

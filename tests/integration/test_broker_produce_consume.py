@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from georep.broker.topic_name import TopicName
 from georep.protocol.commands import Type
+from georep.topic_name import TopicName
 from tests.integration.broker_cluster import (
     InProcessCluster,
     RawConnection,

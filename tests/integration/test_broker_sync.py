@@ -18,7 +18,6 @@ from collections.abc import Iterator, Sequence
 import pulsar
 import pytest
 
-from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient, SubscriptionState
 from georep.client.consumer import SubType
 from georep.client.errors import AdminRequestFailed, ServerError
@@ -28,6 +27,7 @@ from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
 from georep.snapshots import markers
 from georep.snapshots import markers_pb2 as markers_pb
+from georep.topic_name import TopicName
 from tests.integration.broker_cluster import (
     ClusterProcess,
     RawConnection,

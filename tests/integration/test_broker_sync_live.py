@@ -11,9 +11,9 @@ import pulsar
 import pytest
 
 from georep.broker import subscription_sync
-from georep.broker.topic_name import TopicName
 from georep.position import Position
 from georep.protocol.commands import Type
+from georep.topic_name import TopicName
 from tests.integration.broker_cluster import (
     InProcessCluster,
     RawConnection,

@@ -59,19 +59,21 @@ class Up:
             str(config_on_free_ports(tmp_path, toml)),
         ]
         args += ["--data", str(tmp_path / "data"), *extra]
-        self.process = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=open(tmp_path / "up.log", "ab"),  # the child holds it
-            env={**os.environ, **NO_TOKENS, "PYTHONUNBUFFERED": "1", **(env or {})},
-            text=True,
-        )
+        with open(tmp_path / "up.log", "ab") as log:  # the child holds its own copy
+            self.process = subprocess.Popen(
+                args,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env={**os.environ, **NO_TOKENS, "PYTHONUNBUFFERED": "1", **(env or {})},
+                text=True,
+            )
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None  # stdout=PIPE
-        for line in self.process.stdout:
-            self.lines.put(line.rstrip("\n"))
+        with self.process.stdout:  # closed at its end: up and its children gone
+            for line in self.process.stdout:
+                self.lines.put(line.rstrip("\n"))
 
     def expect(self, pattern: str, timeout_s: float = 90) -> re.Match:
         deadline = time.monotonic() + timeout_s

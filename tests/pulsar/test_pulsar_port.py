@@ -10,12 +10,12 @@ import asyncio
 import pulsar
 import pytest
 
-from georep.broker.topic_name import TopicName
 from georep.client.admin import ClusterAdminClient
 from georep.client.link import PulsarLink
 from georep.position import Position
 from georep.subsync.core import Apply
 from georep.subsync.pulsar_port import ApplyRefused, PulsarPort
+from georep.topic_name import TopicName
 
 
 def quiet_client(url: str) -> pulsar.Client:

@@ -13,11 +13,11 @@ from aiohttp.test_utils import TestServer
 
 from georep import limits
 from georep.broker.admin import bodies
-from georep.broker.topic_name import TopicName
 from georep.client import admin as admin_client
 from georep.client.admin import ClusterAdminClient, SubscriptionState
 from georep.client.errors import AdminRequestFailed
 from georep.position import Position
+from georep.topic_name import TopicName
 
 TOPIC = TopicName.parse("persistent://t/ns/x")
 SYNC_PATH = "/admin/georep/v1/persistent/t/ns/x/subscription/{subscription}/sync"

@@ -7,8 +7,8 @@ import pytest
 
 from georep.broker import errors as broker_errors
 from georep.broker.admin.cluster_admin import Unavailable
-from georep.broker.topic_name import TopicName
 from georep.position import Position
+from georep.topic_name import InvalidTopicName, TopicName
 from tests.unit.test_admin_support import LEDGER_ID, MemoryCluster, running_admin
 
 P = "/admin/v2/persistent/public/default"
@@ -225,7 +225,7 @@ class FailingCluster(MemoryCluster):
         (broker_errors.SubscriptionNotFound("no sub"), 404),
         (broker_errors.ConsumerBusy("busy"), 409),
         (broker_errors.NotAllowed("no"), 409),
-        (broker_errors.InvalidTopicName("bad"), 400),
+        (InvalidTopicName("bad"), 400),
         (broker_errors.ServiceNotReady("later"), 503),
         (RuntimeError("boom"), 500),
     ],

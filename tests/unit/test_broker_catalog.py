@@ -10,8 +10,8 @@ import pytest
 
 from georep.broker.catalog import LEGACY_LEDGER_NAME, Catalog, CatalogCorrupt
 from georep.broker.errors import NotAllowed, TopicExists, TopicNotFound
-from georep.broker.topic_name import TopicName
 from georep.storage.meta.store import MetadataStore
+from georep.topic_name import TopicName
 
 ORDERS = TopicName.parse("persistent://public/default/orders")
 OTHER = TopicName.parse("persistent://public/default/other")

@@ -8,9 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from georep import limits
-from georep.broker.errors import InvalidTopicName
-from georep.broker.topic_name import TopicName
 from georep.names import InvalidName, check
+from georep.topic_name import InvalidTopicName, TopicName
 
 KINDS = ("tenant", "namespace", "cluster", "topic", "subscription", "role")
 

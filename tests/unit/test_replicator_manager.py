@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from georep.broker.topic_name import TopicName
 from georep.client.errors import AdminRequestFailed
 from georep.gateway.config import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
 from georep.storage.meta.replication_policies import ReplicationPolicyRecord
+from georep.topic_name import TopicName
 
 NS = "t/ns"
 X0, X1, Y = (f"persistent://{NS}/{n}" for n in ("x-partition-0", "x-partition-1", "y"))
@@ -76,7 +76,7 @@ def endpoint(name: str) -> ClusterEndpoint:
 
 
 @pytest.fixture
-def manager():
+async def manager():
     store = FakeStore()
     manager = ReplicationManager(
         local=endpoint("A"),
@@ -84,8 +84,11 @@ def manager():
         store=store,
         replicator_factory=FakeReplicator,
     )
+    sync_admin = manager.local_admin  # the sync port's, which keeps it
     manager.local_admin = FakeAdmin()
-    return manager
+    yield manager
+    await manager.stop()  # closes the remotes' admin clients the passes opened
+    await sync_admin.close()
 
 
 def running(manager) -> dict:

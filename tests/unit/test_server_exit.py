@@ -44,6 +44,10 @@ def test_a_broken_invariant_stops_the_process_with_70():
 
 def test_sigterm_ends_serving_cleanly():
     process = start("serve")
-    assert process.stdout.readline().strip() == "TEST_READY"
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(60) == 0
+    try:
+        assert process.stdout.readline().strip() == "TEST_READY"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    finally:
+        process.kill()  # nothing once it has exited
+        process.communicate()  # and its pipes closed

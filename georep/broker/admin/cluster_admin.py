@@ -7,7 +7,7 @@ implements it; the app never reaches into the broker otherwise.
 Contract, for every method:
 
 - names arrive already validated: a ``namespace`` is ``"tenant/name"`` of an existing
-  namespace, a ``topic`` a :class:`~georep.broker.topic_name.TopicName`, a ``subscription``
+  namespace, a ``topic`` a :class:`~georep.topic_name.TopicName`, a ``subscription``
   a non-empty name of at most ``limits.subscription_name_chars_max`` printable characters
   without ``/``;
 - a position is ``(ledger_id, entry_id)``; `Position.EARLIEST` and `Position.LATEST` are the
@@ -34,9 +34,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NotRequired, Protocol, TypedDict, runtime_checkable
 
-from georep.broker.topic_name import TopicName
 from georep.position import Position
 from georep.rest.errors import RestError
+from georep.topic_name import TopicName
 
 
 # --- errors ---------------------------------------------------------------------------

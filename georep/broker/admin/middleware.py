@@ -5,7 +5,7 @@ statuses of the broker's and the store's own errors, and the admin metrics.
 raised                                     status  note
 =========================================  ======  =========================================
 ``AdminError`` subclasses                  its own 400/404/409/503 (a ``RestError``)
-broker ``InvalidTopicName``                400
+``InvalidTopicName`` (topic_name.py)       400
 broker ``TopicNotFound``,                  404
 ``SubscriptionNotFound``
 broker ``TopicExists``, ``ConsumerBusy``,  409
@@ -30,11 +30,12 @@ from georep.broker.admin.state import METRICS
 from georep.rest.middleware import answering
 from georep.storage.errors import BadVersion, MetadataUnavailable
 from georep.storage.errors import InvalidArgument as StorageInvalidArgument
+from georep.topic_name import InvalidTopicName
 
 log = logging.getLogger("georep.broker.admin")
 
 STATUSES: tuple[tuple[type[Exception], int], ...] = (
-    (broker_errors.InvalidTopicName, 400),
+    (InvalidTopicName, 400),
     (broker_errors.TopicNotFound, 404),
     (broker_errors.SubscriptionNotFound, 404),
     (broker_errors.TopicExists, 409),

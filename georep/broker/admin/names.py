@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from georep import names as names_rules
 from georep.broker.admin.cluster_admin import InvalidArgument
-from georep.broker.errors import InvalidTopicName
-from georep.broker.topic_name import PARTITION_SUFFIX, TopicName, check_namespace, check_tenant
+from georep.topic_name import (
+    PARTITION_SUFFIX,
+    InvalidTopicName,
+    TopicName,
+    check_namespace,
+    check_tenant,
+)
 
 
 def tenant(name: str) -> str:

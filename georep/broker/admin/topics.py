@@ -22,9 +22,9 @@ from georep.broker.admin.cluster_admin import (
 )
 from georep.broker.admin.state import CLUSTER, STORE
 from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
-from georep.broker.topic_name import TopicName
 from georep.decimal_text import parse_decimal
 from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
+from georep.topic_name import TopicName
 
 #: Milliseconds since the epoch up to the year 9999.
 _TIMESTAMP_MS_MAX = 253_402_300_799_999

@@ -7,10 +7,14 @@ Accepted spellings, as a Pulsar broker accepts them::
     orders                                        also tenant ``public``, namespace ``default``
     persistent://public/default/orders-partition-3    partition 3 of ``orders``
 
-Rules (each failure is an :class:`InvalidTopicName` saying which rule): the domain is
-``persistent`` (``non-persistent`` topics are not served); tenant, namespace and local
-name follow ``georep/names.py``, the one place naming rules live. A local name ending in
-``-partition-N`` (N decimal, no sign, no leading zero) names partition N.
+A value type every layer shares (the broker, the client, replicators, subscription sync,
+the gateway), so it lives below them all, beside ``georep/position.py``, and imports
+nothing of georep but the naming rules and the limits.
+
+Rules (each failure is an :class:`InvalidTopicName`, a ``ValueError``, saying which rule):
+the domain is ``persistent`` (``non-persistent`` topics are not served); tenant, namespace
+and local name follow ``georep/names.py``, the one place naming rules live. A local name
+ending in ``-partition-N`` (N decimal, no sign, no leading zero) names partition N.
 
 A topic's managed ledger is named ``tenant/namespace/persistent/local``, as in Pulsar;
 the limits are chosen so that the name always fits the metadata store's 255 characters.
@@ -22,7 +26,6 @@ import re
 from dataclasses import dataclass
 
 from georep import limits, names
-from georep.broker.errors import InvalidTopicName
 
 PERSISTENT = "persistent"
 DEFAULT_TENANT = "public"
@@ -30,6 +33,13 @@ DEFAULT_NAMESPACE = "default"
 PARTITION_SUFFIX = "-partition-"
 
 _PARTITION_INDEX = re.compile(r"0|[1-9][0-9]*")
+
+
+class InvalidTopicName(ValueError):
+    """A topic, tenant or namespace name that breaks a rule (the message says which).
+
+    The broker answers it as a Pulsar ``ServerError`` (``broker/errors.py``), both RESTs
+    as 400."""
 
 
 def check_tenant(tenant: str) -> str:

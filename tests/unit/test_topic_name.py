@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from georep import limits
-from georep.broker.errors import InvalidTopicName
-from georep.broker.topic_name import TopicName, check_namespace
+from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 
 ACCEPTED = [
     # text, str(), namespace, local name, partition index
