@@ -520,6 +520,7 @@ def compare(args: argparse.Namespace) -> int:
                 "benchmark": "reconcile",
                 "rows": local["rows"],
                 "generate_s": shape.pop("generate_s"),
+                "generate_process_s": shape.pop("process_s"),
                 **shape,
                 "inputs": f"{args.dir / 'in'}: a local directory, read at the same path by "
                 "the driver and every worker (one machine; on several, shared storage)",
