@@ -156,7 +156,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums }
 .target h2, .target p.topic { white-space: nowrap; overflow: hidden; text-overflow: ellipsis }
 .target svg { display: block; width: 100%; max-width: 600px; height: auto;
   border: 1px solid #e2e8f0; background: #fff }
-.target svg.lag, .target svg.backlog { margin-top: .4em }
+.target svg.lag, .target svg.nolag, .target svg.backlog { margin-top: .4em }
 .legend { display: flex; flex-wrap: wrap; gap: .3em 1.2em; margin: .8em 0; color: #4a5568 }
 .legend span { white-space: nowrap }
 .legend svg { vertical-align: -1px; margin-right: .35em }
@@ -479,9 +479,20 @@ def _timeline(
 
 
 def lag_chart(block: Mapping[str, Any], scale: TimelineScale) -> str:
-    """The target's sync lag over time (an SVG as wide as its chart), or nothing."""
-    if not block.get(_LAG) or block.get("failed_at") is None:
+    """The target's sync lag over time (an SVG as wide as its chart); for a target
+    without one whose backlog is drawn, a panel of the same height that says so (every
+    column's backlog panel then starts at the same height); else nothing."""
+    if block.get("failed_at") is None:
         return ""
+    if not block.get(_LAG):
+        if not block.get(_BACKLOG):
+            return ""
+        return (
+            f'<svg class="nolag" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {_W} {_LAG_H}" '
+            f'role="img" aria-label="no sync lag"><text x="{_LEFT}" y="{_LAG_TOP - 8}" '
+            'font-size="11" fill="#4a5568">no sync lag: no gateway syncs this target'
+            "</text></svg>"
+        )
     heading = "sync lag on B (ms), sampled until the failure"
     return _timeline(
         block, _LAG, scale, scale.lag_ms_max, "lag", "#6b46c1", heading, "sync lag over time"

@@ -78,6 +78,7 @@ _PROBE = """
       last: svg.querySelector("[data-key=last]").textContent,
       failure: failureAt(svg), lagFailure: failureAt(s.querySelector("svg.lag")),
       width: Math.round(svg.getBoundingClientRect().width),
+      top: Math.round(svg.getBoundingClientRect().top),
       chart: Math.round(s.querySelector("svg").getBoundingClientRect().width)};
   }
   const verdict = {};
@@ -221,6 +222,8 @@ def test_drill_page_shows_every_target_and_the_report_figures_without_overflow(t
     if width >= 1400:  # three columns in one row, the charts' tops level
         assert len({top for top, _ in found["tops"]}) == 1, found["tops"]
         assert len({svg for _, svg in found["tops"]}) == 1, found["tops"]
+        # the backlog panels too, Pulsar's (no sync lag above it) included
+        assert len({shown["top"] for shown in found["backlogs"].values()}) == 1, found
     else:  # one column: each below the one before
         assert [top for top, _ in found["tops"]] == sorted({top for top, _ in found["tops"]})
 

@@ -337,6 +337,9 @@ def test_the_replication_backlog_timeline_shares_the_lag_s_time_axis_and_says_wh
 
     pulsar = sections["pulsar"]  # no sync lag, but its own replicator's backlog
     assert 'class="lag"' not in pulsar and pulsar.count('<svg class="backlog"') == 1
+    # in the lag's place a panel of its height says so: the backlogs start level
+    assert pulsar.index('<svg class="nolag"') < pulsar.index('<svg class="backlog"')
+    assert "no gateway syncs this target" in pulsar
     assert '<tspan data-key="peak">1500</tspan>' in pulsar
     assert '<tspan data-key="last">900</tspan>' in pulsar
     compatible = sections["pulsar-compatible"]
