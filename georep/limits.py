@@ -558,6 +558,10 @@ gateway_namespace_topics_max = 100_000
 #: Seconds between passes over policies and local topic lists (new topics and
 #: partitions are picked up within one pass; a REST change starts a pass at once).
 gateway_discovery_interval_s_default = 3.0
+#: A discovery pass still running after this many seconds is said at WARNING (again each
+#: time as long), with where it waits: a pass that hangs holds back every start, stop
+#: and hand-over of the gateway.
+gateway_discovery_pass_slow_s = 30.0
 #: Several gateway instances for one cluster (gateway/ownership.py): an instance's lease
 #: in the metadata store, renewed every heartbeat. kill -9 of an instance moves its topic
 #: partitions to the others within ``lease + heartbeat`` seconds (plus their start); an

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from georep import limits
+from georep.awaiting import awaiting
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
@@ -229,7 +230,7 @@ class ReplicationManager:
         while True:
             self._wakeup.clear()
             try:
-                await self.discover()
+                await self._watched_pass()
             except asyncio.CancelledError:
                 raise
             except (GatewayError, LinkError, StorageError) as error:
@@ -239,6 +240,26 @@ class ReplicationManager:
                 self._record(error)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), self.discovery_interval_s)
+
+    async def _watched_pass(self) -> None:
+        """One pass, said at WARNING with where it waits while it runs past
+        ``limits.gateway_discovery_pass_slow_s``."""
+        task = asyncio.ensure_future(self.discover())
+        running_s = 0.0
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=limits.gateway_discovery_pass_slow_s)
+                if done:
+                    return task.result()
+                running_s += limits.gateway_discovery_pass_slow_s
+                log.warning(
+                    "discovery pass still running after %.0f s, waiting in: %s",
+                    running_s,
+                    awaiting(task),
+                )
+        finally:
+            if not task.done():
+                task.cancel()
 
     def _record(self, error: BaseException) -> None:
         self.stats.errors += 1

@@ -51,6 +51,24 @@ def settled(instances: list[GatewayProcess]) -> dict[str, set[str]] | None:
     return shares
 
 
+def where_they_stand(instances: list[GatewayProcess]) -> str:
+    """What each instance runs, the membership it sees, its discovery passes and the end
+    of its log: what a red run needs to be read."""
+    out = []
+    for instance in instances:
+        try:
+            stats = instance.get("/admin/georep/v1/stats?limit=10000")
+            members = instance.get("/admin/georep/v1/ownership")["members"]
+            state = f"running {sorted(running(instance))}, members {members}, " + (
+                f"discovery {stats['discovery']}"
+            )
+        except Exception as error:  # a dead or hung instance is news too
+            state = f"unreadable: {error!r}"
+        tail = instance.log_path.read_text(errors="replace").splitlines()[-15:]
+        out.append(f"\n{instance.instance}: {state}\n  " + "\n  ".join(tail))
+    return "".join(out)
+
+
 def test_an_instance_killed_beside_pulsar_is_taken_over_without_loss_or_duplicates(
     pulsar_pair, tmp_path
 ) -> None:
@@ -96,7 +114,10 @@ def test_an_instance_killed_beside_pulsar_is_taken_over_without_loss_or_duplicat
         for instance in instances:
             instance.start()
         producer.start()
-        shares = wait_for(lambda: settled(instances), timeout_s=120)
+        try:
+            shares = wait_for(lambda: settled(instances), timeout_s=180)
+        except TimeoutError:
+            raise AssertionError(f"not settled: {where_they_stand(instances)}") from None
         assert all(shares.values()), f"an instance runs nothing: {shares}"
         wait_for(lambda: len(acked) >= 300, timeout_s=60)
         victim = max(instances, key=lambda i: len(shares[i.instance]))

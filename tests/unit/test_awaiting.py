@@ -1,0 +1,45 @@
+"""Where a task waits, and the discovery pass that says so when it runs too long."""
+
+import asyncio
+import logging
+
+from georep import limits
+from georep.awaiting import awaiting
+
+
+async def _inner(event: asyncio.Event) -> None:
+    await event.wait()
+
+
+async def _outer(event: asyncio.Event) -> None:
+    await _inner(event)
+
+
+async def test_the_chain_of_coroutines_a_task_waits_in_is_named_outermost_first():
+    event = asyncio.Event()
+    task = asyncio.create_task(_outer(event))
+    await asyncio.sleep(0)
+    text = awaiting(task)
+    event.set()
+    await task
+    names = [part.rsplit(" in ", 1)[-1] for part in text.split(" <- ")]
+    assert names[:3] == ["_outer", "_inner", "wait"], text
+
+
+async def test_a_discovery_pass_that_hangs_is_said_with_where_it_waits(monkeypatch, caplog):
+    from georep.gateway.manager import ReplicationManager
+
+    release = asyncio.Event()
+
+    class Hanging:
+        async def discover(self) -> None:
+            await _outer(release)
+
+    monkeypatch.setattr(limits, "gateway_discovery_pass_slow_s", 0.05)
+    caplog.set_level(logging.WARNING, logger="georep.gateway.manager")
+    running = asyncio.create_task(ReplicationManager._watched_pass(Hanging()))
+    await asyncio.sleep(0.2)
+    release.set()
+    await running
+    said = [r.getMessage() for r in caplog.records if "still running" in r.getMessage()]
+    assert said and "_outer" in said[0] and "_inner" in said[0], said
