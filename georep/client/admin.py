@@ -116,10 +116,13 @@ class ClusterAdminClient:
         self._session: aiohttp.ClientSession | None = None
         #: Topics (base names) known to exist with their partitions on this cluster.
         self._ensured: dict[str, int] = {}
-        #: Requests sent (the gateway's ``/stats``: what it costs the cluster), and by
-        #: kind (:func:`request_kind`).
-        self.requests_sent = 0
+        #: Requests sent by kind (:func:`request_kind`): the gateway's ``/stats``, what it
+        #: costs the cluster.
         self.requests_by_kind: collections.Counter[str] = collections.Counter()
+
+    @property
+    def requests_sent(self) -> int:
+        return self.requests_by_kind.total()
 
     def __repr__(self) -> str:
         return f"ClusterAdminClient({self.cluster_name} at {self.admin_url})"
@@ -145,7 +148,6 @@ class ClusterAdminClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}{path}"
-        self.requests_sent += 1
         self.requests_by_kind[request_kind(method, path)] += 1
         timeout = None
         if extra_s:
@@ -265,8 +267,7 @@ class ClusterAdminClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         url = f"{self.admin_url}/metrics/"
-        self.requests_sent += 1
-        self.requests_by_kind["GET /metrics/"] += 1
+        self.requests_by_kind[request_kind("GET", "/metrics/")] += 1
         try:
             async with self._session.get(url) as response:
                 text = await response.text()

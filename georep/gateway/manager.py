@@ -184,8 +184,6 @@ class ReplicationManager:
         #: Policies and listings of the last complete pass (``_discover`` skips a pass
         #: that would decide the same).
         self._last_signature: object = None
-        #: Topics listed whose stray subscriptions are still to be looked for.
-        self._sweep_pending = False
         self.stats = DiscoveryStats()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -301,7 +299,7 @@ class ReplicationManager:
         if (
             signature == self._last_signature
             and not self._pending_deletions
-            and not self._sweep_pending
+            and not self.stats.topics_to_sweep
         ):
             self.stats.passes += 1
             self.stats.last_pass_at = self._clock()
@@ -597,7 +595,6 @@ class ReplicationManager:
                     self._pending_deletions.add((topic, remote))
         if len(self._seen) > limits.gateway_namespace_topics_max:
             self._seen = set(listed)
-        self._sweep_pending = not listed <= self._seen
         self.stats.topics_to_sweep = len(listed - self._seen)
 
     # -- stats --
