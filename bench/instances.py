@@ -121,8 +121,11 @@ def shares(instances: list[Instance], partitions: set[str]) -> dict[str, set[str
             except OSError:
                 return None
             members = sorted(m["instance"] for m in ownership["members"])
-            if members != alive or ownership["partitions"]["pending"]:
+            views = [sorted(m["view"]) for m in ownership["members"]]
+            if members != alive or any(v != alive for v in views):
                 return None  # not every instance has seen every other yet
+            if ownership["partitions"]["pending"]:
+                return None  # a handover half done
     counted = collections.Counter(p for topics in running.values() for p in topics)
     if set(counted) != partitions or any(n > 1 for n in counted.values()):
         return None

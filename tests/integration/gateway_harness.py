@@ -180,6 +180,25 @@ class GatewayProcess(ChildProcess):
         return [r for r in stats["replicators"] if r["topic"].startswith(topic_prefix)]
 
 
+def ownership_agreed(instances: Iterable[GatewayProcess]) -> bool:
+    """Every live instance sees the same live membership, every member has stopped down
+    to it (its view), and none waits for a partition another still runs. Until then a
+    partition count that looks right may be a handover half done: the joining instance
+    owns its share, the others have let it go, and it has not started it yet."""
+    alive = [i for i in instances if i.process is not None and i.process.poll() is None]
+    names = sorted(str(i.instance) for i in alive)
+    for instance in alive:
+        document = instance.get("/admin/georep/v1/ownership")
+        members = document["members"]
+        if sorted(m["instance"] for m in members) != names:
+            return False
+        if any(sorted(m["view"]) != names for m in members):
+            return False
+        if document["partitions"]["pending"]:
+            return False
+    return True
+
+
 # --- topologies ---------------------------------------------------------------------------
 class World:
     """Clusters and a gateway beside each, as processes: one test module's topology.

@@ -29,6 +29,7 @@ from tests.integration.gateway_harness import (
     create_partitioned_topic,
     http,
     local_positions,
+    ownership_agreed,
     origin_counts,
     payloads_on,
     produce,
@@ -110,13 +111,10 @@ class Instances:
         return out
 
     def settled(self) -> dict[str, set[str]] | None:
-        """Every partition on exactly one live instance, and each instance agreeing on
-        the membership; None until then."""
-        alive = self.alive()
-        for instance in alive.values():
-            members = instance.get("/admin/georep/v1/ownership")["members"]
-            if sorted(m["instance"] for m in members) != sorted(alive):
-                return None
+        """Every partition on exactly one live instance, and the instances agreeing on
+        the membership and done handing over; None until then."""
+        if not ownership_agreed(self.alive().values()):
+            return None
         running = self.running()
         counted = [topic for topics in running.values() for topic in topics]
         if sorted(counted) != sorted(PARTITIONS):

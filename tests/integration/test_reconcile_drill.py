@@ -330,7 +330,14 @@ def test_replication_and_cursors_are_the_drills(drilled, reconciled, mode) -> No
 
     translated = (subscription["translated_mdp_ledger_id"],
                   subscription["translated_mdp_entry_id"])  # fmt: skip
-    applied = parse_position(block["sync_stats_at_failure"]["B"]["applied"]["A"]["lastMarkDelete"])
+    last_applied = block["sync_stats_at_failure"]["B"]["applied"]["A"]["lastMarkDelete"]
+    if last_applied is None:
+        # Pulsar's snapshot protocol moves B's cursor only once a snapshot round has
+        # completed below A's mark-delete; a loaded run may fail A before the first one.
+        # B then applied nothing, which skips nothing: its cursor stays at its start.
+        assert mode == "pulsar-compatible", "full mode applies every mark-delete it reads"
+        return
+    applied = parse_position(last_applied)
     copies = pq.read_table(drilled.exports[mode, "B"] / "messages").to_pylist()
     first_above = min((c["ledger_id"], c["entry_id"]) for c in copies
                       if (c["origin_ledger_id"], c["origin_entry_id"]) > origin_mdp)  # fmt: skip

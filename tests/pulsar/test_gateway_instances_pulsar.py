@@ -14,7 +14,7 @@ import pulsar
 import pytest
 
 from georep.pulsar.admin import PulsarAdmin
-from tests.integration.gateway_harness import GatewayProcess, wait_for
+from tests.integration.gateway_harness import GatewayProcess, ownership_agreed, wait_for
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
@@ -45,9 +45,8 @@ def settled(instances: list[GatewayProcess]) -> dict[str, set[str]] | None:
     counted = collections.Counter(t for topics in shares.values() for t in topics)
     if sorted(counted) != sorted(PARTITIONS) or max(counted.values()) > 1:
         return None
-    for instance in alive:
-        if len(instance.get("/admin/georep/v1/ownership")["members"]) != len(alive):
-            return None
+    if not ownership_agreed(alive):
+        return None
     return shares
 
 
