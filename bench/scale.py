@@ -52,6 +52,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -492,7 +493,13 @@ async def copies_on(link: PulsarLink, topic: str, tags: tuple[str, ...]) -> dict
 
 
 async def pulsar_lag(
-    a_url: str, b_url: str, b_admin: str, sample: list[str], flag: bool, label: str
+    a_url: str,
+    b_url: str,
+    b_admin: str,
+    sample: list[str],
+    flag: bool,
+    label: str,
+    gateways: dict[str, str] | None = None,
 ) -> dict[str, list[float]]:
     """Sync lag beside Pulsar, per sampled partition: a second message is produced once the
     subscription exists; once both copies are on B, a consumer on A acknowledges both,
@@ -504,10 +511,19 @@ async def pulsar_lag(
       (every ``replicatedSubscriptionsSnapshotFrequencyMillis``, 1 s by default).
     - ``old``: the message produced before the run, which a snapshot already covers:
       Pulsar's best case.
+
+    With ``gateways`` (cluster -> the gateway's admin URL), each fresh lag is also cut
+    where the gateways saw it (``stages``): from the acknowledgement to gateway A's read
+    of the state that holds it and its marker (``ack_to_marker``: the wait for a scan,
+    the scan, the state read), from that marker to gateway B's apply (``marker_to_apply``:
+    the side topic's trip to B, B's read, the apply), and from the apply to the bench
+    seeing it on B (``apply_to_seen``: the bench's own polling).
     """
     link = PulsarLink(a_url)
     link_b = PulsarLink(b_url)
     lags: dict[str, list[float]] = {"fresh": [], "old": []}
+    if gateways is not None:
+        lags.update(ack_to_marker=[], marker_to_apply=[], apply_to_seen=[])
     try:
         for index, topic in enumerate(sample):
             progress(f"{label} sync lag: {index + 1}/{len(sample)}")
@@ -524,13 +540,21 @@ async def pulsar_lag(
             where = await copies_on(link_b, topic, ("first", "second"))
             first = await consumer.receive()
             second = await consumer.receive()
-            acked_at = time.monotonic()
+            acked_at, acked_wall = time.monotonic(), time.time()
             consumer.ack_individual([first.position, second.position])
             waiting = {"old": where["first"], "fresh": where["second"]}
             while waiting and time.monotonic() - acked_at < 60:
                 for kind, position in list(waiting.items()):
                     if await asyncio.to_thread(acknowledged_on, b_admin, topic, position):
                         lags[kind].append((time.monotonic() - acked_at) * 1000)
+                        if kind == "fresh" and gateways is not None:
+                            seen_wall = time.time()
+                            cut = await asyncio.to_thread(lag_stages, gateways, topic)
+                            if cut is not None:
+                                marker_at, lag_ms, applied_at = cut
+                                lags["ack_to_marker"].append((marker_at - acked_wall) * 1000)
+                                lags["marker_to_apply"].append(lag_ms)
+                                lags["apply_to_seen"].append((seen_wall - applied_at) * 1000)
                         del waiting[kind]
                 await asyncio.sleep(0.01)
             await consumer.close()
@@ -538,6 +562,31 @@ async def pulsar_lag(
         await link.close()
         await link_b.close()
     return lags
+
+
+def lag_stages(gateways: dict[str, str], topic: str) -> tuple[float, float, float] | None:
+    """(when gateway A last wrote a marker of ``s`` on ``topic``, gateway B's lag from
+    that marker's writing to its apply in ms, when B applied it), or None if either has
+    not."""
+
+    def sync_of(url: str) -> dict:
+        query = urllib.parse.urlencode({"topic": topic, "limit": 1})
+        document = http("GET", f"{url}/admin/georep/v1/stats?{query}")
+        for synced in document["subscriptionSync"]["topics"]:
+            if synced["topic"] == topic:
+                return synced["subscriptions"].get("s", {})
+        return {}
+
+    source = sync_of(gateways["A"]).get("source") or {}
+    applied = (sync_of(gateways["B"]).get("applied") or {}).get("A") or {}
+    marker_at, lag_ms, applied_at = (
+        source.get("lastWrittenAt"),
+        applied.get("syncLagMs"),
+        applied.get("appliedAt"),
+    )
+    if marker_at is None or lag_ms is None or applied_at is None:
+        return None
+    return marker_at, lag_ms, applied_at
 
 
 def lag_summary(lags: list[float], sample: int) -> dict:
@@ -649,7 +698,13 @@ async def pulsar_run(args, root: Path) -> dict:
         idle = await idle_costs(pids, args.idle_seconds, counters)
         picks = random.Random(7).sample(range(len(topics)), min(args.sample, len(topics)))
         georep_lags = await pulsar_lag(
-            a.service_url, b.service_url, b.admin_url, [topics[i] for i in picks], False, "georep"
+            a.service_url,
+            b.service_url,
+            b.admin_url,
+            [topics[i] for i in picks],
+            False,
+            "georep",
+            gateways=urls,
         )
         anchor_topics = leaves(anchor_bases)
         pulsar_lags = await pulsar_lag(
@@ -672,6 +727,10 @@ async def pulsar_run(args, root: Path) -> dict:
                 "pulsar_replicated_subscriptions": theirs,
                 "p99_ratio_georep_to_pulsar": ratio,
             }
+        lag["fresh"]["georep_stages"] = {
+            stage: lag_summary(georep_lags[stage], len(picks))
+            for stage in ("ack_to_marker", "marker_to_apply", "apply_to_seen")
+        }
         return {
             "pulsar": PULSAR_VERSION,
             "deployment": (
