@@ -12,7 +12,7 @@ first sequence id is at or below the pushed one is a duplicate:
 A batch carries its first id in ``sequence_id`` and its last in ``highest_sequence_id``;
 the batch is a duplicate when its first id was pushed before, and pushes its last id. A
 ``highest_sequence_id`` the sender set is trusted; when unset it is inferred from the
-message count (``producer.highest_sequence_id``).
+message count (:func:`highest_sequence_id`).
 
 Surviving restarts: every ``limits.dedup_snapshot_entries_interval`` entries (and when the
 topic closes) the persisted map is written as the properties of cursor ``pulsar.dedup``
@@ -73,8 +73,6 @@ class MessageDeduplication:
 
     async def recover(self) -> None:
         """Read the snapshot and scan the entries after it."""
-        from georep.broker.producer import highest_sequence_id  # producer imports this module
-
         cursor = self._cursor = await self._ledger.open_cursor(CURSOR_NAME, start="earliest")
         for name, value in dict(cursor.properties).items():
             self.persisted[str(name)] = int(value)
@@ -197,3 +195,24 @@ class MessageDeduplication:
                 del table[name]
                 return
         del table[next(iter(table))]
+
+
+def highest_sequence_id(
+    sequence_id: int, highest: int, messages: int, *, highest_given: bool = False
+) -> int:
+    """The last sequence id an entry carries.
+
+    When the sender sets ``highest_sequence_id`` (the Java client, georep's replicator) it
+    is trusted, as Pulsar does: the gateway's replicator sends a whole stored batch under
+    one sequence id (its origin position) and says so with ``highest_sequence_id`` equal
+    to it, so the next entry's id, one higher, is not taken for a duplicate. The C++
+    client never sets it: a batch of n then carries ids ``sequence_id .. sequence_id + n -
+    1`` (the client numbers messages consecutively), so that is its highest. The same rule
+    applies to a SEND (``producer.py``) and to stored metadata when the state is rebuilt.
+
+    >>> highest_sequence_id(10, 0, 5), highest_sequence_id(10, 10, 5, highest_given=True)
+    (14, 10)
+    """
+    if highest_given and highest >= sequence_id:
+        return highest
+    return max(sequence_id, highest, sequence_id + max(1, messages) - 1)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from georep import limits
-from georep.broker.deduplication import DupStatus
+from georep.broker.deduplication import DupStatus, highest_sequence_id
 from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
 from georep.broker.errors import BrokerError, MessageNeverStored, NotAllowed, PersistenceError
 from georep.broker.message_id import message_id
@@ -213,27 +213,6 @@ class Producer:
         if not self.closed:
             self.closed = True
             self.topic.remove_producer(self)
-
-
-def highest_sequence_id(
-    sequence_id: int, highest: int, messages: int, *, highest_given: bool = False
-) -> int:
-    """The last sequence id an entry carries.
-
-    When the sender sets ``highest_sequence_id`` (the Java client, georep's replicator) it
-    is trusted, as Pulsar does: the gateway's replicator sends a whole stored batch under
-    one sequence id (its origin position) and says so with ``highest_sequence_id`` equal
-    to it, so the next entry's id, one higher, is not taken for a duplicate. The C++
-    client never sets it: a batch of n then carries ids ``sequence_id .. sequence_id + n -
-    1`` (the client numbers messages consecutively), so that is its highest. The same rule
-    applies when the state is rebuilt from stored metadata (``deduplication.py``).
-
-    >>> highest_sequence_id(10, 0, 5), highest_sequence_id(10, 10, 5, highest_given=True)
-    (14, 10)
-    """
-    if highest_given and highest >= sequence_id:
-        return highest
-    return max(sequence_id, highest, sequence_id + max(1, messages) - 1)
 
 
 def _chain(source: asyncio.Future[None], target: asyncio.Future[None]) -> None:

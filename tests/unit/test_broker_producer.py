@@ -12,9 +12,8 @@ from typing import cast
 
 import pytest
 
-from georep.broker.deduplication import DupStatus, MessageDeduplication
+from georep.broker.deduplication import DupStatus, MessageDeduplication, highest_sequence_id
 from georep.broker.ports import TopicLog
-from georep.broker.producer import highest_sequence_id
 from georep.protocol import frames
 from georep.protocol import pulsar_wire_pb2 as pb
 
