@@ -39,10 +39,10 @@ import collections
 import functools
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from georep import limits
-from georep.broker.deduplication import DupStatus, highest_sequence_id
+from georep.broker.deduplication import DupStatus, MessageDeduplication, highest_sequence_id
 from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
 from georep.broker.errors import BrokerError, MessageNeverStored, NotAllowed, PersistenceError
 from georep.broker.message_id import message_id
@@ -50,15 +50,54 @@ from georep.broker.rate_meter import RateMeter
 from georep.position import Position
 from georep.protocol import commands
 from georep.protocol import pulsar_wire_pb2 as pb
+from georep.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from georep.broker.connection import ServerConnection
-    from georep.broker.topic import PersistentTopic
     from georep.protocol.frames import Frame
 
 log = logging.getLogger(__name__)
 
 _DUPLICATE_ID = Position(-1, -1)
+
+
+class ProducerTopic(Protocol):
+    """What a producer needs of its topic (``topic.PersistentTopic``, which holds its
+    producers and so sits above this module)."""
+
+    @property
+    def name(self) -> TopicName: ...
+
+    @property
+    def dedup(self) -> MessageDeduplication: ...
+
+    @property
+    def rate_window_s(self) -> int: ...
+
+    @property
+    def rate_in(self) -> RateMeter: ...
+
+    def publish(
+        self, producer_name: str, highest_sequence_id: int, data: bytes
+    ) -> asyncio.Future[Position]: ...
+
+    def remove_producer(self, producer: Producer) -> None: ...
+
+
+class ProducerConnection(Protocol):
+    """What a producer needs of the connection it was opened on."""
+
+    @property
+    def peer(self) -> str: ...
+
+    def send_command(self, command: pb.BaseCommand) -> None: ...
+
+    def publish_started(self) -> None: ...
+
+    def publish_finished(self) -> None: ...
+
+    def refuse_producer(self, producer: Producer, reason: str) -> None: ...
+
+    def close_producer_from_broker(self, producer: Producer) -> None: ...
 
 
 @dataclass(slots=True)
@@ -73,8 +112,8 @@ class Producer:
     def __init__(
         self,
         *,
-        topic: PersistentTopic,
-        connection: ServerConnection,
+        topic: ProducerTopic,
+        connection: ProducerConnection,
         producer_id: int,
         name: str,
         access_mode: int = pb.PRODUCER_ACCESS_SHARED,

@@ -28,7 +28,7 @@ import collections
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from georep import limits, names
 from georep.broker.consumer import Consumer
@@ -38,6 +38,7 @@ from georep.broker.entry import is_georep_name, parse_metadata
 from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
 from georep.broker.message_expiry import MessageExpiryMonitor
 from georep.broker.ports import TopicLog
+from georep.broker.producer import Producer
 from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription, asks_replicated, mark_replicated
 from georep.broker.topic_policies import TopicPolicies
@@ -47,9 +48,6 @@ from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
 from georep.storage.managed_ledger import ManagedLedgerConfig
 from georep.topic_name import TopicName
-
-if TYPE_CHECKING:
-    from georep.broker.producer import Producer
 
 log = logging.getLogger(__name__)
 
