@@ -30,19 +30,42 @@ moves to (5,6); b is there already.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from georep import limits
 from georep.broker.entry import parse_metadata
-from georep.broker.ports import SubscriptionCursor
+from georep.broker.ports import SubscriptionCursor, TopicLog
 from georep.position import Position
 from georep.storage.errors import StorageError
-
-if TYPE_CHECKING:
-    from georep.broker.subscription import Subscription
-    from georep.broker.topic import PersistentTopic
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
+
+
+class ExpiringSubscription(Protocol):
+    """What expiry needs of a loaded subscription (``subscription.Subscription``)."""
+
+    @property
+    def cursor(self) -> SubscriptionCursor: ...
+
+    def expire_through(self, position: Position) -> None: ...
+
+
+class ExpiringTopic(Protocol):
+    """What expiry needs of its topic (``topic.PersistentTopic``, which runs the passes
+    and so sits above this module)."""
+
+    @property
+    def name(self) -> TopicName: ...
+
+    @property
+    def ledger(self) -> TopicLog: ...
+
+    @property
+    def subscriptions(self) -> Mapping[str, ExpiringSubscription]: ...
+
+    def subscription_names(self) -> list[str]: ...
 
 
 class MessageExpiryMonitor:
@@ -50,7 +73,7 @@ class MessageExpiryMonitor:
 
     def __init__(
         self,
-        topic: PersistentTopic,
+        topic: ExpiringTopic,
         *,
         entries_per_pass_max: int = limits.message_expiry_entries_per_pass_max,
     ) -> None:
@@ -64,7 +87,7 @@ class MessageExpiryMonitor:
         self.stats["passes"] += 1
         topic = self.topic
         ledger = topic.ledger
-        targets: dict[str, tuple[SubscriptionCursor, Subscription | None]] = {
+        targets: dict[str, tuple[SubscriptionCursor, ExpiringSubscription | None]] = {
             name: (ledger.cursors[name], None) for name in topic.subscription_names()
         }
         for name, loaded in list(topic.subscriptions.items()):
