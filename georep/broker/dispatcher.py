@@ -17,6 +17,12 @@ The kinds (one module each):
 - ``single_active_dispatcher``: Exclusive and Failover, one active consumer at a time;
 - ``shared_dispatcher``: Shared, round-robin over consumers with permits;
 - ``key_shared_dispatcher``: Key_Shared, each key's hash owned by one consumer.
+
+Each kind's module imports this one, and a subscription holds its dispatcher, so neither
+this module nor the subscription imports the kinds: ``dispatcher_factory.new_dispatcher``
+chooses the kind for a subscription type, and the topic hands it to every subscription
+it makes (a :data:`DispatcherFactory`). A dispatcher sees its subscription as a
+:class:`DispatcherSubscription`.
 """
 
 from __future__ import annotations
@@ -24,17 +30,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
 from georep import limits
-from georep.broker.consumer import Consumer, SubType
+from georep.broker.consumer import Consumer
 from georep.broker.entry import Entry
-from georep.broker.ports import SubscriptionCursor
+from georep.broker.ports import SubscriptionCursor, TopicLog
 from georep.invariant import InvariantViolation, invariant
 from georep.position import Position
-
-if TYPE_CHECKING:
-    from georep.broker.subscription import Subscription
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +47,45 @@ log = logging.getLogger(__name__)
 _ROUNDS_PER_YIELD = 4
 
 
+class NamedTopic(Protocol):
+    @property
+    def name(self) -> TopicName: ...
+
+
+class DispatcherSubscription(Protocol):
+    """What a dispatcher needs of its subscription (``subscription.Subscription``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def topic(self) -> NamedTopic: ...
+
+    @property
+    def ledger(self) -> TopicLog: ...
+
+    @property
+    def cursor(self) -> SubscriptionCursor: ...
+
+    @property
+    def cursor_lock(self) -> asyncio.Lock: ...
+
+    @property
+    def receives_markers(self) -> bool: ...
+
+    def is_acknowledged(self, position: Position) -> bool: ...
+
+    def deliverable(self, entries: list[Entry]) -> list[Entry]: ...
+
+    def send(self, consumer: Consumer, entry: Entry) -> None: ...
+
+    def count_redelivery(self, positions: list[Position]) -> None: ...
+
+    def note_marker(self, position: Position) -> None: ...
+
+
 class Dispatcher(ABC):
-    def __init__(self, subscription: Subscription) -> None:
+    def __init__(self, subscription: DispatcherSubscription) -> None:
         self.subscription = subscription
         self.consumers: list[Consumer] = []
         self._wakeup = asyncio.Event()
@@ -130,17 +172,6 @@ class Dispatcher(ABC):
         return [Entry.of(position, data) for position, data in raw]
 
 
-def new_dispatcher(subscription: Subscription, sub_type: int) -> Dispatcher:
-    # Imported here: each kind's module imports this one.
-    if sub_type in (SubType.EXCLUSIVE, SubType.FAILOVER):
-        from georep.broker.single_active_dispatcher import SingleActiveConsumerDispatcher
-
-        return SingleActiveConsumerDispatcher(subscription, sub_type)
-    if sub_type == SubType.SHARED:
-        from georep.broker.shared_dispatcher import SharedDispatcher
-
-        return SharedDispatcher(subscription)
-    invariant(sub_type == SubType.KEY_SHARED, f"unknown subscription type {sub_type}")
-    from georep.broker.key_shared_dispatcher import KeySharedDispatcher
-
-    return KeySharedDispatcher(subscription)
+#: Makes the dispatcher of a subscription for a subscription type
+#: (``dispatcher_factory.new_dispatcher``).
+DispatcherFactory = Callable[[DispatcherSubscription, int], Dispatcher]

@@ -22,9 +22,8 @@ because A may still hold k2 entries among them; e11 (k1) goes to A at once.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from georep.broker.consumer import Consumer
+from georep.broker.dispatcher import DispatcherSubscription
 from georep.broker.entry import Entry
 from georep.broker.errors import ConsumerAssignError
 from georep.broker.hash_ranges import AutoSplitRanges, StickyRanges, key_hash
@@ -32,12 +31,9 @@ from georep.broker.shared_dispatcher import SharedDispatcher
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 
-if TYPE_CHECKING:
-    from georep.broker.subscription import Subscription
-
 
 class KeySharedDispatcher(SharedDispatcher):
-    def __init__(self, subscription: Subscription) -> None:
+    def __init__(self, subscription: DispatcherSubscription) -> None:
         super().__init__(subscription)
         self._auto: AutoSplitRanges[Consumer] = AutoSplitRanges()
         self._sticky: StickyRanges[Consumer] = StickyRanges()

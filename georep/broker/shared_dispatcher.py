@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import bisect
 import logging
-from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.broker.consumer import Consumer
-from georep.broker.dispatcher import Dispatcher
+from georep.broker.dispatcher import Dispatcher, DispatcherSubscription
 from georep.broker.entry import Entry
 from georep.position import Position
 from georep.storage.errors import NoSuchEntry
-
-if TYPE_CHECKING:
-    from georep.broker.subscription import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +78,7 @@ class ReplayQueue:
 
 
 class SharedDispatcher(Dispatcher):
-    def __init__(self, subscription: Subscription) -> None:
+    def __init__(self, subscription: DispatcherSubscription) -> None:
         super().__init__(subscription)
         self.replay = ReplayQueue()
         self._next_index = 0

@@ -19,20 +19,17 @@ skipped by the cursor. Redelivery counts of what the consumer held are raised.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from georep import limits
 from georep.broker.consumer import Consumer, SubType
-from georep.broker.dispatcher import Dispatcher
+from georep.broker.dispatcher import Dispatcher, DispatcherSubscription
 from georep.broker.errors import ConsumerBusy
 from georep.position import Position
 
-if TYPE_CHECKING:
-    from georep.broker.subscription import Subscription
-
 
 class SingleActiveConsumerDispatcher(Dispatcher):
-    def __init__(self, subscription: Subscription, sub_type: int) -> None:
+    def __init__(self, subscription: DispatcherSubscription, sub_type: int) -> None:
         super().__init__(subscription)
         self.sub_type = sub_type
         self.active: Consumer | None = None

@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.broker.consumer import Consumer, SubType
+from georep.broker.dispatcher import Dispatcher, DispatcherFactory
 from georep.broker.entry import Entry, is_georep_name
 from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
@@ -73,7 +74,6 @@ from georep.storage.errors import (
 from georep.storage.managed_ledger import RangeSet
 
 if TYPE_CHECKING:
-    from georep.broker.dispatcher import Dispatcher
     from georep.broker.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
@@ -288,12 +288,20 @@ class CursorUpdates:
 
 class Subscription:
     def __init__(
-        self, topic: PersistentTopic, name: str, cursor: SubscriptionCursor, *, durable: bool = True
+        self,
+        topic: PersistentTopic,
+        name: str,
+        cursor: SubscriptionCursor,
+        *,
+        dispatcher_factory: DispatcherFactory,
+        durable: bool = True,
     ) -> None:
         self.topic = topic
         self.name = name
         self.cursor = cursor
         self.durable = durable
+        #: Makes the dispatcher when the first consumer comes or the type changes.
+        self._new_dispatcher = dispatcher_factory
         #: The gateway's subscriptions are dispatched markers; others step over them.
         self.receives_markers = is_georep_name(name)
         self.sub_type: int | None = None
@@ -335,8 +343,6 @@ class Subscription:
     # -- consumers --
 
     async def add_consumer(self, consumer: Consumer) -> None:
-        from georep.broker.dispatcher import new_dispatcher  # dispatchers import this module
-
         if self.closed:
             raise ConsumerBusy(f"subscription {self.name!r} is closing")
         if self.dispatcher is not None and self.dispatcher.consumers:
@@ -354,7 +360,7 @@ class Subscription:
                 # its replay queue goes with it) is read again from the first unacked.
                 self.cursor.rewind()
             self.sub_type = consumer.sub_type
-            self.dispatcher = new_dispatcher(self, consumer.sub_type)
+            self.dispatcher = self._new_dispatcher(self, consumer.sub_type)
         self.dispatcher.add_consumer(consumer)
         self.consumers_attached += 1
         self._consumers_changed()

@@ -34,6 +34,7 @@ from georep import limits, names
 from georep.broker.consumer import Consumer
 from georep.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from georep.broker.deduplication import MessageDeduplication
+from georep.broker.dispatcher_factory import new_dispatcher
 from georep.broker.entry import is_georep_name, parse_metadata
 from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
 from georep.broker.message_expiry import MessageExpiryMonitor
@@ -265,11 +266,11 @@ class PersistentTopic:
             else:
                 start = "latest"
             cursor = await self.ledger.open_cursor(name, start=start)
-            return Subscription(self, name, cursor, durable=True)
+            return Subscription(self, name, cursor, dispatcher_factory=new_dispatcher, durable=True)
         cursor = await self.ledger.open_cursor(
             f"{READER_CURSOR_PREFIX}{name}", start=_reader_start(command), durable=False
         )
-        return Subscription(self, name, cursor, durable=False)
+        return Subscription(self, name, cursor, dispatcher_factory=new_dispatcher, durable=False)
 
     async def delete_subscription(self, name: str) -> None:
         subscription = self.subscriptions.pop(name, None)
