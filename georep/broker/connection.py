@@ -45,6 +45,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from georep import limits
@@ -75,6 +76,7 @@ from georep.topic_name import InvalidTopicName, TopicName
 if TYPE_CHECKING:
     from georep.broker.service import BrokerService
     from georep.broker.subscription import Subscription
+    from georep.broker.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,17 @@ class Transport(Protocol):
     def get_write_buffer_size(self) -> int: ...
 
 
+@dataclass(frozen=True, slots=True)
+class OpenConsumer:
+    """A consumer open on this connection, with the subscription and topic it is attached
+    to. The connection keeps them: a consumer sits below its subscription and knows only
+    its connection."""
+
+    consumer: Consumer
+    subscription: Subscription
+    topic: PersistentTopic
+
+
 class ServerConnection:
     def __init__(
         self,
@@ -162,7 +175,7 @@ class ServerConnection:
         self.producers: dict[int, Producer] = {}
         #: Producer ids whose next PRODUCER is refused once (``refuse_producer``).
         self._refused_creations: dict[int, str] = {}
-        self.consumers: dict[int, Consumer] = {}
+        self.consumers: dict[int, OpenConsumer] = {}
         self._creating_producers: set[int] = set()
         self._creating_consumers: set[int] = set()
         #: Consumers and producers closed by the client while still being created
@@ -206,11 +219,11 @@ class ServerConnection:
             producer.close()
         self.producers.clear()
         consumers, self.consumers = list(self.consumers.values()), {}
-        for consumer in consumers:
+        for opened in consumers:
             try:
-                await consumer.subscription.remove_consumer(consumer)
+                await opened.subscription.remove_consumer(opened.consumer)
             except Exception as error:
-                log.warning("%s: detaching %s: %s", self, consumer, error)
+                log.warning("%s: detaching %s: %s", self, opened.consumer, error)
 
     # -- bytes in --
 
@@ -318,8 +331,8 @@ class ServerConnection:
     def set_writable(self, writable: bool) -> None:
         self._writable = writable
         if writable:
-            for consumer in self.consumers.values():
-                dispatcher = consumer.subscription.dispatcher
+            for opened in self.consumers.values():
+                dispatcher = opened.subscription.dispatcher
                 if dispatcher is not None:
                     dispatcher.wake()
 
@@ -391,7 +404,8 @@ class ServerConnection:
         self.close_producer_from_broker(producer)
 
     def close_consumer_from_broker(self, consumer: Consumer) -> None:
-        if self.consumers.get(consumer.consumer_id) is consumer:
+        opened = self.consumers.get(consumer.consumer_id)
+        if opened is not None and opened.consumer is consumer:
             del self.consumers[consumer.consumer_id]
             self.send_command(commands.close_consumer(consumer.consumer_id, _BROKER_REQUEST_ID))
 
@@ -546,11 +560,11 @@ class ServerConnection:
 
         def new_consumer(subscription: Subscription) -> Consumer:
             return Consumer(
-                subscription=subscription,
                 connection=self,
                 consumer_id=consumer_id,
                 name=request.consumer_name or uuid.uuid4().hex[:10],
                 sub_type=request.sub_type,
+                rate_window_s=subscription.topic.rate_window_s,
                 priority_level=request.priority_level,
                 key_shared_meta=key_shared_meta,
                 partition_index=name.partition_index,
@@ -572,50 +586,49 @@ class ServerConnection:
             # it attached, or it holds an Exclusive subscription against the retry.
             await subscription.remove_consumer(consumer)
             raise ServiceNotReady(f"consumer {consumer_id} was closed while being created")
-        self.consumers[consumer_id] = consumer
+        self.consumers[consumer_id] = OpenConsumer(consumer, subscription, topic)
         self.send_command(commands.success(request.request_id))
 
-    def _consumer(self, consumer_id: int) -> Consumer:
-        consumer = self.consumers.get(consumer_id)
-        if consumer is None:
+    def _consumer(self, consumer_id: int) -> OpenConsumer:
+        opened = self.consumers.get(consumer_id)
+        if opened is None:
             raise _ConsumerNotFound(f"consumer {consumer_id} is not open on this connection")
-        return consumer
+        return opened
 
     def _on_flow(self, frame: frames.Frame) -> None:
         flow = frame.command.flow
-        consumer = self.consumers.get(flow.consumer_id)
-        if consumer is None:
+        opened = self.consumers.get(flow.consumer_id)
+        if opened is None:
             return  # closed meanwhile; Pulsar ignores it too
-        consumer.flow(flow.message_permits)
-        if consumer.subscription.dispatcher is not None:
-            consumer.subscription.dispatcher.wake()
+        opened.consumer.flow(flow.message_permits)
+        if opened.subscription.dispatcher is not None:
+            opened.subscription.dispatcher.wake()
 
     def _on_ack(self, frame: frames.Frame) -> None:
         ack = frame.command.ack
-        consumer = self._consumer(ack.consumer_id)
-        consumer.subscription.acknowledge(consumer, ack)
+        opened = self._consumer(ack.consumer_id)
+        opened.subscription.acknowledge(opened.consumer, ack)
         if ack.HasField("request_id"):
             self._spawn(self._ack_receipt, frame)
 
     async def _ack_receipt(self, frame: frames.Frame) -> None:
         """ACK_RESPONSE once the acknowledgement is persisted."""
         ack = frame.command.ack
-        consumer = self.consumers.get(ack.consumer_id)
-        if consumer is not None:
-            await consumer.subscription.updates.flush()
+        opened = self.consumers.get(ack.consumer_id)
+        if opened is not None:
+            await opened.subscription.updates.flush()
         self.send_command(commands.ack_response(ack.consumer_id, ack.request_id))
 
     def _on_redeliver(self, frame: frames.Frame) -> None:
         request = frame.command.redeliver_unacknowledged_messages
-        consumer = self.consumers.get(request.consumer_id)
-        if consumer is not None:
-            consumer.subscription.redeliver(consumer, list(request.message_ids))
+        opened = self.consumers.get(request.consumer_id)
+        if opened is not None:
+            opened.subscription.redeliver(opened.consumer, list(request.message_ids))
 
     async def _on_seek(self, frame: frames.Frame) -> None:
         request = frame.command.seek
-        consumer = self._consumer(request.consumer_id)
-        subscription = consumer.subscription
-        topic = subscription.topic
+        opened = self._consumer(request.consumer_id)
+        subscription, topic = opened.subscription, opened.topic
         if request.HasField("message_id"):
             target = position_of(request.message_id)
             if target == Position.EARLIEST or target.ledger_id < 0:
@@ -633,50 +646,50 @@ class ServerConnection:
 
     async def _on_unsubscribe(self, frame: frames.Frame) -> None:
         request = frame.command.unsubscribe
-        consumer = self._consumer(request.consumer_id)
-        subscription = consumer.subscription
-        if not (request.force or subscription.can_unsubscribe(consumer)):
+        opened = self._consumer(request.consumer_id)
+        subscription = opened.subscription
+        if not (request.force or subscription.can_unsubscribe(opened.consumer)):
             raise NotAllowed(f"other consumers are attached to subscription {subscription.name!r}")
         self.consumers.pop(request.consumer_id, None)
-        await subscription.remove_consumer(consumer)
+        await subscription.remove_consumer(opened.consumer)
         if not subscription.closed:
-            await subscription.topic.delete_subscription(subscription.name)
+            await opened.topic.delete_subscription(subscription.name)
         self.send_command(commands.success(request.request_id))
 
     async def _on_close_consumer(self, frame: frames.Frame) -> None:
         request = frame.command.close_consumer
-        consumer = self.consumers.pop(request.consumer_id, None)
-        if consumer is None and request.consumer_id in self._creating_consumers:
+        opened = self.consumers.pop(request.consumer_id, None)
+        if opened is None and request.consumer_id in self._creating_consumers:
             self._closed_while_creating.add(request.consumer_id)  # _on_subscribe drops it
-        if consumer is not None:
+        if opened is not None:
             # Returns once the consumer's acknowledgements are persisted.
-            await consumer.subscription.remove_consumer(consumer)
+            await opened.subscription.remove_consumer(opened.consumer)
         self.send_command(commands.success(request.request_id))
 
     async def _on_get_last_message_id(self, frame: frames.Frame) -> None:
         request = frame.command.get_last_message_id
-        consumer = self._consumer(request.consumer_id)
-        subscription = consumer.subscription
-        position, batch_index = await subscription.topic.last_message_id()
-        partition = consumer.partition_index
+        opened = self._consumer(request.consumer_id)
+        position, batch_index = await opened.topic.last_message_id()
+        partition = opened.consumer.partition_index
         self.send_command(
             commands.get_last_message_id_response(
                 request.request_id,
                 message_id(position, partition, batch_index),
-                message_id(subscription.cursor.mark_delete_position, partition),
+                message_id(opened.subscription.cursor.mark_delete_position, partition),
             )
         )
 
     def _on_consumer_stats(self, frame: frames.Frame) -> None:
         request = frame.command.consumer_stats
-        consumer = self._consumer(request.consumer_id)
+        opened = self._consumer(request.consumer_id)
+        consumer = opened.consumer
         self.send_command(
             commands.consumer_stats_response(
                 request.request_id,
                 consumer_name=consumer.name,
                 available_permits=max(0, consumer.permits),
                 unacked_messages=consumer.unacked_messages,
-                msg_backlog=int(consumer.subscription.cursor.backlog),
+                msg_backlog=int(opened.subscription.cursor.backlog),
                 subscription_type=pb.Subscribe.SubType.Name(consumer.sub_type),
             )
         )

@@ -17,7 +17,7 @@ messages dispatch to the consumer pauses until it acknowledges some.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from georep import limits
 from georep.broker.entry import Entry
@@ -26,9 +26,6 @@ from georep.broker.rate_meter import RateMeter
 from georep.position import Position
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
-
-if TYPE_CHECKING:
-    from georep.broker.subscription import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +60,15 @@ class Consumer:
     def __init__(
         self,
         *,
-        subscription: Subscription,
         connection: ConsumerConnection,
         consumer_id: int,
         name: str,
         sub_type: int,
+        rate_window_s: int,
         priority_level: int = 0,
         key_shared_meta: pb.KeySharedMeta | None = None,
         partition_index: int = -1,
     ) -> None:
-        self.subscription = subscription
         self.connection = connection
         self.consumer_id = consumer_id
         self.name = name
@@ -86,8 +82,9 @@ class Consumer:
         self.unacked_messages = 0
         self.closed = False
         self.stats = {"messages_out": 0, "entries_out": 0, "bytes_out": 0, "redelivered": 0}
-        #: msgRateOut / msgThroughputOut: the counters above over the stats window
-        self.rate_out = RateMeter(subscription.topic.rate_window_s)
+        #: msgRateOut / msgThroughputOut: the counters above over the stats window (the
+        #: topic's ``rate_window_s``)
+        self.rate_out = RateMeter(rate_window_s)
 
     def __repr__(self) -> str:
         return f"Consumer({self.consumer_id} {self.name!r} on {self.connection.peer})"

@@ -52,7 +52,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from georep import limits
 from georep.broker.consumer import Consumer, SubType
@@ -72,9 +72,7 @@ from georep.storage.errors import (
     StorageError,
 )
 from georep.storage.managed_ledger import RangeSet
-
-if TYPE_CHECKING:
-    from georep.broker.topic import PersistentTopic
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -286,10 +284,31 @@ class CursorUpdates:
         )
 
 
+class SubscriptionTopic(Protocol):
+    """What a subscription needs of its topic (``topic.PersistentTopic``, which holds its
+    subscriptions and so sits above this module)."""
+
+    @property
+    def name(self) -> TopicName: ...
+
+    @property
+    def ledger(self) -> TopicLog: ...
+
+    @property
+    def rate_window_s(self) -> int: ...
+
+    @property
+    def rate_out(self) -> RateMeter: ...
+
+    def subscription_changed(self, name: str) -> None: ...
+
+    async def delete_subscription(self, name: str) -> None: ...
+
+
 class Subscription:
     def __init__(
         self,
-        topic: PersistentTopic,
+        topic: SubscriptionTopic,
         name: str,
         cursor: SubscriptionCursor,
         *,

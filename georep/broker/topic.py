@@ -38,6 +38,7 @@ from georep.broker.dispatcher_factory import new_dispatcher
 from georep.broker.entry import is_georep_name, parse_metadata
 from georep.broker.errors import NotAllowed, ProducerBusy, ServiceNotReady, SubscriptionNotFound
 from georep.broker.message_expiry import MessageExpiryMonitor
+from georep.broker.message_id import position_of
 from georep.broker.ports import TopicLog
 from georep.broker.producer import Producer
 from georep.broker.rate_meter import RateMeter
@@ -407,8 +408,6 @@ def _copy_outcome(source: asyncio.Future[Position], target: asyncio.Future[Posit
 def _reader_start(command: pb.Subscribe) -> SeekTarget:
     """Where a non-durable cursor starts: at the given message id (the client drops what
     it should not see, honouring its own ``start_message_id_inclusive``), or at either end."""
-    from georep.broker.message_id import position_of
-
     if not command.HasField("start_message_id"):
         return "earliest" if command.initial_position == pb.Subscribe.EARLIEST else "latest"
     position = position_of(command.start_message_id)
