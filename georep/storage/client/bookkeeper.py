@@ -6,6 +6,9 @@ await writer.add(b"payload")           # confirmed on Qa bookies
 await writer.close()
 reader = await bk.open_ledger(writer.ledger_id)   # recovers (fences) if still open
 entries = await reader.read(0, reader.last_add_confirmed)
+
+The handles and ops it creates get it as their ``client_context.ClientContext`` (bookie clients,
+placement, ledger metadata, read timeout) and never import this module.
 """
 
 from __future__ import annotations
@@ -21,12 +24,16 @@ from georep.storage.client.ledger_recovery_op import LedgerRecoveryOp
 from georep.storage.client.placement import EnsemblePlacementPolicy
 from georep.storage.client.read_handle import ReadHandle
 from georep.storage.meta.ledger_metadata import LedgerMetadata
+from georep.storage.meta.ledgers import LedgerRepository
 from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
 
 class BookKeeper:
+    """The client of a cluster's bookies; as a ``client_context.ClientContext`` it is what each of
+    its handles and ops is given."""
+
     def __init__(
         self,
         store: MetadataStore,
@@ -35,7 +42,7 @@ class BookKeeper:
         request_timeout_ms: float = limits.bookie_request_timeout_ms_default,
         speculative_read_timeout_ms: float = limits.speculative_read_timeout_ms_default,
     ) -> None:
-        self.store = store
+        self.ledgers: LedgerRepository = store
         self.placement = placement or EnsemblePlacementPolicy(store)
         self.clients = BookieClientPool(timeout_ms=request_timeout_ms)
         self.speculative_read_timeout_ms = speculative_read_timeout_ms
@@ -52,7 +59,7 @@ class BookKeeper:
         :class:`NotEnoughBookies` when there are fewer."""
         Quorums(ensemble_size, write_quorum, ack_quorum)  # validates E >= Qw >= Qa >= 1
         ensemble = await self.placement.new_ensemble(ensemble_size)
-        metadata = await self.store.create_ledger(
+        metadata = await self.ledgers.create_ledger(
             ensemble_size=ensemble_size,
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
@@ -69,7 +76,7 @@ class BookKeeper:
         if recovery:
             metadata = await LedgerRecoveryOp(self, ledger_id).run()
             return ReadHandle(self, metadata, metadata.last_entry_id)
-        metadata = await self.store.get_ledger(ledger_id)
+        metadata = await self.ledgers.get_ledger(ledger_id)
         handle = ReadHandle(self, metadata, metadata.last_entry_id)
         await handle.read_lac()
         return handle
@@ -80,7 +87,7 @@ class BookKeeper:
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Remove the ledger from the metadata store; bookies collect its data later."""
-        await self.store.delete_ledger(ledger_id)
+        await self.ledgers.delete_ledger(ledger_id)
 
     async def close(self) -> None:
         await self.clients.close()

@@ -27,12 +27,12 @@ import asyncio
 import functools
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.invariant import invariant
 from georep.storage import entry as entry_format
 from georep.storage import protocol
+from georep.storage.client.client_context import ClientContext
 from georep.storage.client.distribution_schedule import AckSet, Quorums
 from georep.storage.errors import (
     BadVersion,
@@ -43,9 +43,6 @@ from georep.storage.errors import (
     StorageError,
 )
 from georep.storage.meta.ledger_metadata import LedgerMetadata, LedgerState
-
-if TYPE_CHECKING:
-    from georep.storage.client.bookkeeper import BookKeeper
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +76,14 @@ class LedgerHandle:
 
     def __init__(
         self,
-        bookkeeper: BookKeeper,
+        context: ClientContext,
         metadata: LedgerMetadata,
         *,
         recovery: bool = False,
         last_add_confirmed: int = -1,
         length: int = 0,
     ) -> None:
-        self._bk = bookkeeper
+        self._context = context
         self.metadata = metadata
         self.quorums = Quorums(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
         self._recovery = recovery
@@ -183,7 +180,7 @@ class LedgerHandle:
         self.stats["adds"] += 1
         self.stats["add_bytes"] += payload_bytes
         ensemble = self.metadata.last_ensemble
-        request_id = self._bk.clients.next_request_id()
+        request_id = self._context.clients.next_request_id()
         frame = protocol.encode(
             protocol.AddRequest(request_id, self.ledger_id, entry_id, self._recovery, data)
         )
@@ -201,13 +198,13 @@ class LedgerHandle:
         frame: bytes | None = None,
     ) -> None:
         if frame is None or request_id is None:  # a re-send after an ensemble change
-            request_id = self._bk.clients.next_request_id()
+            request_id = self._context.clients.next_request_id()
             frame = protocol.encode(
                 protocol.AddRequest(
                     request_id, self.ledger_id, op.entry_id, self._recovery, op.data
                 )
             )
-        self._bk.clients.get(bookie).send_frame(
+        self._context.clients.get(bookie).send_frame(
             request_id, frame, functools.partial(self._on_add_response, op, index, bookie)
         )
 
@@ -313,13 +310,13 @@ class LedgerHandle:
                     f"ledger {self.ledger_id} is {metadata.state}: cannot change its ensemble"
                 )
             try:
-                ensemble = await self._bk.placement.replace(
+                ensemble = await self._context.placement.replace(
                     metadata.last_ensemble, failed.values(), exclude=self._all_failed()
                 )
             except NotEnoughBookies:
                 # A recovering reader may have fenced us (its fence makes adds time out
                 # or fail too): report that rather than the missing spare bookie.
-                current = await self._bk.store.get_ledger(self.ledger_id)
+                current = await self._context.ledgers.get_ledger(self.ledger_id)
                 if current.state != expected_state:
                     raise LedgerFenced(
                         f"ledger {self.ledger_id} is {current.state}: a reader recovered it"
@@ -327,10 +324,10 @@ class LedgerHandle:
                 raise
             proposal = metadata.with_segment(first_entry, tuple(ensemble))
             try:
-                metadata = await self._bk.store.update_ledger(proposal)
+                metadata = await self._context.ledgers.update_ledger(proposal)
                 break
             except BadVersion:
-                metadata = await self._bk.store.get_ledger(self.ledger_id)
+                metadata = await self._context.ledgers.get_ledger(self.ledger_id)
                 invariant(
                     metadata.last_segment_first_entry <= first_entry,
                     "someone else extended the ensembles of a ledger we write",
@@ -393,10 +390,10 @@ class LedgerHandle:
                 length=self.confirmed_length,
             )
             try:
-                self.metadata = await self._bk.store.update_ledger(proposal)
+                self.metadata = await self._context.ledgers.update_ledger(proposal)
                 return self.metadata
             except BadVersion:
-                metadata = await self._bk.store.get_ledger(self.ledger_id)
+                metadata = await self._context.ledgers.get_ledger(self.ledger_id)
         raise BadVersion(
             f"ledger {self.ledger_id}: close lost {limits.metadata_cas_retries_max} CAS races"
         )

@@ -31,26 +31,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.storage import entry as entry_format
 from georep.storage import protocol
+from georep.storage.client.client_context import ClientContext
 from georep.storage.client.distribution_schedule import Quorums
 from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.client.read_handle import ReadHandle, replicas
 from georep.storage.errors import BadVersion, CorruptEntry, LedgerFenced, RecoveryFailed
 from georep.storage.meta.ledger_metadata import LedgerMetadata, LedgerState
 
-if TYPE_CHECKING:
-    from georep.storage.client.bookkeeper import BookKeeper
-
 log = logging.getLogger(__name__)
 
 
 class LedgerRecoveryOp:
-    def __init__(self, bookkeeper: BookKeeper, ledger_id: int) -> None:
-        self._bk = bookkeeper
+    def __init__(self, context: ClientContext, ledger_id: int) -> None:
+        self._context = context
         self._ledger_id = ledger_id
 
     async def run(self) -> LedgerMetadata:
@@ -62,7 +59,7 @@ class LedgerRecoveryOp:
         start = max(lac, metadata.last_segment_first_entry - 1)
         length = await self._length_at(metadata, start)
         handle = LedgerHandle(
-            self._bk, metadata, recovery=True, last_add_confirmed=start, length=length
+            self._context, metadata, recovery=True, last_add_confirmed=start, length=length
         )
         recovered = 0
         adds: list[asyncio.Future[int]] = []
@@ -79,7 +76,7 @@ class LedgerRecoveryOp:
             await asyncio.gather(*adds)
         except LedgerFenced:
             # A parallel recovery closed the ledger while we re-wrote entries.
-            closed = await self._bk.store.get_ledger(self._ledger_id)
+            closed = await self._context.ledgers.get_ledger(self._ledger_id)
             if closed.is_closed:
                 return closed
             raise RecoveryFailed(f"ledger {self._ledger_id}: recovery adds were refused") from None
@@ -93,13 +90,13 @@ class LedgerRecoveryOp:
         return await self._close(handle, entry_id - 1)
 
     async def _mark_in_recovery(self) -> LedgerMetadata:
-        store = self._bk.store
+        ledgers = self._context.ledgers
         for _ in range(limits.metadata_cas_retries_max):
-            metadata = await store.get_ledger(self._ledger_id)
+            metadata = await ledgers.get_ledger(self._ledger_id)
             if metadata.state != LedgerState.OPEN:
                 return metadata  # CLOSED: nothing to do; IN_RECOVERY: recover again
             try:
-                return await store.update_ledger(metadata.replace(state=LedgerState.IN_RECOVERY))
+                return await ledgers.update_ledger(metadata.replace(state=LedgerState.IN_RECOVERY))
             except BadVersion:
                 continue
         raise RecoveryFailed(f"ledger {self._ledger_id}: lost every CAS to IN_RECOVERY")
@@ -108,7 +105,7 @@ class LedgerRecoveryOp:
         ensemble = metadata.last_ensemble
         coverage = quorums.coverage_set()
         futures = {
-            self._bk.clients.get(bookie).submit(
+            self._context.clients.get(bookie).submit(
                 protocol.ReadLacRequest(0, self._ledger_id, fence=True)
             ): index
             for index, bookie in enumerate(ensemble)
@@ -143,7 +140,7 @@ class LedgerRecoveryOp:
     async def _length_at(self, metadata: LedgerMetadata, entry_id: int) -> int:
         if entry_id < 0:
             return 0
-        reader = ReadHandle(self._bk, metadata, entry_id)
+        reader = ReadHandle(self._context, metadata, entry_id)
         (entry,) = await reader.read(entry_id, entry_id)
         return entry.length
 
@@ -153,7 +150,7 @@ class LedgerRecoveryOp:
         """The entry, or None once ``Qw - Qa + 1`` bookies said they do not have it."""
         bookies = replicas(metadata, quorums, entry_id)
         futures = [
-            self._bk.clients.get(bookie).submit(
+            self._context.clients.get(bookie).submit(
                 protocol.ReadRequest(0, self._ledger_id, entry_id, fence=True)
             )
             for bookie in bookies
@@ -197,7 +194,7 @@ class LedgerRecoveryOp:
 
     async def _close(self, handle: LedgerHandle, last_entry_id: int) -> LedgerMetadata:
         metadata = handle.metadata
-        store = self._bk.store
+        ledgers = self._context.ledgers
         for _ in range(limits.metadata_cas_retries_max):
             if metadata.is_closed:
                 return metadata  # a parallel recovery won: its record is the truth
@@ -207,7 +204,7 @@ class LedgerRecoveryOp:
                 length=handle.confirmed_length,
             )
             try:
-                return await store.update_ledger(proposal)
+                return await ledgers.update_ledger(proposal)
             except BadVersion:
-                metadata = await store.get_ledger(self._ledger_id)
+                metadata = await ledgers.get_ledger(self._ledger_id)
         raise RecoveryFailed(f"ledger {self._ledger_id}: lost every CAS to CLOSED")

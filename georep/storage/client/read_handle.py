@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from georep import limits
 from georep.storage import entry as entry_format
 from georep.storage import protocol
+from georep.storage.client.client_context import ClientContext
 from georep.storage.client.distribution_schedule import Quorums
 from georep.storage.errors import (
     BookieUnavailable,
@@ -27,9 +27,6 @@ from georep.storage.errors import (
     ReadBeyondLastAddConfirmed,
 )
 from georep.storage.meta.ledger_metadata import LedgerMetadata
-
-if TYPE_CHECKING:
-    from georep.storage.client.bookkeeper import BookKeeper
 
 log = logging.getLogger(__name__)
 
@@ -45,14 +42,14 @@ class ReadEntryOp:
 
     def __init__(
         self,
-        bookkeeper: BookKeeper,
+        context: ClientContext,
         ledger_id: int,
         entry_id: int,
         bookies: list[str],
         *,
         speculative_timeout_s: float,
     ) -> None:
-        self._bk = bookkeeper
+        self._context = context
         self._ledger_id = ledger_id
         self._entry_id = entry_id
         self._bookies = bookies
@@ -68,7 +65,7 @@ class ReadEntryOp:
         def ask_next() -> None:
             bookie = untried.pop(0)
             request = protocol.ReadRequest(0, self._ledger_id, self._entry_id)
-            future = self._bk.clients.get(bookie).submit(request)
+            future = self._context.clients.get(bookie).submit(request)
             in_flight.add(future)
             owner[future] = bookie
 
@@ -125,9 +122,9 @@ class ReadHandle:
     """Reads a ledger. For an open ledger, LAC comes from the bookies (``read_lac``)."""
 
     def __init__(
-        self, bookkeeper: BookKeeper, metadata: LedgerMetadata, last_add_confirmed: int
+        self, context: ClientContext, metadata: LedgerMetadata, last_add_confirmed: int
     ) -> None:
-        self._bk = bookkeeper
+        self._context = context
         self.metadata = metadata
         self.quorums = Quorums(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
         self.last_add_confirmed = last_add_confirmed
@@ -152,12 +149,12 @@ class ReadHandle:
                 f"range {first}..{last} exceeds {limits.read_batch_entries_max} entries"
             )
         gate = asyncio.Semaphore(limits.read_concurrency_max)
-        timeout_s = self._bk.speculative_read_timeout_ms / 1000
+        timeout_s = self._context.speculative_read_timeout_ms / 1000
 
         async def one(entry_id: int) -> tuple[entry_format.Entry, bytes]:
             async with gate:
                 op = ReadEntryOp(
-                    self._bk,
+                    self._context,
                     self.ledger_id,
                     entry_id,
                     replicas(self.metadata, self.quorums, entry_id),
@@ -175,7 +172,7 @@ class ReadHandle:
             return self.last_add_confirmed
         ensemble = self.metadata.last_ensemble
         futures = [
-            self._bk.clients.get(b).submit(protocol.ReadLacRequest(0, self.ledger_id))
+            self._context.clients.get(b).submit(protocol.ReadLacRequest(0, self.ledger_id))
             for b in ensemble
         ]
         answers = await asyncio.gather(*futures, return_exceptions=True)
