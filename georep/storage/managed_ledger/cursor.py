@@ -50,7 +50,7 @@ import asyncio
 import logging
 import types
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from georep import limits
 from georep.invariant import present
@@ -71,13 +71,11 @@ from georep.storage.errors import (
     StorageError,
 )
 from georep.storage.managed_ledger import cursor_state
-from georep.storage.managed_ledger.ack_state import AckState
+from georep.storage.managed_ledger.ack_state import AckState, LogShape
+from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor_state import CursorState
 from georep.storage.managed_ledger.range_set import RangeSet
 from georep.storage.meta.managed_ledgers import ManagedCursorInfo
-
-if TYPE_CHECKING:
-    from georep.storage.managed_ledger.managed_ledger import ManagedLedger
 
 log = logging.getLogger(__name__)
 
@@ -101,12 +99,42 @@ class CursorStorage(Protocol):
     async def update_cursor_row(self, info: ManagedCursorInfo) -> ManagedCursorInfo: ...
 
 
+class CursorLog(CursorStorage, LogShape, Protocol):
+    """The managed ledger as its cursors see it: where its entries lie, its entries, its
+    settings, the change feed and the storage port. ``ManagedLedger`` implements it and
+    owns its cursors; naming only this, ``cursor.py`` never imports ``managed_ledger.py``,
+    so the two depend one way (the log on its cursors)."""
+
+    @property
+    def config(self) -> ManagedLedgerConfig: ...
+
+    @property
+    def last_confirmed(self) -> Position | None: ...
+
+    @property
+    def tail_position(self) -> Position: ...
+
+    def next_position(self, position: Position) -> Position: ...
+
+    def position_at_or_after(self, position: Position) -> Position: ...
+
+    def entries_after(self, position: Position | None) -> int: ...
+
+    def entries_in(self, low: Position, high: Position) -> int: ...
+
+    def is_entry(self, position: Position) -> bool: ...
+
+    async def read(self, start: Position, count_max: int) -> list[tuple[Position, bytes]]: ...
+
+    def cursor_changed(self, name: str) -> None: ...
+
+
 class ManagedCursor:
     """Create with :meth:`ManagedLedger.open_cursor`, not directly."""
 
     def __init__(
         self,
-        managed_ledger: ManagedLedger,
+        managed_ledger: CursorLog,
         info: ManagedCursorInfo,
         state: CursorState,
         ledger: LedgerHandle | None,
@@ -137,7 +165,7 @@ class ManagedCursor:
     # --- creating and restoring -----------------------------------------------------
     @classmethod
     async def create(
-        cls, managed_ledger: ManagedLedger, name: str, mark_delete: Position
+        cls, managed_ledger: CursorLog, name: str, mark_delete: Position
     ) -> ManagedCursor:
         """A new cursor at ``mark_delete``, durable when this returns."""
         state = CursorState(mark_delete)
@@ -158,7 +186,7 @@ class ManagedCursor:
 
     @classmethod
     def non_durable(
-        cls, managed_ledger: ManagedLedger, name: str, mark_delete: Position
+        cls, managed_ledger: CursorLog, name: str, mark_delete: Position
     ) -> ManagedCursor:
         """A cursor held in memory only (a reader's, as Pulsar's non-durable cursors):
         no ledger, no row; every change is "durable" at once and gone with the process.
@@ -178,7 +206,7 @@ class ManagedCursor:
         return cursor
 
     @classmethod
-    async def recover(cls, managed_ledger: ManagedLedger, info: ManagedCursorInfo) -> ManagedCursor:
+    async def recover(cls, managed_ledger: CursorLog, info: ManagedCursorInfo) -> ManagedCursor:
         """Restore the cursor of ``info`` as last persisted, fencing its previous owner
         (steps in the module docstring)."""
         state = await _last_state(managed_ledger, info)
