@@ -123,9 +123,11 @@ async def main(args: argparse.Namespace) -> dict:
     args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="storage-", dir=args.dir))
     store = await MetadataStore.open(f"sqlite:///{root / 'metadata.db'}")
-    bookies = [await start_bookie(root / f"bookie-{n}", metadata_url=store.url) for n in range(3)]
+    bookies = [
+        await start_bookie(root / f"bookie-{n}", metadata_url=store.engine.url) for n in range(3)
+    ]
     addresses = [b.detail for b in bookies]
-    bk = BookKeeper(store)
+    bk = BookKeeper(store.ledgers, store.bookies)
     results: dict = {
         "benchmark": "storage",
         "config": {

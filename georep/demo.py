@@ -71,7 +71,7 @@ async def _demo(data: Path, count: int) -> None:
         by_address = {b.detail: b for b in bookies}
         step("bookies up: " + ", ".join(by_address))
 
-        bk = BookKeeper(store, request_timeout_ms=2000)
+        bk = BookKeeper(store.ledgers, store.bookies, request_timeout_ms=2000)
         writer = await bk.create_ledger(ensemble_size=3, write_quorum=3, ack_quorum=2)
         step(f"ledger {writer.ledger_id} created on {list(writer.ensemble)} (E=3 Qw=3 Qa=2)")
         started = time.perf_counter()
@@ -99,7 +99,7 @@ async def _demo(data: Path, count: int) -> None:
         )
         await writer.close()
 
-        reader_bk = BookKeeper(store)
+        reader_bk = BookKeeper(store.ledgers, store.bookies)
         reader = await reader_bk.open_ledger(writer.ledger_id)
         entries = await reader.read(0, reader.last_add_confirmed)
         if [e.payload for e in entries] != [f"entry {i}".encode() for i in range(2 * count)]:
@@ -107,11 +107,11 @@ async def _demo(data: Path, count: int) -> None:
         step(f"a second client opened the ledger and read all {len(entries)} entries back")
 
         step(f"auto-recovery: waiting for {victim}'s lease ({LEASE_S:.0f} s) to lapse")
-        service = AutoRecovery(store, audit_interval_s=1.0, auditor_lease_s=5.0, grace_s=5.0)
+        service = AutoRecovery.of(store, audit_interval_s=1.0, auditor_lease_s=5.0, grace_s=5.0)
         await service.start()
-        metadata = await store.get_ledger(writer.ledger_id)
+        metadata = await store.ledgers.get_ledger(writer.ledger_id)
         for _ in range(120):
-            metadata = await store.get_ledger(writer.ledger_id)
+            metadata = await store.ledgers.get_ledger(writer.ledger_id)
             if victim not in metadata.bookies():
                 break
             await asyncio.sleep(0.5)

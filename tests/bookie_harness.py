@@ -210,8 +210,14 @@ class BookieProcess:
 async def running_bookie(
     data_dir: Path, *, metadata_store: Any = None, **config: Any
 ) -> AsyncIterator[Bookie]:
-    """A bookie in this event loop, stopped cleanly on exit."""
-    bookie = Bookie(BookieConfig(data_dir=Path(data_dir), **config), metadata_store=metadata_store)
+    """A bookie in this event loop, stopped cleanly on exit; with ``metadata_store`` it
+    registers in that store's bookies and collects garbage by its ledgers."""
+    repositories = (
+        {}
+        if metadata_store is None
+        else {"bookies": metadata_store.bookies, "ledgers": metadata_store.ledgers}
+    )
+    bookie = Bookie(BookieConfig(data_dir=Path(data_dir), **config), **repositories)
     await bookie.start()
     try:
         yield bookie

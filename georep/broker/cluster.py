@@ -24,7 +24,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,9 +33,13 @@ from georep import limits
 from georep.broker.ports import TopicLogFactory
 from georep.broker.server import BrokerServer
 from georep.broker.service import BrokerConfig, BrokerService
+from georep.invariant import present
 from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import NotEnoughBookies
+from georep.storage.meta.bookies import BookieRepository
+from georep.storage.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
+from georep.storage.meta.managed_ledgers import ManagedLedgerInfo, ManagedLedgerRepository
 from georep.storage.meta.store import MetadataStore
 
 if TYPE_CHECKING:
@@ -97,7 +101,7 @@ class Cluster:
         config: ClusterConfig,
         *,
         managed_ledger_factory: Callable[
-            [BookKeeper, MetadataStore, ClusterConfig], TopicLogFactory
+            [BookKeeper, ManagedLedgerRepository, ClusterConfig], TopicLogFactory
         ]
         | None = None,
     ) -> None:
@@ -124,9 +128,9 @@ class Cluster:
             store = self.store = await MetadataStore.open(config.metadata)
             if not config.bookies:
                 await self._start_bookies()
-            await self._wait_for_bookies(store)
-            self.bookkeeper = BookKeeper(store)
-            self.factory = self._factory_maker(self.bookkeeper, store, config)
+            await self._wait_for_bookies(store.bookies)
+            self.bookkeeper = BookKeeper(store.ledgers, store.bookies)
+            self.factory = self._factory_maker(self.bookkeeper, store.managed_ledgers, config)
             service = self.service = await BrokerService.start(
                 BrokerConfig(
                     cluster_name=config.name,
@@ -136,7 +140,7 @@ class Cluster:
                     message_expiry_interval_s=config.message_expiry_interval_s,
                 ),
                 self.factory,
-                store,
+                BrokerStore(store.catalog, store.managed_ledgers),
             )
             self.server = BrokerServer(service, config.broker_host, config.broker_port)
             await self.server.start()
@@ -159,6 +163,7 @@ class Cluster:
         )
 
     async def _start_bookies(self) -> None:
+        store = present(self.store, "the metadata store opens before the bookies")
         root = self.config.data_dir / "bookies"
         root.mkdir(exist_ok=True)
         ports_file = root / "ports.json"
@@ -176,19 +181,20 @@ class Cluster:
                     fsync=self.config.fsync,
                     **options,
                 ),
-                metadata_store=self.store,
+                bookies=store.bookies,
+                ledgers=store.ledgers,
             )
             await bookie.start()
             self.bookies.append(bookie)
             ports[name] = int(bookie.address.rsplit(":", 1)[1])
         ports_file.write_text(json.dumps(ports, indent=1, sort_keys=True))
 
-    async def _wait_for_bookies(self, store: MetadataStore) -> None:
+    async def _wait_for_bookies(self, bookies: BookieRepository) -> None:
         needed = self.config.ensemble_size
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limits.cluster_bookies_wait_s_max
         while True:
-            alive = await store.list_bookies()
+            alive = await bookies.list_bookies()
             if len(alive) >= needed:
                 return
             if loop.time() > deadline:
@@ -255,11 +261,57 @@ class Cluster:
 
 
 def _real_factory(
-    bookkeeper: BookKeeper, store: MetadataStore, config: ClusterConfig
+    bookkeeper: BookKeeper, managed_ledgers: ManagedLedgerRepository, config: ClusterConfig
 ) -> TopicLogFactory:
     from georep.storage.managed_ledger import ManagedLedgerFactory
 
-    return ManagedLedgerFactory(bookkeeper, store)
+    return ManagedLedgerFactory(bookkeeper, managed_ledgers)
+
+
+class BrokerStore:
+    """What the broker asks of the metadata store (``ports.BrokerMetadata``), from the
+    two repositories that keep it: the catalog (tenants, namespaces, partitioned topics)
+    and the managed ledgers (a topic's row, for its internal stats)."""
+
+    def __init__(
+        self, catalog: CatalogRepository, managed_ledgers: ManagedLedgerRepository
+    ) -> None:
+        self._catalog = catalog
+        self._managed_ledgers = managed_ledgers
+
+    async def get_namespace(self, tenant: str, name: str) -> NamespaceRecord | None:
+        return await self._catalog.get_namespace(tenant, name)
+
+    async def create_tenant(
+        self, name: str, *, admin_roles: Iterable[str] = (), allowed_clusters: Iterable[str] = ()
+    ) -> CatalogOutcome:
+        return await self._catalog.create_tenant(
+            name, admin_roles=admin_roles, allowed_clusters=allowed_clusters
+        )
+
+    async def create_namespace(
+        self,
+        tenant: str,
+        name: str,
+        *,
+        retention: tuple[int, int] | None = None,
+        message_ttl_s: int | None = None,
+    ) -> CatalogOutcome:
+        return await self._catalog.create_namespace(
+            tenant, name, retention=retention, message_ttl_s=message_ttl_s
+        )
+
+    async def get_managed_ledger(self, name: str) -> ManagedLedgerInfo:
+        return await self._managed_ledgers.get_managed_ledger(name)
+
+    async def list_partitioned_topics(self) -> dict[str, int]:
+        return await self._catalog.list_partitioned_topics()
+
+    async def create_partitioned_topic(self, name: str, partitions: int) -> CatalogOutcome:
+        return await self._catalog.create_partitioned_topic(name, partitions)
+
+    async def delete_partitioned_topic(self, name: str) -> CatalogOutcome:
+        return await self._catalog.delete_partitioned_topic(name)
 
 
 async def _maybe_await(result: object) -> None:

@@ -52,13 +52,13 @@ class Gateway:
     async def start(self) -> Gateway:
         config = self.config
         try:
-            self.store = await MetadataStore.open(config.metadata_url)
-            await self.store.sync_remote_clusters(
+            store = self.store = await MetadataStore.open(config.metadata_url)
+            await store.replication_policies.sync_remote_clusters(
                 {name: (r.service_url, r.admin_url) for name, r in config.remotes.items()}
             )
             await self._seed_policies()
             self.ownership = Ownership(
-                self.store,
+                store.gateway_members,
                 cluster=config.local.name,
                 instance=config.instance or generated_instance_name(),
                 lease_s=config.lease_s,
@@ -68,7 +68,7 @@ class Gateway:
             self.manager = ReplicationManager(
                 local=config.local,
                 remotes=config.remotes,
-                store=self.store,
+                store=store.replication_policies,
                 settings=self.settings,
                 discovery_interval_s=config.discovery_interval_s,
                 sync_settings=config.sync,
@@ -78,7 +78,7 @@ class Gateway:
             )
             await self.ownership.start()
             self._runner = RestRunner(
-                create_app(Served(config, self.store, self.manager, self.ownership))
+                create_app(Served(config, store.replication_policies, self.manager, self.ownership))
             )
             await self._runner.setup()
             site = web.TCPSite(self._runner, config.listen_host, config.listen_port)
@@ -106,12 +106,12 @@ class Gateway:
             self.manager.poke()
 
     async def _seed_policies(self) -> None:
-        store = present(self.store, "the store is opened first")
+        policies = present(self.store, "the store is opened first").replication_policies
         seeds = [("namespace", n, c) for n, c in self.config.seed_namespace_policies.items()]
         seeds += [("topic", n, c) for n, c in self.config.seed_topic_policies.items()]
         for scope, name, clusters in seeds:
             with contextlib.suppress(BadVersion):  # a stored policy wins over the file
-                await store.put_replication_policy(scope, name, clusters, expected_version=0)
+                await policies.put_replication_policy(scope, name, clusters, expected_version=0)
                 log.info("seeded the %s policy of %s: %s", scope, name, list(clusters))
 
     async def _check_local_name(self) -> None:

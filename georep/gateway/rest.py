@@ -55,7 +55,10 @@ from georep.rest.json_io import json_response, read_json
 from georep.rest.middleware import answering, application, register
 from georep.rest.routes import QueryParameter, Route
 from georep.storage.errors import BadVersion, InvalidArgument
-from georep.storage.meta.store import MetadataStore, ReplicationPolicyRecord
+from georep.storage.meta.replication_policies import (
+    ReplicationPolicyRecord,
+    ReplicationPolicyRepository,
+)
 from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 
 log = logging.getLogger(__name__)
@@ -71,7 +74,7 @@ class Served:
     """What the REST serves: the parts of a started gateway."""
 
     config: GatewayConfig
-    store: MetadataStore
+    policies: ReplicationPolicyRepository
     manager: ReplicationManager
     ownership: Ownership
 
@@ -171,7 +174,7 @@ async def openapi(request: web.Request) -> web.Response:
 async def get_clusters(request: web.Request) -> web.Response:
     gateway = request.app[GATEWAY]
     local = gateway.config.local
-    stored = {c.name: c for c in await gateway.store.list_remote_clusters()}
+    stored = {c.name: c for c in await gateway.policies.list_remote_clusters()}
     remotes = [
         {
             "name": name,
@@ -191,8 +194,7 @@ async def get_clusters(request: web.Request) -> web.Response:
 
 
 async def list_policies(request: web.Request) -> web.Response:
-    store = request.app[GATEWAY].store
-    policies = await store.list_replication_policies()
+    policies = await request.app[GATEWAY].policies.list_replication_policies()
     return json_response(
         {
             "namespaces": {p.name: _policy_json(p) for p in policies if p.scope == "namespace"},
@@ -202,7 +204,7 @@ async def list_policies(request: web.Request) -> web.Response:
 
 
 async def _get(request: web.Request, scope: str, name: str) -> web.Response:
-    record = await request.app[GATEWAY].store.get_replication_policy(scope, name)
+    record = await request.app[GATEWAY].policies.get_replication_policy(scope, name)
     if record is None:
         raise PolicyNotFound(f"no replication policy for {scope} {name}")
     return json_response(_policy_json(record))
@@ -212,7 +214,7 @@ async def _put(request: web.Request, scope: str, name: str) -> web.Response:
     clusters, version = await _body(request)
     gateway = request.app[GATEWAY]
     try:
-        record = await gateway.store.put_replication_policy(
+        record = await gateway.policies.put_replication_policy(
             scope, name, clusters, expected_version=version
         )
     except BadVersion as error:
@@ -225,7 +227,7 @@ async def _put(request: web.Request, scope: str, name: str) -> web.Response:
 async def _delete(request: web.Request, scope: str, name: str) -> web.Response:
     gateway = request.app[GATEWAY]
     try:
-        deleted = await gateway.store.delete_replication_policy(
+        deleted = await gateway.policies.delete_replication_policy(
             scope, name, expected_version=_version_query(request)
         )
     except BadVersion as error:

@@ -60,7 +60,7 @@ class StorageCluster:
 
     def client(self, **options) -> BookKeeper:
         assert self.store is not None, "start() opens the metadata store"
-        bk = BookKeeper(self.store, **options)
+        bk = BookKeeper(self.store.ledgers, self.store.bookies, **options)
         self._clients.append(bk)
         return bk
 

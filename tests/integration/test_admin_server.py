@@ -77,7 +77,7 @@ async def test_shared_store_stays_open(tmp_path) -> None:
             async with session.put(f"{base}/admin/v2/namespaces/public/ns") as response:
                 assert response.status == 204
         await server.close()
-        assert await store.list_namespaces("public") == ["default", "ns"]  # still open
+        assert await store.catalog.list_namespaces("public") == ["default", "ns"]  # still open
     finally:
         await store.close()
 

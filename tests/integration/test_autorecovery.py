@@ -13,6 +13,23 @@ from georep.storage.replication.replication_worker import ReplicationWorker
 pytestmark = pytest.mark.slow
 
 
+def auditor_repositories(store):
+    return {
+        "leases": store.leases,
+        "bookies": store.bookies,
+        "ledgers": store.ledgers,
+        "under_replication": store.under_replication,
+    }
+
+
+def worker_repositories(store):
+    return {
+        "under_replication": store.under_replication,
+        "ledgers": store.ledgers,
+        "bookies": store.bookies,
+    }
+
+
 async def closed_ledger(cluster, entries=200, e=3, qw=2, qa=2):
     writer = await cluster.client().create_ledger(ensemble_size=e, write_quorum=qw, ack_quorum=qa)
     await asyncio.gather(*[await writer.add_async(f"r{i}".encode()) for i in range(entries)])
@@ -22,7 +39,7 @@ async def closed_ledger(cluster, entries=200, e=3, qw=2, qa=2):
 
 async def wait_lost(cluster, address):
     for _ in range(300):  # bounded: 30 s, ten leases
-        alive = {b.address for b in await cluster.store.list_bookies(alive_only=True)}
+        alive = {b.address for b in await cluster.store.bookies.list_bookies(alive_only=True)}
         if address not in alive:
             return
         await asyncio.sleep(0.1)
@@ -30,7 +47,7 @@ async def wait_lost(cluster, address):
 
 
 async def assert_fully_replicated(cluster, ledger_id, entries):
-    metadata = await cluster.store.get_ledger(ledger_id)
+    metadata = await cluster.store.ledgers.get_ledger(ledger_id)
     quorums = Quorums(metadata.ensemble_size, metadata.write_quorum, metadata.ack_quorum)
     for entry_id in range(entries):
         ensemble = metadata.ensemble_for(entry_id)
@@ -48,18 +65,18 @@ async def test_auditor_and_worker_restore_replicas_after_kill(cluster_factory):
     await cluster.kill(victim)
     await wait_lost(cluster, victim)
 
-    service = AutoRecovery(cluster.store, audit_interval_s=0.3, auditor_lease_s=3, grace_s=1)
+    service = AutoRecovery.of(cluster.store, audit_interval_s=0.3, auditor_lease_s=3, grace_s=1)
     await service.start()
     try:
         for _ in range(200):
-            if victim not in (await cluster.store.get_ledger(ledger_id)).bookies():
+            if victim not in (await cluster.store.ledgers.get_ledger(ledger_id)).bookies():
                 break
             await asyncio.sleep(0.1)
     finally:
         await service.stop()
     metadata = await assert_fully_replicated(cluster, ledger_id, 200)
     assert victim not in metadata.bookies()
-    assert await cluster.store.list_underreplicated() == []
+    assert await cluster.store.under_replication.list_underreplicated() == []
     reader = await cluster.client().open_ledger(ledger_id)
     assert [e.payload for e in await reader.read(0, 199)] == [f"r{i}".encode() for i in range(200)]
 
@@ -80,20 +97,20 @@ async def test_open_ledger_fragment_is_fenced_after_grace(cluster_factory):
     await cluster.kill(victim)
     await wait_lost(cluster, victim)
 
-    auditor = Auditor(cluster.store, holder="a1")
+    auditor = Auditor(**auditor_repositories(cluster.store), holder="a1")
     assert await auditor.is_leader()
     report = await auditor.audit_once()
     assert report.marked_ledgers == {writer.ledger_id: {victim}}
     now = [time.time()]  # the worker's clock, moved by the test: no real waiting
     worker = ReplicationWorker(
-        cluster.store,
         cluster.client(request_timeout_ms=1000),
+        **worker_repositories(cluster.store),
         holder="w1",
         grace_s=30,
         clock=lambda: now[0],
     )
     assert await worker.replicate_once() is None  # within grace: left to the writer
-    assert (await cluster.store.get_ledger(writer.ledger_id)).state == "OPEN"
+    assert (await cluster.store.ledgers.get_ledger(writer.ledger_id)).state == "OPEN"
     now[0] += 31
     # the worker skips a ledger it deferred once, then takes it again
     results = [await worker.replicate_once() for _ in range(3)]
@@ -108,17 +125,20 @@ async def test_two_workers_compete_for_one_ledger(cluster_factory):
     victim = ensemble[0]
     await cluster.kill(victim)
     await wait_lost(cluster, victim)
-    auditor = Auditor(cluster.store, holder="a1")
+    auditor = Auditor(**auditor_repositories(cluster.store), holder="a1")
     assert await auditor.is_leader()
     await auditor.audit_once()
-    assert not await Auditor(cluster.store, holder="a2").is_leader()
+    assert not await Auditor(**auditor_repositories(cluster.store), holder="a2").is_leader()
 
-    workers = [ReplicationWorker(cluster.store, cluster.client(), holder=f"w{n}") for n in range(2)]
+    workers = [
+        ReplicationWorker(cluster.client(), **worker_repositories(cluster.store), holder=f"w{n}")
+        for n in range(2)
+    ]
     results = await asyncio.gather(*(w.replicate_once() for w in workers))
     assert sorted(results, key=str) == sorted([ledger_id, None], key=str)
     metadata = await assert_fully_replicated(cluster, ledger_id, 100)
     assert victim not in metadata.bookies()
-    assert await cluster.store.list_underreplicated() == []
+    assert await cluster.store.under_replication.list_underreplicated() == []
 
 
 async def test_autorecovery_inside_bookie_processes(cluster_factory):
@@ -129,7 +149,7 @@ async def test_autorecovery_inside_bookie_processes(cluster_factory):
     victim = ensemble[2]
     await cluster.kill(victim)
     for _ in range(300):
-        if victim not in (await cluster.store.get_ledger(ledger_id)).bookies():
+        if victim not in (await cluster.store.ledgers.get_ledger(ledger_id)).bookies():
             break
         await asyncio.sleep(0.1)
     metadata = await assert_fully_replicated(cluster, ledger_id, 60)

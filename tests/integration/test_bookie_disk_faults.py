@@ -261,17 +261,17 @@ async def test_a_read_only_bookie_is_left_out_of_new_ensembles(tmp_path):
             running_bookie(tmp_path / "b2", **options, **full) as b2,
         ):
             async with asyncio.timeout(30):
-                while await store.read_only_bookies() != {b2.address}:  # noqa: ASYNC110
+                while await store.bookies.read_only_bookies() != {b2.address}:  # noqa: ASYNC110
                     await asyncio.sleep(0.05)
-            registered = {bookie.address for bookie in await store.list_bookies()}
+            registered = {bookie.address for bookie in await store.bookies.list_bookies()}
             assert registered == {b0.address, b1.address, b2.address}
-            placement = EnsemblePlacementPolicy(store)
+            placement = EnsemblePlacementPolicy(store.bookies)
             for _ in range(20):
                 assert b2.address not in await placement.new_ensemble(2)
             with pytest.raises(NotEnoughBookies):
                 await placement.new_ensemble(3)
             with pytest.raises(NotEnoughBookies):
                 await placement.replace([b0.address, b1.address], [b0.address])
-        assert await store.read_only_bookies() == set()  # given up on stop
+        assert await store.bookies.read_only_bookies() == set()  # given up on stop
     finally:
         await store.close()

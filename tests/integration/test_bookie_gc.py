@@ -10,7 +10,7 @@ from tests.bookie_harness import RawClient, add_request, running_bookie
 
 
 async def _create(store, address: str) -> int:
-    metadata = await store.create_ledger(
+    metadata = await store.ledgers.create_ledger(
         ensemble_size=1, write_quorum=1, ack_quorum=1, ensemble=[address]
     )
     return metadata.ledger_id
@@ -48,8 +48,8 @@ async def test_gc_removes_deleted_ledgers_and_their_entry_logs(tmp_path, metadat
         await bookie.checkpoint()
         assert doomed_log in bookie.storage.entry_log.log_ids()
 
-        await metadata_store.delete_ledger(doomed)
-        await metadata_store.delete_ledger(newest)  # the highest id: kept by the rule
+        await metadata_store.ledgers.delete_ledger(doomed)
+        await metadata_store.ledgers.delete_ledger(newest)  # the highest id: kept by the rule
         assert await bookie.collect_garbage() == [doomed]
         assert await _status(client, doomed) == Status.NO_SUCH_LEDGER
         assert await _status(client, kept) == Status.OK
@@ -71,7 +71,7 @@ async def test_gc_runs_periodically(tmp_path, metadata_store):
         first = await _create(metadata_store, bookie.address)
         await _create(metadata_store, bookie.address)
         await _fill(client, first, 2)
-        await metadata_store.delete_ledger(first)
+        await metadata_store.ledgers.delete_ledger(first)
         while await _status(client, first) != Status.NO_SUCH_LEDGER:  # noqa: ASYNC110
             await asyncio.sleep(0.02)
         # A run is counted when it ends, after its deletions: the count may trail them.
@@ -81,12 +81,14 @@ async def test_gc_runs_periodically(tmp_path, metadata_store):
 
 async def test_registers_renews_and_unregisters(tmp_path, metadata_store, manual_clock):
     async with running_bookie(tmp_path / "b", metadata_store=metadata_store, lease_s=0.3) as bookie:
-        alive = [b.address for b in await metadata_store.list_bookies()]
+        alive = [b.address for b in await metadata_store.bookies.list_bookies()]
         assert alive == [bookie.address]
         manual_clock.advance(100)  # the lease has run out...
         while bookie.address not in [  # noqa: ASYNC110
-            b.address for b in await metadata_store.list_bookies()
+            b.address for b in await metadata_store.bookies.list_bookies()
         ]:
             await asyncio.sleep(0.02)  # ...until the bookie renews it
         address = bookie.address
-    assert address not in [b.address for b in await metadata_store.list_bookies(alive_only=False)]
+    assert address not in [
+        b.address for b in await metadata_store.bookies.list_bookies(alive_only=False)
+    ]

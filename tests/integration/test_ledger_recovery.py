@@ -65,7 +65,7 @@ async def test_parallel_recovering_opens_agree(cluster_factory):
     assert len(ends) == 1, ends
     (end,) = ends
     assert end in (29, 30)
-    stored = await cluster.store.get_ledger(writer.ledger_id)
+    stored = await cluster.store.ledgers.get_ledger(writer.ledger_id)
     assert stored.last_entry_id == end and stored.state == LedgerState.CLOSED
     with pytest.raises(LedgerFenced):
         await pending
@@ -144,7 +144,7 @@ WRITER = textwrap.dedent("""
 
     async def main(url, count):
         store = await MetadataStore.open(url)
-        bk = BookKeeper(store, request_timeout_ms=60000)
+        bk = BookKeeper(store.ledgers, store.bookies, request_timeout_ms=60000)
         writer = await bk.create_ledger(ensemble_size=3, write_quorum=3, ack_quorum=2)
         print(json.dumps({"ledger": writer.ledger_id, "ensemble": writer.ensemble}), flush=True)
         for i in range(count):

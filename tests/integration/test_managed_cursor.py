@@ -24,7 +24,7 @@ async def factories(cluster_factory):
     made: list[ManagedLedgerFactory] = []
 
     def make(cluster) -> ManagedLedgerFactory:
-        factory = ManagedLedgerFactory(cluster.client(), cluster.store)
+        factory = ManagedLedgerFactory(cluster.client(), cluster.store.managed_ledgers)
         made.append(factory)
         return factory
 
@@ -140,7 +140,7 @@ async def test_state_survives_close_and_the_cursor_ledger_rolls_over(cluster_fac
         cursor.properties["k"] = "w"  # a read-only view
     stats = cursor.stats()
     assert stats["ledger_switches"] >= 2 and stats["cursor_ledger_id"] != first_ledger
-    assert first_ledger not in await cluster.store.list_ledger_ids()  # old ones deleted
+    assert first_ledger not in await cluster.store.ledgers.list_ledger_ids()  # old ones deleted
     expected = state_of(cursor)
     assert expected["ranges"] == [
         [*p[3], *p[4]],
@@ -226,7 +226,9 @@ CHILD = textwrap.dedent("""
     async def main(url, seed):
         rng = random.Random(seed)
         store = await MetadataStore.open(url)
-        factory = ManagedLedgerFactory(BookKeeper(store), store)
+        factory = ManagedLedgerFactory(
+            BookKeeper(store.ledgers, store.bookies), store.managed_ledgers
+        )
         ml = await factory.open("crash/log", ManagedLedgerConfig(rollover_entries_max=7))
         idle = await ml.open_cursor("idle", start="earliest")
         busy = await ml.open_cursor("busy", start="earliest")

@@ -35,7 +35,7 @@ async def factories(cluster_factory):
 
     def make(cluster, clock=None) -> ManagedLedgerFactory:
         options = {} if clock is None else {"clock": clock}
-        factory = ManagedLedgerFactory(cluster.client(), cluster.store, **options)
+        factory = ManagedLedgerFactory(cluster.client(), cluster.store.managed_ledgers, **options)
         made.append(factory)
         return factory
 
@@ -166,7 +166,7 @@ async def test_second_opener_fences_the_first_without_interleaving(cluster_facto
 
 
 class StoreRacingTheOwner:
-    """The metadata store, except that its first read of a managed ledger's row returns
+    """The managed-ledger repository, except that its first read of a row returns
     only after ``race()`` ran: what the previous owner does between a new opener's read
     and its compare-and-set."""
 
@@ -197,7 +197,7 @@ async def test_opener_fences_a_ledger_the_owner_rolled_over_to_meanwhile(
     async def roll_over() -> None:
         confirmed.append(await first.append(b"rolled"))  # onto a new ledger, CAS'd
 
-    racing = StoreRacingTheOwner(cluster.store, roll_over)
+    racing = StoreRacingTheOwner(cluster.store.managed_ledgers, roll_over)
     second = await ManagedLedgerFactory(cluster.client(), racing).open("t/rolling", SMALL)
     try:
         assert confirmed[-1].ledger_id > confirmed[0].ledger_id
@@ -240,7 +240,7 @@ async def test_trim_keeps_what_cursors_need_and_never_the_current_ledger(
     await slow.mark_delete(positions[7])  # inside the second ledger
     assert await ml.trim() == ledger_ids[:1]
     with pytest.raises(NoSuchLedger):
-        await cluster.store.get_ledger(ledger_ids[0])
+        await cluster.store.ledgers.get_ledger(ledger_ids[0])
     assert ml.first_position == positions[5]
     assert slow.backlog == 9 and fast.backlog == 0
     assert (await slow.read_entries(1))[0][0] == positions[8]
@@ -358,11 +358,11 @@ async def test_factory_open_list_delete(cluster_factory, factories):
     await cursor.mark_delete(ml.last_confirmed)
     assert await factory.list_names() == ["t/one", "t/two"]
     used = set(ml.stats()["ledger_ids"]) | {cursor.stats()["cursor_ledger_id"]}
-    assert used <= set(await cluster.store.list_ledger_ids())
+    assert used <= set(await cluster.store.ledgers.list_ledger_ids())
 
     await factory.delete("t/one")
     assert await factory.list_names() == ["t/two"]
-    assert not used & set(await cluster.store.list_ledger_ids())
+    assert not used & set(await cluster.store.ledgers.list_ledger_ids())
     with pytest.raises(ManagedLedgerClosed):
         await ml.append(b"deleted")
     with pytest.raises(NoSuchManagedLedger):

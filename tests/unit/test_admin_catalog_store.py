@@ -18,71 +18,74 @@ DONE, EXISTS, MISSING = CatalogOutcome.DONE, CatalogOutcome.EXISTS, CatalogOutco
 
 async def test_tenant_create_get_list_delete(metadata_store: MetadataStore) -> None:
     store = metadata_store
-    assert await store.list_tenants() == []
-    assert await store.create_tenant("t1", admin_roles=["ops", "ops", "dev"]) is DONE
-    assert await store.create_tenant("t1") is EXISTS
-    assert await store.create_tenant("t0", allowed_clusters=["A", "B"]) is DONE
-    assert await store.list_tenants() == ["t0", "t1"]
-    tenant = await store.get_tenant("t1")
+    assert await store.catalog.list_tenants() == []
+    assert await store.catalog.create_tenant("t1", admin_roles=["ops", "ops", "dev"]) is DONE
+    assert await store.catalog.create_tenant("t1") is EXISTS
+    assert await store.catalog.create_tenant("t0", allowed_clusters=["A", "B"]) is DONE
+    assert await store.catalog.list_tenants() == ["t0", "t1"]
+    tenant = await store.catalog.get_tenant("t1")
     assert tenant is not None
     assert (tenant.admin_roles, tenant.allowed_clusters, tenant.version) == (("ops", "dev"), (), 1)
-    assert await store.get_tenant("nope") is None
-    assert await store.delete_tenant("t1") is DONE
-    assert await store.delete_tenant("t1") is MISSING
-    assert await store.list_tenants() == ["t0"]
+    assert await store.catalog.get_tenant("nope") is None
+    assert await store.catalog.delete_tenant("t1") is DONE
+    assert await store.catalog.delete_tenant("t1") is MISSING
+    assert await store.catalog.list_tenants() == ["t0"]
 
 
 async def test_tenant_update_is_compare_and_set(metadata_store: MetadataStore) -> None:
     store = metadata_store
-    await store.create_tenant("t", admin_roles=["a"])
-    first = await store.get_tenant("t")
+    await store.catalog.create_tenant("t", admin_roles=["a"])
+    first = await store.catalog.get_tenant("t")
     assert first is not None
-    second = await store.update_tenant(dataclasses.replace(first, admin_roles=("b",)))
+    second = await store.catalog.update_tenant(dataclasses.replace(first, admin_roles=("b",)))
     assert (second.admin_roles, second.version) == (("b",), 2)
     with pytest.raises(BadVersion):
-        await store.update_tenant(dataclasses.replace(first, admin_roles=("c",)))
-    stored = await store.get_tenant("t")
+        await store.catalog.update_tenant(dataclasses.replace(first, admin_roles=("c",)))
+    stored = await store.catalog.get_tenant("t")
     assert stored is not None and stored.admin_roles == ("b",)
-    await store.delete_tenant("t")
+    await store.catalog.delete_tenant("t")
     with pytest.raises(BadVersion):
-        await store.update_tenant(second)
+        await store.catalog.update_tenant(second)
 
 
 async def test_namespace_lifecycle_and_policies(metadata_store: MetadataStore) -> None:
     store = metadata_store
-    assert await store.create_namespace("t", "ns") is MISSING  # no tenant
-    await store.create_tenant("t")
-    assert await store.create_namespace("t", "ns", retention=(60, 100), message_ttl_s=30) is DONE
-    assert await store.create_namespace("t", "ns") is EXISTS
-    assert await store.create_namespace("t", "a") is DONE
-    assert await store.list_namespaces("t") == ["a", "ns"]
-    assert await store.list_namespaces("other") == []
-    record = await store.get_namespace("t", "ns")
+    assert await store.catalog.create_namespace("t", "ns") is MISSING  # no tenant
+    await store.catalog.create_tenant("t")
+    assert (
+        await store.catalog.create_namespace("t", "ns", retention=(60, 100), message_ttl_s=30)
+        is DONE
+    )
+    assert await store.catalog.create_namespace("t", "ns") is EXISTS
+    assert await store.catalog.create_namespace("t", "a") is DONE
+    assert await store.catalog.list_namespaces("t") == ["a", "ns"]
+    assert await store.catalog.list_namespaces("other") == []
+    record = await store.catalog.get_namespace("t", "ns")
     assert record is not None
     assert (record.retention, record.message_ttl_s, record.version) == ((60, 100), 30, 1)
-    updated = await store.update_namespace(
+    updated = await store.catalog.update_namespace(
         dataclasses.replace(record, retention=(-1, -1), message_ttl_s=None)
     )
     assert (updated.retention, updated.message_ttl_s, updated.version) == ((-1, -1), None, 2)
     with pytest.raises(BadVersion):
-        await store.update_namespace(dataclasses.replace(record, retention=None))
-    assert await store.delete_tenant("t") is CatalogOutcome.NOT_EMPTY
-    assert await store.delete_namespace("t", "ns") is DONE
-    assert await store.delete_namespace("t", "ns") is MISSING
-    assert await store.get_namespace("t", "ns") is None
-    assert await store.delete_namespace("t", "a") is DONE
-    assert await store.delete_tenant("t") is DONE
+        await store.catalog.update_namespace(dataclasses.replace(record, retention=None))
+    assert await store.catalog.delete_tenant("t") is CatalogOutcome.NOT_EMPTY
+    assert await store.catalog.delete_namespace("t", "ns") is DONE
+    assert await store.catalog.delete_namespace("t", "ns") is MISSING
+    assert await store.catalog.get_namespace("t", "ns") is None
+    assert await store.catalog.delete_namespace("t", "a") is DONE
+    assert await store.catalog.delete_tenant("t") is DONE
 
 
 async def test_concurrent_policy_updates_one_wins(metadata_store: MetadataStore) -> None:
     store = metadata_store
-    await store.create_tenant("t")
-    await store.create_namespace("t", "ns")
-    record = await store.get_namespace("t", "ns")
+    await store.catalog.create_tenant("t")
+    await store.catalog.create_namespace("t", "ns")
+    record = await store.catalog.get_namespace("t", "ns")
     assert record is not None
     results = await asyncio.gather(
         *(
-            store.update_namespace(dataclasses.replace(record, message_ttl_s=ttl))
+            store.catalog.update_namespace(dataclasses.replace(record, message_ttl_s=ttl))
             for ttl in (10, 20, 30, 40)
         ),
         return_exceptions=True,
@@ -90,15 +93,15 @@ async def test_concurrent_policy_updates_one_wins(metadata_store: MetadataStore)
     winners = [result for result in results if not isinstance(result, BaseException)]
     assert len(winners) == 1
     assert all(isinstance(result, BadVersion) for result in results if result not in winners)
-    stored = await store.get_namespace("t", "ns")
+    stored = await store.catalog.get_namespace("t", "ns")
     assert stored is not None and stored.message_ttl_s == winners[0].message_ttl_s
 
 
 async def test_concurrent_creates_one_done(metadata_store: MetadataStore) -> None:
     store = metadata_store
-    outcomes = await asyncio.gather(*(store.create_tenant("t") for _ in range(5)))
+    outcomes = await asyncio.gather(*(store.catalog.create_tenant("t") for _ in range(5)))
     assert sorted(outcome.value for outcome in outcomes) == ["done"] + ["exists"] * 4
-    outcomes = await asyncio.gather(*(store.create_namespace("t", "ns") for _ in range(5)))
+    outcomes = await asyncio.gather(*(store.catalog.create_namespace("t", "ns") for _ in range(5)))
     assert sorted(outcome.value for outcome in outcomes) == ["done"] + ["exists"] * 4
 
 
@@ -106,28 +109,28 @@ async def test_tenant_count_limit(metadata_store: MetadataStore, monkeypatch) ->
     monkeypatch.setattr(limits, "tenants_count_max", 2)
     monkeypatch.setattr(limits, "namespaces_count_max", 1)
     store = metadata_store
-    assert await store.create_tenant("a") is DONE
-    assert await store.create_tenant("b") is DONE
-    assert await store.create_tenant("c") is CatalogOutcome.FULL
-    assert await store.create_namespace("a", "x") is DONE
-    assert await store.create_namespace("a", "y") is CatalogOutcome.FULL
-    assert await store.list_tenants() == ["a", "b"]
+    assert await store.catalog.create_tenant("a") is DONE
+    assert await store.catalog.create_tenant("b") is DONE
+    assert await store.catalog.create_tenant("c") is CatalogOutcome.FULL
+    assert await store.catalog.create_namespace("a", "x") is DONE
+    assert await store.catalog.create_namespace("a", "y") is CatalogOutcome.FULL
+    assert await store.catalog.list_tenants() == ["a", "b"]
 
 
 @pytest.mark.parametrize(
     "call",
     [
-        lambda store: store.create_tenant(""),
-        lambda store: store.create_tenant("x" * 256),
-        lambda store: store.create_tenant("t", admin_roles="ops"),
-        lambda store: store.create_tenant("t", allowed_clusters=[7]),
-        lambda store: store.create_namespace("t", "ns", retention=(-2, 0)),
-        lambda store: store.create_namespace("t", "ns", retention=(1, 2, 3)),
-        lambda store: store.create_namespace("t", "ns", message_ttl_s=-1),
-        lambda store: store.create_namespace("t", "ns", message_ttl_s=True),
-        lambda store: store.create_namespace("t", "ns", message_ttl_s=2**31),
-        lambda store: store.update_tenant("t"),
-        lambda store: store.update_namespace(None),
+        lambda store: store.catalog.create_tenant(""),
+        lambda store: store.catalog.create_tenant("x" * 256),
+        lambda store: store.catalog.create_tenant("t", admin_roles="ops"),
+        lambda store: store.catalog.create_tenant("t", allowed_clusters=[7]),
+        lambda store: store.catalog.create_namespace("t", "ns", retention=(-2, 0)),
+        lambda store: store.catalog.create_namespace("t", "ns", retention=(1, 2, 3)),
+        lambda store: store.catalog.create_namespace("t", "ns", message_ttl_s=-1),
+        lambda store: store.catalog.create_namespace("t", "ns", message_ttl_s=True),
+        lambda store: store.catalog.create_namespace("t", "ns", message_ttl_s=2**31),
+        lambda store: store.catalog.update_tenant("t"),
+        lambda store: store.catalog.update_namespace(None),
     ],
 )
 async def test_bad_arguments_are_refused_before_storage(
@@ -135,4 +138,4 @@ async def test_bad_arguments_are_refused_before_storage(
 ) -> None:
     with pytest.raises(InvalidArgument):
         await call(metadata_store)
-    assert await metadata_store.list_tenants() == []
+    assert await metadata_store.catalog.list_tenants() == []

@@ -19,7 +19,7 @@ from schemathesis import checks as schemathesis_checks
 
 from georep.broker.admin import AdminServer, AdminSettings, create_app, openapi
 from georep.broker.admin.routes import OPENAPI_PATH, ROUTES
-from georep.broker.admin.state import STORE
+from georep.broker.admin.state import CATALOG
 from georep.rest.openapi import path_parameters
 from georep.rest.tokens import tokens
 from georep.storage.errors import MetadataUnavailable
@@ -95,12 +95,12 @@ async def test_health(sqlite_url: str) -> None:
     async with running_admin(sqlite_url, tokens=True) as admin:
         answer = await admin.get("/health", token=None)
         assert (answer.status, answer.body) == (200, {"status": "ok", "cluster": "A"})
-        store = admin.app[STORE]
+        catalog = admin.app[CATALOG]
 
         async def unavailable(name: str) -> NoReturn:
             raise MetadataUnavailable("database is locked")
 
-        store.get_tenant = unavailable  # type: ignore[method-assign]
+        catalog.get_tenant = unavailable  # type: ignore[method-assign]
         answer = await admin.get("/health", token=None)
         assert answer.status == 503
         assert "locked" in answer.body["reason"]

@@ -51,7 +51,7 @@ async def test_tenant_crud_round_trip(metadata_url: str) -> None:
         assert (await admin.post(f"{T}/acme", info)).status == 404
     store = await MetadataStore.open(metadata_url)
     try:
-        assert await store.list_tenants() == ["public"]
+        assert await store.catalog.list_tenants() == ["public"]
     finally:
         await store.close()
 
@@ -127,7 +127,7 @@ async def test_concurrent_policy_changes_all_apply_in_some_order(metadata_url: s
         assert (await admin.get(f"{N}/public/default/messageTTL")).body in ttls
     store = await MetadataStore.open(metadata_url)
     try:
-        record = await store.get_namespace("public", "default")
+        record = await store.catalog.get_namespace("public", "default")
         assert record is not None and record.version == 1 + len(ttls)
     finally:
         await store.close()

@@ -16,31 +16,34 @@ NAME = "tenant/ns/persistent/topic-partition-0"
 
 
 async def test_create_get_update_and_cas(metadata_store: MetadataStore, manual_clock) -> None:
-    created = await metadata_store.create_managed_ledger(NAME)
+    created = await metadata_store.managed_ledgers.create_managed_ledger(NAME)
     assert created == ManagedLedgerInfo(NAME, (), manual_clock.now, 1)
-    assert await metadata_store.get_managed_ledger(NAME) == created
+    assert await metadata_store.managed_ledgers.get_managed_ledger(NAME) == created
     with pytest.raises(BadVersion):
-        await metadata_store.create_managed_ledger(NAME)
+        await metadata_store.managed_ledgers.create_managed_ledger(NAME)
 
     ledgers = (LedgerInfo(3, 10, 100, 1.0, 2.0), LedgerInfo(7, created_at=2.0))
-    updated = await metadata_store.update_managed_ledger(created.replace(ledgers=ledgers))
+    updated = await metadata_store.managed_ledgers.update_managed_ledger(
+        created.replace(ledgers=ledgers)
+    )
     assert updated.version == 2 and updated.ledgers == ledgers
-    assert await metadata_store.get_managed_ledger(NAME) == updated
+    assert await metadata_store.managed_ledgers.get_managed_ledger(NAME) == updated
     with pytest.raises(BadVersion):  # the stale version loses
-        await metadata_store.update_managed_ledger(created.replace(ledgers=()))
-    assert (await metadata_store.get_managed_ledger(NAME)).ledgers == ledgers
+        await metadata_store.managed_ledgers.update_managed_ledger(created.replace(ledgers=()))
+    assert (await metadata_store.managed_ledgers.get_managed_ledger(NAME)).ledgers == ledgers
 
 
 async def test_concurrent_cas_one_wins(metadata_store: MetadataStore) -> None:
-    info = await metadata_store.create_managed_ledger(NAME)
+    info = await metadata_store.managed_ledgers.create_managed_ledger(NAME)
     proposals = [info.replace(ledgers=(LedgerInfo(n),)) for n in range(1, 7)]
     results = await asyncio.gather(
-        *(metadata_store.update_managed_ledger(p) for p in proposals), return_exceptions=True
+        *(metadata_store.managed_ledgers.update_managed_ledger(p) for p in proposals),
+        return_exceptions=True,
     )
     winners = [r for r in results if isinstance(r, ManagedLedgerInfo)]
     assert len(winners) == 1
     assert all(isinstance(r, BadVersion) for r in results if r not in winners)
-    assert await metadata_store.get_managed_ledger(NAME) == winners[0]
+    assert await metadata_store.managed_ledgers.get_managed_ledger(NAME) == winners[0]
 
 
 @pytest.mark.parametrize(
@@ -56,77 +59,85 @@ async def test_concurrent_cas_one_wins(metadata_store: MetadataStore) -> None:
     ],
 )
 async def test_update_refuses_bad_ledger_lists(metadata_store: MetadataStore, ledgers) -> None:
-    info = await metadata_store.create_managed_ledger(NAME)
+    info = await metadata_store.managed_ledgers.create_managed_ledger(NAME)
     with pytest.raises(InvalidArgument):
-        await metadata_store.update_managed_ledger(info.replace(ledgers=ledgers))
+        await metadata_store.managed_ledgers.update_managed_ledger(info.replace(ledgers=ledgers))
 
 
 @pytest.mark.parametrize("name", ["", "x" * 256, None])
 async def test_names_are_checked(metadata_store: MetadataStore, name) -> None:
     with pytest.raises(InvalidArgument):
-        await metadata_store.create_managed_ledger(name)
+        await metadata_store.managed_ledgers.create_managed_ledger(name)
     with pytest.raises(InvalidArgument):
-        await metadata_store.create_managed_cursor(
+        await metadata_store.managed_ledgers.create_managed_cursor(
             "log", name, cursor_ledger_id=None, mark_delete=Position(1, -1)
         )
 
 
 async def test_missing_managed_ledger(metadata_store: MetadataStore) -> None:
     with pytest.raises(NoSuchManagedLedger):
-        await metadata_store.get_managed_ledger(NAME)
+        await metadata_store.managed_ledgers.get_managed_ledger(NAME)
     with pytest.raises(NoSuchManagedLedger):
-        await metadata_store.update_managed_ledger(ManagedLedgerInfo(NAME, (), 0.0, 1))
+        await metadata_store.managed_ledgers.update_managed_ledger(
+            ManagedLedgerInfo(NAME, (), 0.0, 1)
+        )
     with pytest.raises(NoSuchManagedLedger):
-        await metadata_store.create_managed_cursor(
+        await metadata_store.managed_ledgers.create_managed_cursor(
             NAME, "sub", cursor_ledger_id=None, mark_delete=Position(1, -1)
         )
-    await metadata_store.delete_managed_ledger(NAME)  # a no-op
+    await metadata_store.managed_ledgers.delete_managed_ledger(NAME)  # a no-op
 
 
 async def test_cursors_create_update_list_delete(metadata_store: MetadataStore) -> None:
-    await metadata_store.create_managed_ledger(NAME)
-    first = await metadata_store.create_managed_cursor(
+    await metadata_store.managed_ledgers.create_managed_ledger(NAME)
+    first = await metadata_store.managed_ledgers.create_managed_cursor(
         NAME, "b-sub", cursor_ledger_id=9, mark_delete=Position(3, -1), properties={"k": "v"}
     )
-    second = await metadata_store.create_managed_cursor(
+    second = await metadata_store.managed_ledgers.create_managed_cursor(
         NAME, "a-sub", cursor_ledger_id=None, mark_delete=Position(3, 4)
     )
     assert first.version == 1 and first.properties == {"k": "v"}
     with pytest.raises(BadVersion):
-        await metadata_store.create_managed_cursor(
+        await metadata_store.managed_ledgers.create_managed_cursor(
             NAME, "b-sub", cursor_ledger_id=None, mark_delete=Position(3, -1)
         )
-    assert await metadata_store.list_managed_cursors(NAME) == [second, first]
+    assert await metadata_store.managed_ledgers.list_managed_cursors(NAME) == [second, first]
 
-    moved = await metadata_store.update_managed_cursor(
+    moved = await metadata_store.managed_ledgers.update_managed_cursor(
         first.replace(cursor_ledger_id=11, mark_delete=(3, 7), properties={})
     )
     assert (moved.version, moved.cursor_ledger_id, moved.mark_delete) == (2, 11, (3, 7))
     with pytest.raises(BadVersion):
-        await metadata_store.update_managed_cursor(first.replace(cursor_ledger_id=12))
-    assert (await metadata_store.list_managed_cursors(NAME))[1] == moved
+        await metadata_store.managed_ledgers.update_managed_cursor(
+            first.replace(cursor_ledger_id=12)
+        )
+    assert (await metadata_store.managed_ledgers.list_managed_cursors(NAME))[1] == moved
 
-    await metadata_store.delete_managed_cursor(NAME, "a-sub")
-    assert [c.name for c in await metadata_store.list_managed_cursors(NAME)] == ["b-sub"]
+    await metadata_store.managed_ledgers.delete_managed_cursor(NAME, "a-sub")
+    assert [c.name for c in await metadata_store.managed_ledgers.list_managed_cursors(NAME)] == [
+        "b-sub"
+    ]
     with pytest.raises(NoSuchCursor):
-        await metadata_store.update_managed_cursor(second)
+        await metadata_store.managed_ledgers.update_managed_cursor(second)
 
 
 async def test_deleting_the_managed_ledger_deletes_its_cursors(
     metadata_store: MetadataStore,
 ) -> None:
     for name in (NAME, "other"):
-        await metadata_store.create_managed_ledger(name)
-        await metadata_store.create_managed_cursor(
+        await metadata_store.managed_ledgers.create_managed_ledger(name)
+        await metadata_store.managed_ledgers.create_managed_cursor(
             name, "sub", cursor_ledger_id=1, mark_delete=Position(1, -1)
         )
-    assert await metadata_store.list_managed_ledger_names() == sorted([NAME, "other"])
-    await metadata_store.delete_managed_ledger(NAME)
-    assert await metadata_store.list_managed_ledger_names() == ["other"]
-    assert await metadata_store.list_managed_cursors(NAME) == []
-    assert len(await metadata_store.list_managed_cursors("other")) == 1
+    assert await metadata_store.managed_ledgers.list_managed_ledger_names() == sorted(
+        [NAME, "other"]
+    )
+    await metadata_store.managed_ledgers.delete_managed_ledger(NAME)
+    assert await metadata_store.managed_ledgers.list_managed_ledger_names() == ["other"]
+    assert await metadata_store.managed_ledgers.list_managed_cursors(NAME) == []
+    assert len(await metadata_store.managed_ledgers.list_managed_cursors("other")) == 1
     # the name can be used again, from version 1
-    assert (await metadata_store.create_managed_ledger(NAME)).version == 1
+    assert (await metadata_store.managed_ledgers.create_managed_ledger(NAME)).version == 1
 
 
 @pytest.mark.parametrize(
@@ -139,9 +150,9 @@ async def test_deleting_the_managed_ledger_deletes_its_cursors(
     ],
 )
 async def test_cursor_rows_are_checked(metadata_store: MetadataStore, changes) -> None:
-    await metadata_store.create_managed_ledger(NAME)
-    cursor = await metadata_store.create_managed_cursor(
+    await metadata_store.managed_ledgers.create_managed_ledger(NAME)
+    cursor = await metadata_store.managed_ledgers.create_managed_cursor(
         NAME, "sub", cursor_ledger_id=None, mark_delete=Position(1, -1)
     )
     with pytest.raises(InvalidArgument):
-        await metadata_store.update_managed_cursor(cursor.replace(**changes))
+        await metadata_store.managed_ledgers.update_managed_cursor(cursor.replace(**changes))

@@ -31,7 +31,7 @@ async def _new_ledger(store: MetadataStore, **overrides) -> LedgerMetadata:
         "ensemble": BOOKIES_3,
     }
     arguments.update(overrides)
-    return await store.create_ledger(**arguments)
+    return await store.ledgers.create_ledger(**arguments)
 
 
 # --- URLs ---------------------------------------------------------------------------
@@ -86,7 +86,7 @@ async def test_closed_store_refuses_operations(metadata_store: MetadataStore) ->
     await metadata_store.close()
     await metadata_store.close()  # idempotent
     with pytest.raises(InvalidArgument, match="closed"):
-        await metadata_store.list_ledger_ids()
+        await metadata_store.ledgers.list_ledger_ids()
 
 
 async def test_sqlite_connection_settings(tmp_path) -> None:
@@ -124,7 +124,9 @@ async def test_create_and_get_ledger(
     metadata_store: MetadataStore, manual_clock, arguments: dict, custom: dict | None
 ) -> None:
     ensemble = tuple(f"bookie-{index}:3181" for index in range(arguments["ensemble_size"]))
-    created = await metadata_store.create_ledger(**arguments, ensemble=ensemble, custom=custom)
+    created = await metadata_store.ledgers.create_ledger(
+        **arguments, ensemble=ensemble, custom=custom
+    )
     assert created == LedgerMetadata(
         ledger_id=created.ledger_id,
         **arguments,
@@ -134,7 +136,7 @@ async def test_create_and_get_ledger(
         version=1,
         created_at=manual_clock.now,
     )
-    assert await metadata_store.get_ledger(created.ledger_id) == created
+    assert await metadata_store.ledgers.get_ledger(created.ledger_id) == created
 
 
 @pytest.mark.parametrize(
@@ -160,33 +162,33 @@ async def test_create_and_get_ledger(
 async def test_create_ledger_rejects(metadata_store: MetadataStore, overrides: dict) -> None:
     with pytest.raises(InvalidArgument):
         await _new_ledger(metadata_store, **overrides)
-    assert await metadata_store.list_ledger_ids() == []
+    assert await metadata_store.ledgers.list_ledger_ids() == []
 
 
 async def test_ledger_ids_ascend_and_are_never_reused(metadata_store: MetadataStore) -> None:
     ids = [(await _new_ledger(metadata_store)).ledger_id for _ in range(3)]
     assert ids == sorted(ids) and len(set(ids)) == 3
-    await metadata_store.delete_ledger(ids[-1])
+    await metadata_store.ledgers.delete_ledger(ids[-1])
     again = (await _new_ledger(metadata_store)).ledger_id
     assert again > ids[-1]
-    assert await metadata_store.list_ledger_ids() == [*ids[:-1], again]
+    assert await metadata_store.ledgers.list_ledger_ids() == [*ids[:-1], again]
 
 
 async def test_get_missing_ledger(metadata_store: MetadataStore) -> None:
     with pytest.raises(NoSuchLedger):
-        await metadata_store.get_ledger(12345)
+        await metadata_store.ledgers.get_ledger(12345)
     with pytest.raises(InvalidArgument):
-        await metadata_store.get_ledger(-1)
+        await metadata_store.ledgers.get_ledger(-1)
 
 
 async def test_delete_ledger_is_idempotent(metadata_store: MetadataStore) -> None:
     ledger = await _new_ledger(metadata_store)
-    await metadata_store.delete_ledger(ledger.ledger_id)
-    await metadata_store.delete_ledger(ledger.ledger_id)
-    await metadata_store.delete_ledger(999_999)
+    await metadata_store.ledgers.delete_ledger(ledger.ledger_id)
+    await metadata_store.ledgers.delete_ledger(ledger.ledger_id)
+    await metadata_store.ledgers.delete_ledger(999_999)
     with pytest.raises(NoSuchLedger):
-        await metadata_store.get_ledger(ledger.ledger_id)
-    assert await metadata_store.list_ledger_ids() == []
+        await metadata_store.ledgers.get_ledger(ledger.ledger_id)
+    assert await metadata_store.ledgers.list_ledger_ids() == []
 
 
 #: A ledger's life, one CAS per step: recovery, an ensemble change, close, then a
@@ -204,22 +206,24 @@ async def test_update_ledger_through_its_life(metadata_store: MetadataStore) -> 
     metadata = await _new_ledger(metadata_store)
     for step, change in LIFE_STEPS:
         wanted = change(metadata)
-        updated = await metadata_store.update_ledger(wanted)
+        updated = await metadata_store.ledgers.update_ledger(wanted)
         assert updated == wanted.replace(version=metadata.version + 1), step
-        assert await metadata_store.get_ledger(metadata.ledger_id) == updated, step
+        assert await metadata_store.ledgers.get_ledger(metadata.ledger_id) == updated, step
         metadata = updated
     assert metadata.version == 1 + len(LIFE_STEPS)
 
 
 async def test_update_ledger_with_stale_version(metadata_store: MetadataStore) -> None:
     first = await _new_ledger(metadata_store)
-    second = await metadata_store.update_ledger(first.replace(state=LedgerState.IN_RECOVERY))
+    second = await metadata_store.ledgers.update_ledger(
+        first.replace(state=LedgerState.IN_RECOVERY)
+    )
     with pytest.raises(BadVersion):
-        await metadata_store.update_ledger(first.replace(custom={"late": "writer"}))
+        await metadata_store.ledgers.update_ledger(first.replace(custom={"late": "writer"}))
     with pytest.raises(BadVersion):
-        await metadata_store.update_ledger(second.replace(version=second.version + 1))
-    assert await metadata_store.get_ledger(first.ledger_id) == second
-    assert metadata_store.stats()["cas_conflicts"] == 2
+        await metadata_store.ledgers.update_ledger(second.replace(version=second.version + 1))
+    assert await metadata_store.ledgers.get_ledger(first.ledger_id) == second
+    assert metadata_store.engine.stats()["cas_conflicts"] == 2
 
 
 async def test_update_missing_ledger(metadata_store: MetadataStore) -> None:
@@ -227,7 +231,7 @@ async def test_update_missing_ledger(metadata_store: MetadataStore) -> None:
         ledger_id=4242, ensemble_size=1, write_quorum=1, ack_quorum=1, ensembles=((0, ("b",)),)
     )
     with pytest.raises(NoSuchLedger):
-        await metadata_store.update_ledger(ghost.replace(version=1))
+        await metadata_store.ledgers.update_ledger(ghost.replace(version=1))
 
 
 @pytest.mark.parametrize(
@@ -250,10 +254,10 @@ async def test_update_ledger_rejects(
     metadata = await _new_ledger(metadata_store)
     if close_first:
         closed = metadata.replace(state=LedgerState.CLOSED, last_entry_id=9, length=10)
-        metadata = await metadata_store.update_ledger(closed)
+        metadata = await metadata_store.ledgers.update_ledger(closed)
     with pytest.raises(InvalidArgument):
-        await metadata_store.update_ledger(change(metadata))
-    assert await metadata_store.get_ledger(metadata.ledger_id) == metadata
+        await metadata_store.ledgers.update_ledger(change(metadata))
+    assert await metadata_store.ledgers.get_ledger(metadata.ledger_id) == metadata
 
 
 async def test_concurrent_updates_one_winner_per_version(metadata_store: MetadataStore) -> None:
@@ -263,16 +267,16 @@ async def test_concurrent_updates_one_winner_per_version(metadata_store: Metadat
     for round_index in range(rounds):
         attempts = [metadata.replace(custom={"winner": str(task)}) for task in range(tasks_count)]
         results = await asyncio.gather(
-            *(metadata_store.update_ledger(attempt) for attempt in attempts),
+            *(metadata_store.ledgers.update_ledger(attempt) for attempt in attempts),
             return_exceptions=True,
         )
         winners = [result for result in results if isinstance(result, LedgerMetadata)]
         losers = [result for result in results if isinstance(result, BadVersion)]
         assert len(winners) == 1 and len(losers) == tasks_count - 1, results
-        stored = await metadata_store.get_ledger(metadata.ledger_id)
+        stored = await metadata_store.ledgers.get_ledger(metadata.ledger_id)
         assert stored == winners[0] and stored.version == metadata.version + 1, round_index
         metadata = stored
-    assert metadata_store.stats()["cas_conflicts"] == rounds * (tasks_count - 1)
+    assert metadata_store.engine.stats()["cas_conflicts"] == rounds * (tasks_count - 1)
 
 
 def _increment_in_process(url: str, ledger_id: int, increments: int, start_at: float) -> dict:
@@ -287,10 +291,10 @@ async def _increment(url: str, ledger_id: int, increments: int, start_at: float)
     await asyncio.sleep(max(0.0, start_at - time.time()))
     try:
         while len(won) < increments:
-            metadata = await store.get_ledger(ledger_id)
+            metadata = await store.ledgers.get_ledger(ledger_id)
             count = int(metadata.custom["count"])
             try:
-                updated = await store.update_ledger(
+                updated = await store.ledgers.update_ledger(
                     metadata.replace(custom={"count": str(count + 1)})
                 )
             except BadVersion:
@@ -313,7 +317,11 @@ async def test_processes_contending_on_one_row(metadata_store: MetadataStore) ->
         start_at = time.time() + 3.0  # after every child has imported and connected
         futures = [
             pool.submit(
-                _increment_in_process, metadata_store.url, metadata.ledger_id, increments, start_at
+                _increment_in_process,
+                metadata_store.engine.url,
+                metadata.ledger_id,
+                increments,
+                start_at,
             )
             for _ in range(processes_count)
         ]
@@ -321,7 +329,7 @@ async def test_processes_contending_on_one_row(metadata_store: MetadataStore) ->
     won = sorted(version for result in results for version in result["won"])
     total = processes_count * increments
     assert won == list(range(2, 2 + total))
-    final = await metadata_store.get_ledger(metadata.ledger_id)
+    final = await metadata_store.ledgers.get_ledger(metadata.ledger_id)
     assert final.version == 1 + total and final.custom == {"count": str(total)}
 
 
@@ -334,11 +342,11 @@ async def test_bookie_lease_expiry(
     metadata_store: MetadataStore, manual_clock, elapsed_s: float, alive: bool
 ) -> None:
     registered_at = manual_clock.now
-    await metadata_store.register_bookie("b1:3181", LEASE_S)
+    await metadata_store.bookies.register_bookie("b1:3181", LEASE_S)
     manual_clock.advance(elapsed_s)
     registration = BookieRegistration("b1:3181", registered_at, registered_at + LEASE_S)
-    assert await metadata_store.list_bookies() == ([registration] if alive else [])
-    assert await metadata_store.list_bookies(alive_only=False) == [registration]
+    assert await metadata_store.bookies.list_bookies() == ([registration] if alive else [])
+    assert await metadata_store.bookies.list_bookies(alive_only=False) == [registration]
 
 
 async def test_bookie_register_renew_unregister(
@@ -346,24 +354,29 @@ async def test_bookie_register_renew_unregister(
 ) -> None:
     start = manual_clock.now
     for address in ("b3", "b1", "b2"):
-        await metadata_store.register_bookie(address, LEASE_S)
-    assert [b.address for b in await metadata_store.list_bookies()] == ["b1", "b2", "b3"]
+        await metadata_store.bookies.register_bookie(address, LEASE_S)
+    assert [b.address for b in await metadata_store.bookies.list_bookies()] == ["b1", "b2", "b3"]
 
     manual_clock.advance(8)
-    await metadata_store.renew_bookie("b1", LEASE_S)  # keeps registered_at
-    await metadata_store.register_bookie("b2", LEASE_S)  # a new registration
+    await metadata_store.bookies.renew_bookie("b1", LEASE_S)  # keeps registered_at
+    await metadata_store.bookies.register_bookie("b2", LEASE_S)  # a new registration
     manual_clock.advance(4)  # b3's lease ran out
-    assert await metadata_store.list_bookies() == [
+    assert await metadata_store.bookies.list_bookies() == [
         BookieRegistration("b1", start, start + 8 + LEASE_S),
         BookieRegistration("b2", start + 8, start + 8 + LEASE_S),
     ]
-    await metadata_store.renew_bookie("b3", LEASE_S)  # renewing an expired lease revives it
-    await metadata_store.renew_bookie("b4", LEASE_S)  # renewing the unknown registers it
-    assert [b.address for b in await metadata_store.list_bookies()] == ["b1", "b2", "b3", "b4"]
+    await metadata_store.bookies.renew_bookie("b3", LEASE_S)  # renewing an expired lease revives it
+    await metadata_store.bookies.renew_bookie("b4", LEASE_S)  # renewing the unknown registers it
+    assert [b.address for b in await metadata_store.bookies.list_bookies()] == [
+        "b1",
+        "b2",
+        "b3",
+        "b4",
+    ]
 
-    await metadata_store.unregister_bookie("b2")
-    await metadata_store.unregister_bookie("b2")
-    assert [b.address for b in await metadata_store.list_bookies(alive_only=False)] == [
+    await metadata_store.bookies.unregister_bookie("b2")
+    await metadata_store.bookies.unregister_bookie("b2")
+    assert [b.address for b in await metadata_store.bookies.list_bookies(alive_only=False)] == [
         "b1",
         "b3",
         "b4",
@@ -378,18 +391,20 @@ async def test_bookie_registration_rejects(
     metadata_store: MetadataStore, address: str, lease_s: float
 ) -> None:
     with pytest.raises(InvalidArgument):
-        await metadata_store.register_bookie(address, lease_s)
+        await metadata_store.bookies.register_bookie(address, lease_s)
 
 
 # --- under-replicated ledgers -------------------------------------------------------
 async def test_mark_underreplicated_merges(metadata_store: MetadataStore, manual_clock) -> None:
     ledger = await _new_ledger(metadata_store)
     first_mark = manual_clock.now
-    await metadata_store.mark_underreplicated(ledger.ledger_id, ["b2"])
+    await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b2"])
     manual_clock.advance(5)
-    await metadata_store.mark_underreplicated(ledger.ledger_id, {"b3", "b2"})
-    await metadata_store.mark_underreplicated(ledger.ledger_id, ["b3"])  # no change
-    [marker] = await metadata_store.list_underreplicated()
+    await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, {"b3", "b2"})
+    await metadata_store.under_replication.mark_underreplicated(
+        ledger.ledger_id, ["b3"]
+    )  # no change
+    [marker] = await metadata_store.under_replication.list_underreplicated()
     assert marker.ledger_id == ledger.ledger_id
     assert marker.lost_bookies == {"b2", "b3"}
     assert marker.marked_at == first_mark
@@ -405,19 +420,21 @@ async def test_mark_underreplicated_rejects(
 ) -> None:
     ledger_id = (await _new_ledger(metadata_store)).ledger_id if ledger_exists else 777
     with pytest.raises(error):
-        await metadata_store.mark_underreplicated(ledger_id, lost)
-    assert await metadata_store.list_underreplicated() == []
+        await metadata_store.under_replication.mark_underreplicated(ledger_id, lost)
+    assert await metadata_store.under_replication.list_underreplicated() == []
 
 
 async def test_lock_takes_oldest_marked_first(metadata_store: MetadataStore, manual_clock) -> None:
     ledgers = [await _new_ledger(metadata_store) for _ in range(3)]
     for ledger in reversed(ledgers):  # the last ledger is marked first
-        await metadata_store.mark_underreplicated(ledger.ledger_id, ["b1"])
+        await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b1"])
         manual_clock.advance(1)
-    order = [m.ledger_id for m in await metadata_store.list_underreplicated()]
+    order = [m.ledger_id for m in await metadata_store.under_replication.list_underreplicated()]
     assert order == [ledger.ledger_id for ledger in reversed(ledgers)]
     taken = []
-    while (marker := await metadata_store.lock_underreplicated("w", 60)) is not None:
+    while (
+        marker := await metadata_store.under_replication.lock_underreplicated("w", 60)
+    ) is not None:
         assert marker.lock_holder == "w" and marker.lock_expires_at == manual_clock.now + 60
         taken.append(marker.ledger_id)
     assert taken == order
@@ -426,52 +443,63 @@ async def test_lock_takes_oldest_marked_first(metadata_store: MetadataStore, man
 async def test_lock_excludes(metadata_store: MetadataStore) -> None:
     first, second = [await _new_ledger(metadata_store) for _ in range(2)]
     for ledger in (first, second):
-        await metadata_store.mark_underreplicated(ledger.ledger_id, ["b1"])
-    marker = await metadata_store.lock_underreplicated("w", 60, exclude={first.ledger_id})
+        await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b1"])
+    marker = await metadata_store.under_replication.lock_underreplicated(
+        "w", 60, exclude={first.ledger_id}
+    )
     assert marker is not None and marker.ledger_id == second.ledger_id
     both = [first.ledger_id, second.ledger_id]
-    assert await metadata_store.lock_underreplicated("w", 60, exclude=both) is None
+    assert (
+        await metadata_store.under_replication.lock_underreplicated("w", 60, exclude=both) is None
+    )
 
 
 async def test_lock_by_two_holders_only_one_gets_it(metadata_store: MetadataStore) -> None:
     ledger = await _new_ledger(metadata_store)
-    await metadata_store.mark_underreplicated(ledger.ledger_id, ["b2"])
+    await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b2"])
     results = await asyncio.gather(
-        *(metadata_store.lock_underreplicated(f"worker-{n}", 60) for n in range(6))
+        *(
+            metadata_store.under_replication.lock_underreplicated(f"worker-{n}", 60)
+            for n in range(6)
+        )
     )
     locked = [result for result in results if result is not None]
     assert len(locked) == 1
-    [marker] = await metadata_store.list_underreplicated()
+    [marker] = await metadata_store.under_replication.list_underreplicated()
     assert marker.lock_holder == locked[0].lock_holder
     assert marker.version == locked[0].version == 2
 
 
 async def test_expired_lock_is_taken_over(metadata_store: MetadataStore, manual_clock) -> None:
     ledger = await _new_ledger(metadata_store)
-    await metadata_store.mark_underreplicated(ledger.ledger_id, ["b2"])
-    assert await metadata_store.lock_underreplicated("w1", 60) is not None
+    await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b2"])
+    assert await metadata_store.under_replication.lock_underreplicated("w1", 60) is not None
     manual_clock.advance(59.5)
-    assert await metadata_store.lock_underreplicated("w2", 60) is None
+    assert await metadata_store.under_replication.lock_underreplicated("w2", 60) is None
     manual_clock.advance(0.5)  # expiry reached: the lock is free
-    taken = await metadata_store.lock_underreplicated("w2", 60)
+    taken = await metadata_store.under_replication.lock_underreplicated("w2", 60)
     assert taken is not None and taken.lock_holder == "w2"
     with pytest.raises(BadVersion):  # w1 lost the lock: its work is not recorded
-        await metadata_store.complete_underreplicated(ledger.ledger_id, "w1", replicated=["b2"])
-    await metadata_store.unlock_underreplicated(ledger.ledger_id, "w1")  # not w1's: no-op
-    [marker] = await metadata_store.list_underreplicated()
+        await metadata_store.under_replication.complete_underreplicated(
+            ledger.ledger_id, "w1", replicated=["b2"]
+        )
+    await metadata_store.under_replication.unlock_underreplicated(
+        ledger.ledger_id, "w1"
+    )  # not w1's: no-op
+    [marker] = await metadata_store.under_replication.list_underreplicated()
     assert (marker.lock_holder, marker.lost_bookies) == ("w2", frozenset({"b2"}))
 
 
 async def test_unlock(metadata_store: MetadataStore) -> None:
     ledger = await _new_ledger(metadata_store)
-    await metadata_store.mark_underreplicated(ledger.ledger_id, ["b2"])
-    await metadata_store.lock_underreplicated("w1", 60)
-    await metadata_store.unlock_underreplicated(ledger.ledger_id, "w1")
-    [marker] = await metadata_store.list_underreplicated()
+    await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b2"])
+    await metadata_store.under_replication.lock_underreplicated("w1", 60)
+    await metadata_store.under_replication.unlock_underreplicated(ledger.ledger_id, "w1")
+    [marker] = await metadata_store.under_replication.list_underreplicated()
     assert (marker.lock_holder, marker.lock_expires_at) == (None, None)
-    taken = await metadata_store.lock_underreplicated("w2", 60)
+    taken = await metadata_store.under_replication.lock_underreplicated("w2", 60)
     assert taken is not None and taken.lock_holder == "w2"
-    await metadata_store.unlock_underreplicated(999, "w2")  # no marker: no-op
+    await metadata_store.under_replication.unlock_underreplicated(999, "w2")  # no marker: no-op
 
 
 @pytest.mark.parametrize(
@@ -487,10 +515,12 @@ async def test_complete_underreplicated(
     metadata_store: MetadataStore, lost: set, replicated: set, remaining: set | None
 ) -> None:
     ledger = await _new_ledger(metadata_store)
-    await metadata_store.mark_underreplicated(ledger.ledger_id, lost)
-    assert await metadata_store.lock_underreplicated("w1", 60) is not None
-    await metadata_store.complete_underreplicated(ledger.ledger_id, "w1", replicated=replicated)
-    markers = await metadata_store.list_underreplicated()
+    await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, lost)
+    assert await metadata_store.under_replication.lock_underreplicated("w1", 60) is not None
+    await metadata_store.under_replication.complete_underreplicated(
+        ledger.ledger_id, "w1", replicated=replicated
+    )
+    markers = await metadata_store.under_replication.list_underreplicated()
     if remaining is None:
         assert markers == []
     else:
@@ -498,29 +528,37 @@ async def test_complete_underreplicated(
         assert marker.lost_bookies == remaining and marker.lock_holder is None
     # A second completion finds the marker gone or unlocked.
     if remaining is None:
-        await metadata_store.complete_underreplicated(ledger.ledger_id, "w1", replicated=lost)
+        await metadata_store.under_replication.complete_underreplicated(
+            ledger.ledger_id, "w1", replicated=lost
+        )
     else:
         with pytest.raises(BadVersion):
-            await metadata_store.complete_underreplicated(ledger.ledger_id, "w1", replicated=lost)
+            await metadata_store.under_replication.complete_underreplicated(
+                ledger.ledger_id, "w1", replicated=lost
+            )
 
 
 async def test_marked_again_while_locked(metadata_store: MetadataStore) -> None:
     """A bookie lost during repair stays in the set: completing the first one unlocks."""
     ledger = await _new_ledger(metadata_store)
-    await metadata_store.mark_underreplicated(ledger.ledger_id, ["b1"])
-    await metadata_store.lock_underreplicated("w1", 60)
-    await metadata_store.mark_underreplicated(ledger.ledger_id, ["b2"])
-    await metadata_store.complete_underreplicated(ledger.ledger_id, "w1", replicated=["b1"])
-    [marker] = await metadata_store.list_underreplicated()
+    await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b1"])
+    await metadata_store.under_replication.lock_underreplicated("w1", 60)
+    await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b2"])
+    await metadata_store.under_replication.complete_underreplicated(
+        ledger.ledger_id, "w1", replicated=["b1"]
+    )
+    [marker] = await metadata_store.under_replication.list_underreplicated()
     assert marker.lost_bookies == {"b2"} and marker.lock_holder is None
 
 
 async def test_deleting_a_ledger_deletes_its_marker(metadata_store: MetadataStore) -> None:
     kept, deleted = [await _new_ledger(metadata_store) for _ in range(2)]
     for ledger in (kept, deleted):
-        await metadata_store.mark_underreplicated(ledger.ledger_id, ["b1"])
-    await metadata_store.delete_ledger(deleted.ledger_id)
-    assert [m.ledger_id for m in await metadata_store.list_underreplicated()] == [kept.ledger_id]
+        await metadata_store.under_replication.mark_underreplicated(ledger.ledger_id, ["b1"])
+    await metadata_store.ledgers.delete_ledger(deleted.ledger_id)
+    assert [m.ledger_id for m in await metadata_store.under_replication.list_underreplicated()] == [
+        kept.ledger_id
+    ]
 
 
 # --- leases -------------------------------------------------------------------------
@@ -549,30 +587,30 @@ async def test_lease_script(metadata_store: MetadataStore, manual_clock) -> None
         result: bool | str | None
         if operation == "acquire":
             assert holder is not None
-            result = await metadata_store.acquire_lease("auditor", holder, LEASE_S)
+            result = await metadata_store.leases.acquire_lease("auditor", holder, LEASE_S)
         elif operation == "release":
             assert holder is not None
-            await metadata_store.release_lease("auditor", holder)
+            await metadata_store.leases.release_lease("auditor", holder)
             result = None
         else:
-            result = await metadata_store.lease_holder("auditor")
+            result = await metadata_store.leases.lease_holder("auditor")
         assert result == expected, f"step {step}: {operation} {holder}"
 
 
 async def test_leases_are_independent_by_name(metadata_store: MetadataStore) -> None:
-    assert await metadata_store.acquire_lease("auditor", "a", LEASE_S)
-    assert await metadata_store.acquire_lease("topic/t1", "b", LEASE_S)
-    assert await metadata_store.lease_holder("auditor") == "a"
-    assert await metadata_store.lease_holder("topic/t1") == "b"
-    assert await metadata_store.lease_holder("topic/none") is None
+    assert await metadata_store.leases.acquire_lease("auditor", "a", LEASE_S)
+    assert await metadata_store.leases.acquire_lease("topic/t1", "b", LEASE_S)
+    assert await metadata_store.leases.lease_holder("auditor") == "a"
+    assert await metadata_store.leases.lease_holder("topic/t1") == "b"
+    assert await metadata_store.leases.lease_holder("topic/none") is None
 
 
 async def test_concurrent_lease_acquisition_one_winner(metadata_store: MetadataStore) -> None:
     results = await asyncio.gather(
-        *(metadata_store.acquire_lease("auditor", f"h{n}", LEASE_S) for n in range(8))
+        *(metadata_store.leases.acquire_lease("auditor", f"h{n}", LEASE_S) for n in range(8))
     )
     assert results.count(True) == 1
-    assert await metadata_store.lease_holder("auditor") == f"h{results.index(True)}"
+    assert await metadata_store.leases.lease_holder("auditor") == f"h{results.index(True)}"
 
 
 @pytest.mark.parametrize(
@@ -581,16 +619,16 @@ async def test_concurrent_lease_acquisition_one_winner(metadata_store: MetadataS
 )
 async def test_lease_rejects(metadata_store: MetadataStore, name, holder, lease_s) -> None:
     with pytest.raises(InvalidArgument):
-        await metadata_store.acquire_lease(name, holder, lease_s)
+        await metadata_store.leases.acquire_lease(name, holder, lease_s)
 
 
 # --- stats --------------------------------------------------------------------------
 async def test_stats_count_operations(metadata_store: MetadataStore) -> None:
-    before = metadata_store.stats()["operations"]
+    before = metadata_store.engine.stats()["operations"]
     ledger = await _new_ledger(metadata_store)
-    await metadata_store.get_ledger(ledger.ledger_id)
-    await metadata_store.list_bookies()
-    assert metadata_store.stats() == {
+    await metadata_store.ledgers.get_ledger(ledger.ledger_id)
+    await metadata_store.bookies.list_bookies()
+    assert metadata_store.engine.stats() == {
         "operations": before + 3,
         "cas_conflicts": 0,
         "unavailable": 0,
@@ -606,7 +644,7 @@ async def test_database_errors_are_unavailable(tmp_path) -> None:
             connection.execute(sqlalchemy.text("DROP TABLE leases"))
         engine.dispose()
         with pytest.raises(MetadataUnavailable):
-            await store.lease_holder("auditor")
-        assert store.stats()["unavailable"] == 1
+            await store.leases.lease_holder("auditor")
+        assert store.engine.stats()["unavailable"] == 1
     finally:
         await store.close()

@@ -77,13 +77,13 @@ def test_upgrade_at_head_is_a_no_op(metadata_url: str) -> None:
 
 async def test_store_data_survives_reopen(metadata_url: str) -> None:
     store = await MetadataStore.open(metadata_url)
-    ledger = await store.create_ledger(
+    ledger = await store.ledgers.create_ledger(
         ensemble_size=2, write_quorum=2, ack_quorum=1, ensemble=["b1", "b2"]
     )
     await store.close()
     store = await MetadataStore.open(metadata_url)  # upgrade finds head: nothing to do
     try:
-        assert await store.get_ledger(ledger.ledger_id) == ledger
+        assert await store.ledgers.get_ledger(ledger.ledger_id) == ledger
     finally:
         await store.close()
 

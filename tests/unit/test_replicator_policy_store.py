@@ -9,50 +9,66 @@ from georep.storage.errors import BadVersion, InvalidArgument
 
 
 async def test_remote_clusters_follow_the_configuration(metadata_store) -> None:
-    first = await metadata_store.sync_remote_clusters(
+    first = await metadata_store.replication_policies.sync_remote_clusters(
         {"B": ("pulsar://b:6650", "http://b:8080"), "C": ("pulsar://c:6650", "http://c:8080")}
     )
     assert [(c.name, c.version) for c in first] == [("B", 1), ("C", 1)]
-    second = await metadata_store.sync_remote_clusters(
+    second = await metadata_store.replication_policies.sync_remote_clusters(
         {"B": ("pulsar://b:6651", "http://b:8080"), "D": ("pulsar://d:6650", "http://d:8080")}
     )
     assert [(c.name, c.service_url, c.version) for c in second] == [
         ("B", "pulsar://b:6651", 2),
         ("D", "pulsar://d:6650", 1),
     ]
-    assert await metadata_store.list_remote_clusters() == second
+    assert await metadata_store.replication_policies.list_remote_clusters() == second
 
 
 async def test_policy_versions_and_cas(metadata_store) -> None:
     store = metadata_store
-    created = await store.put_replication_policy("namespace", "t/ns", ["C", "B", "B"])
+    created = await store.replication_policies.put_replication_policy(
+        "namespace", "t/ns", ["C", "B", "B"]
+    )
     assert created.clusters == ("B", "C") and created.version == 1
     with pytest.raises(BadVersion):
-        await store.put_replication_policy("namespace", "t/ns", ["B"], expected_version=0)
+        await store.replication_policies.put_replication_policy(
+            "namespace", "t/ns", ["B"], expected_version=0
+        )
     with pytest.raises(BadVersion):
-        await store.put_replication_policy("namespace", "t/ns", ["B"], expected_version=7)
-    updated = await store.put_replication_policy("namespace", "t/ns", [], expected_version=1)
+        await store.replication_policies.put_replication_policy(
+            "namespace", "t/ns", ["B"], expected_version=7
+        )
+    updated = await store.replication_policies.put_replication_policy(
+        "namespace", "t/ns", [], expected_version=1
+    )
     assert updated.clusters == () and updated.version == 2
-    last_writer = await store.put_replication_policy("namespace", "t/ns", ["B"])
+    last_writer = await store.replication_policies.put_replication_policy(
+        "namespace", "t/ns", ["B"]
+    )
     assert last_writer.version == 3
-    assert await store.get_replication_policy("namespace", "t/ns") == last_writer
+    assert (
+        await store.replication_policies.get_replication_policy("namespace", "t/ns") == last_writer
+    )
     with pytest.raises(BadVersion):
-        await store.delete_replication_policy("namespace", "t/ns", expected_version=2)
-    assert await store.delete_replication_policy("namespace", "t/ns", expected_version=3)
-    assert not await store.delete_replication_policy("namespace", "t/ns")
-    assert await store.get_replication_policy("namespace", "t/ns") is None
+        await store.replication_policies.delete_replication_policy(
+            "namespace", "t/ns", expected_version=2
+        )
+    assert await store.replication_policies.delete_replication_policy(
+        "namespace", "t/ns", expected_version=3
+    )
+    assert not await store.replication_policies.delete_replication_policy("namespace", "t/ns")
+    assert await store.replication_policies.get_replication_policy("namespace", "t/ns") is None
 
 
 async def test_policies_list_by_scope(metadata_store) -> None:
     store = metadata_store
-    await store.put_replication_policy("topic", "persistent://t/ns/x", ["B"])
-    await store.put_replication_policy("namespace", "t/ns", ["B", "C"])
-    listed = await store.list_replication_policies()
+    await store.replication_policies.put_replication_policy("topic", "persistent://t/ns/x", ["B"])
+    await store.replication_policies.put_replication_policy("namespace", "t/ns", ["B", "C"])
+    listed = await store.replication_policies.list_replication_policies()
     assert [(p.scope, p.name) for p in listed] == [
         ("namespace", "t/ns"),
         ("topic", "persistent://t/ns/x"),
     ]
-    topics = await store.list_replication_policies("topic")
+    topics = await store.replication_policies.list_replication_policies("topic")
     assert [p.name for p in topics] == ["persistent://t/ns/x"]
 
 
@@ -68,4 +84,4 @@ async def test_policies_list_by_scope(metadata_store) -> None:
 )
 async def test_bad_policies_are_refused(metadata_store, scope, name, clusters) -> None:
     with pytest.raises(InvalidArgument):
-        await metadata_store.put_replication_policy(scope, name, clusters)
+        await metadata_store.replication_policies.put_replication_policy(scope, name, clusters)

@@ -27,12 +27,12 @@ from georep.broker.admin.middleware import answer
 from georep.broker.admin.routes import ROUTES
 from georep.broker.admin.settings import AdminSettings
 from georep.broker.admin.state import (
+    CATALOG,
     CLUSTER,
     METRICS,
     OPENAPI,
     SETTINGS,
     STORAGE_HEALTH,
-    STORE,
     StorageHealth,
 )
 from georep.broker.admin.tenants import ensure_defaults
@@ -77,9 +77,9 @@ def _metadata_store(
         settings = app[SETTINGS]
         store = given or await MetadataStore.open(settings.metadata_url)
         try:
-            app[STORE] = store
-            await ensure_defaults(store, settings.cluster_name)
-            app[METRICS].watch_store(store.stats)
+            app[CATALOG] = store.catalog
+            await ensure_defaults(store.catalog, settings.cluster_name)
+            app[METRICS].watch_store(store.engine.stats)
             _log_access(settings)
             yield
         finally:

@@ -64,7 +64,7 @@ class AdminMetrics:
             self.auth_refusals.labels(str(status)).inc()
 
     def watch_store(self, stats: Callable[[], Mapping[str, int]] | None) -> None:
-        """Serve the counts ``stats()`` returns (``MetadataStore.stats``); None stops."""
+        """Serve the counts ``stats()`` returns (``MetadataEngine.stats``); None stops."""
         self._store_stats.source = stats
 
     def watch_bookies(self, bookies: Callable[[], Sequence[BookieAvailability]] | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from georep.broker.admin import metrics as admin_metrics
-from georep.broker.admin.state import METRICS, OPENAPI, SETTINGS, STORAGE_HEALTH, STORE
+from georep.broker.admin.state import CATALOG, METRICS, OPENAPI, SETTINGS, STORAGE_HEALTH
 from georep.rest.json_io import json_response
 
 _HEALTH_TENANT = "public"
@@ -19,7 +19,7 @@ async def health(request: web.Request) -> web.Response:
     ``read-only`` with 503 (fewer writable bookies than an ensemble needs: the cluster
     stores no message until a disk has room again).
     """
-    await request.app[STORE].get_tenant(_HEALTH_TENANT)
+    await request.app[CATALOG].get_tenant(_HEALTH_TENANT)
     body: dict[str, object] = {"status": "ok", "cluster": request.app[SETTINGS].cluster_name}
     report = request.app.get(STORAGE_HEALTH)
     if report is None:

@@ -1,6 +1,6 @@
-"""Typed keys of what the admin app holds: settings, the cluster, the metadata store and
-the metrics. Handlers read them as ``request.app[CLUSTER]``; the store is set by the app's
-cleanup context once it is open, and is absent before that."""
+"""Typed keys of what the admin app holds: settings, the cluster, the metadata store's
+catalog and the metrics. Handlers read them as ``request.app[CLUSTER]``; the catalog is
+set by the app's cleanup context once the store is open, and is absent before that."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from georep.broker.admin.cluster_admin import ClusterAdmin
 from georep.broker.admin.metrics import AdminMetrics
 from georep.broker.admin.settings import AdminSettings
 from georep.storage.bookie.ledger_dirs_monitor import BookieAvailability
-from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.catalog import CatalogRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,8 @@ class StorageHealth:
 
 SETTINGS = web.AppKey("settings", AdminSettings)
 CLUSTER = web.AppKey("cluster", ClusterAdmin)
-STORE = web.AppKey("metadata_store", MetadataStore)
+#: Tenants and namespaces (``storage/meta/catalog.py``).
+CATALOG = web.AppKey("catalog", CatalogRepository)
 METRICS = web.AppKey("metrics", AdminMetrics)
 #: The OpenAPI document, built once from the route table.
 OPENAPI = web.AppKey("openapi", dict)

@@ -18,20 +18,19 @@ from aiohttp import web
 from georep import limits
 from georep.broker.admin import bodies, names
 from georep.broker.admin.cluster_admin import AdminError, Conflict, NotFound
-from georep.broker.admin.state import CLUSTER, SETTINGS, STORE
+from georep.broker.admin.state import CATALOG, CLUSTER, SETTINGS
 from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
 from georep.storage.errors import BadVersion
-from georep.storage.meta.catalog import CatalogOutcome, NamespaceRecord
-from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 
 
-async def ensure_defaults(store: MetadataStore, cluster_name: str) -> None:
+async def ensure_defaults(catalog: CatalogRepository, cluster_name: str) -> None:
     """Create tenant ``public`` and namespace ``public/default`` unless they exist."""
-    await store.create_tenant(DEFAULT_TENANT, allowed_clusters=[cluster_name])
-    await store.create_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
+    await catalog.create_tenant(DEFAULT_TENANT, allowed_clusters=[cluster_name])
+    await catalog.create_namespace(DEFAULT_TENANT, DEFAULT_NAMESPACE)
 
 
 # --- clusters ---------------------------------------------------------------------------
@@ -41,12 +40,12 @@ async def list_clusters(request: web.Request) -> web.Response:
 
 # --- tenants ----------------------------------------------------------------------------
 async def list_tenants(request: web.Request) -> web.Response:
-    return json_response(await request.app[STORE].list_tenants())
+    return json_response(await request.app[CATALOG].list_tenants())
 
 
 async def get_tenant(request: web.Request) -> web.Response:
     tenant = names.tenant(request.match_info["tenant"])
-    record = await request.app[STORE].get_tenant(tenant)
+    record = await request.app[CATALOG].get_tenant(tenant)
     if record is None:
         raise NotFound(f"tenant {tenant} does not exist")
     return json_response(bodies.TenantInfo(record.admin_roles, record.allowed_clusters).to_json())
@@ -71,7 +70,7 @@ def _known_clusters(request: web.Request, info: bodies.TenantInfo) -> bodies.Ten
 async def create_tenant(request: web.Request) -> web.Response:
     tenant = names.tenant(request.match_info["tenant"])
     info = _known_clusters(request, bodies.tenant_info(await read_json(request, required=True)))
-    outcome = await request.app[STORE].create_tenant(
+    outcome = await request.app[CATALOG].create_tenant(
         tenant, admin_roles=info.admin_roles, allowed_clusters=info.allowed_clusters
     )
     if outcome is CatalogOutcome.EXISTS:
@@ -83,16 +82,16 @@ async def create_tenant(request: web.Request) -> web.Response:
 async def update_tenant(request: web.Request) -> web.Response:
     tenant = names.tenant(request.match_info["tenant"])
     info = _known_clusters(request, bodies.tenant_info(await read_json(request, required=True)))
-    store = request.app[STORE]
+    catalog = request.app[CATALOG]
     for _ in range(limits.metadata_cas_retries_max):
-        record = await store.get_tenant(tenant)
+        record = await catalog.get_tenant(tenant)
         if record is None:
             raise NotFound(f"tenant {tenant} does not exist")
         changed = dataclasses.replace(
             record, admin_roles=info.admin_roles, allowed_clusters=info.allowed_clusters
         )
         try:
-            await store.update_tenant(changed)
+            await catalog.update_tenant(changed)
             return no_content()
         except BadVersion:
             continue
@@ -101,7 +100,7 @@ async def update_tenant(request: web.Request) -> web.Response:
 
 async def delete_tenant(request: web.Request) -> web.Response:
     tenant = names.tenant(request.match_info["tenant"])
-    outcome = await request.app[STORE].delete_tenant(tenant)
+    outcome = await request.app[CATALOG].delete_tenant(tenant)
     if outcome is CatalogOutcome.MISSING:
         raise NotFound(f"tenant {tenant} does not exist")
     if outcome is CatalogOutcome.NOT_EMPTY:
@@ -112,10 +111,10 @@ async def delete_tenant(request: web.Request) -> web.Response:
 # --- namespaces -------------------------------------------------------------------------
 async def list_namespaces(request: web.Request) -> web.Response:
     tenant = names.tenant(request.match_info["tenant"])
-    store = request.app[STORE]
-    if await store.get_tenant(tenant) is None:
+    catalog = request.app[CATALOG]
+    if await catalog.get_tenant(tenant) is None:
         raise NotFound(f"tenant {tenant} does not exist")
-    namespaces = await store.list_namespaces(tenant)
+    namespaces = await catalog.list_namespaces(tenant)
     return json_response([f"{tenant}/{namespace}" for namespace in namespaces])
 
 
@@ -134,7 +133,7 @@ async def create_namespace(request: web.Request) -> web.Response:
     document = await read_json(request, required=False)
     policies = bodies.namespace_policies(None if document is NO_BODY else document)
     retention = policies.retention
-    outcome = await request.app[STORE].create_namespace(
+    outcome = await request.app[CATALOG].create_namespace(
         tenant,
         namespace,
         retention=None if retention is None else (retention.time_minutes, retention.size_mb),
@@ -154,15 +153,15 @@ async def delete_namespace(request: web.Request) -> web.Response:
     broker refuses to serve it until the namespace is created again. After the delete
     the cluster is told, so that it stops trusting a cached "exists"."""
     tenant, namespace = _namespace_name(request)
-    store = request.app[STORE]
-    if await store.get_namespace(tenant, namespace) is None:
+    catalog = request.app[CATALOG]
+    if await catalog.get_namespace(tenant, namespace) is None:
         raise NotFound(f"namespace {tenant}/{namespace} does not exist")
     topics = await request.app[CLUSTER].list_topics(f"{tenant}/{namespace}")
     if topics:
         raise Conflict(
             f"namespace {tenant}/{namespace} still has {len(topics)} topics; delete them first"
         )
-    if await store.delete_namespace(tenant, namespace) is CatalogOutcome.MISSING:
+    if await catalog.delete_namespace(tenant, namespace) is CatalogOutcome.MISSING:
         raise NotFound(f"namespace {tenant}/{namespace} does not exist")
     await request.app[CLUSTER].namespace_deleted(f"{tenant}/{namespace}")
     return no_content()
@@ -211,7 +210,7 @@ def _namespace_name(request: web.Request) -> tuple[str, str]:
 
 async def _namespace(request: web.Request) -> NamespaceRecord:
     tenant, namespace = _namespace_name(request)
-    record = await request.app[STORE].get_namespace(tenant, namespace)
+    record = await request.app[CATALOG].get_namespace(tenant, namespace)
     if record is None:
         raise NotFound(f"namespace {tenant}/{namespace} does not exist")
     return record
@@ -220,11 +219,11 @@ async def _namespace(request: web.Request) -> NamespaceRecord:
 async def _change_namespace(
     request: web.Request, change: Callable[[NamespaceRecord], NamespaceRecord]
 ) -> None:
-    store = request.app[STORE]
+    catalog = request.app[CATALOG]
     for _ in range(limits.metadata_cas_retries_max):
         record = await _namespace(request)
         try:
-            await store.update_namespace(change(record))
+            await catalog.update_namespace(change(record))
             return
         except BadVersion:
             continue

@@ -20,7 +20,7 @@ from georep.broker.admin.cluster_admin import (
     SyncState,
     TopicStats,
 )
-from georep.broker.admin.state import CLUSTER, STORE
+from georep.broker.admin.state import CATALOG, CLUSTER
 from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
 from georep.decimal_text import parse_decimal
 from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
@@ -181,7 +181,7 @@ async def _existing_namespace(request: web.Request) -> str:
 
 
 async def _require_namespace(request: web.Request, tenant: str, namespace: str) -> None:
-    if await request.app[STORE].get_namespace(tenant, namespace) is None:
+    if await request.app[CATALOG].get_namespace(tenant, namespace) is None:
         raise NotFound(f"namespace {tenant}/{namespace} does not exist")
 
 

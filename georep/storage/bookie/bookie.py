@@ -16,7 +16,7 @@ Stop: stop accepting and reading, let the journal commit and answer what it hold
 close the connections, checkpoint, close files, unregister.
 
 Garbage collection (only with a metadata store), every ``gc_interval_s``: a ledger this
-bookie holds is collected when it is absent from ``store.list_ledger_ids()`` AND its id
+bookie holds is collected when it is absent from ``ledgers.list_ledger_ids()`` AND its id
 is below the highest id the store lists. Ledger ids are allocated increasing, so a
 ledger below the highest listed id that is not listed was created and then deleted;
 a ledger at or above it may be one whose metadata is being created right now (its
@@ -59,6 +59,8 @@ from georep.storage.errors import StorageError
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from georep.storage.meta.bookies import BookieRepository
+    from georep.storage.meta.ledgers import LedgerRepository
     from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -117,11 +119,21 @@ class BookieConfig:
 
 class Bookie:
     def __init__(
-        self, config: BookieConfig, *, metadata_store: MetadataStore | None = None
+        self,
+        config: BookieConfig,
+        *,
+        bookies: BookieRepository | None = None,
+        ledgers: LedgerRepository | None = None,
     ) -> None:
+        """``bookies`` (its registration) and ``ledgers`` (garbage collection) come
+        together or not at all; without them a ``config.metadata_url`` is opened."""
+        invariant(
+            (bookies is None) == (ledgers is None), "a bookie takes both repositories or neither"
+        )
         self.config = config
-        self._store = metadata_store
-        self._own_store = False
+        self._bookies = bookies
+        self._ledgers = ledgers
+        self._own_store: MetadataStore | None = None
         self._lock_fd = -1
         self._address = ""
         self._started_at = 0.0
@@ -206,13 +218,13 @@ class Bookie:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._checkpoint_loop(), name="checkpoints"))
         self._tasks.append(loop.create_task(self._disk_loop(), name="disk-monitor"))
-        if self._store is None and config.metadata_url:
+        if self._bookies is None and config.metadata_url:
             from georep.storage.meta.store import MetadataStore
 
-            self._store = await MetadataStore.open(config.metadata_url)
-            self._own_store = True
-        if self._store is not None:
-            await self._store.register_bookie(self._address, config.lease_s)
+            store = self._own_store = await MetadataStore.open(config.metadata_url)
+            self._bookies, self._ledgers = store.bookies, store.ledgers
+        if self._bookies is not None:
+            await self._bookies.register_bookie(self._address, config.lease_s)
             self._registered = True
             self._tasks.append(loop.create_task(self._lease_loop(), name="bookie-lease"))
             self._tasks.append(loop.create_task(self._gc_loop(), name="bookie-gc"))
@@ -252,20 +264,20 @@ class Bookie:
         if self._storage is not None:
             self._storage.close()
             self._storage = None
-        if self._store is not None:
+        if self._bookies is not None:
             if self._published_read_only:
                 with contextlib.suppress(Exception):
-                    await self._store.clear_bookie_read_only(self._address)
+                    await self._bookies.clear_bookie_read_only(self._address)
                 self._published_read_only = False
             if self._registered:
                 try:
-                    await self._store.unregister_bookie(self._address)
+                    await self._bookies.unregister_bookie(self._address)
                 except Exception:
                     log.warning("could not unregister bookie %s", self._address, exc_info=True)
                 self._registered = False
-            if self._own_store:
-                await self._store.close()
-                self._store = None
+            if self._own_store is not None:
+                await self._own_store.close()
+                self._own_store = self._bookies = self._ledgers = None
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -389,28 +401,29 @@ class Bookie:
     # -- metadata duties --
 
     async def _lease_loop(self) -> None:
-        store, lease_s = present(self._store, "lease loop without a store"), self.config.lease_s
+        bookies = present(self._bookies, "lease loop without a store")
+        lease_s = self.config.lease_s
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._read_only_changed.wait(), lease_s / 3)
             self._read_only_changed.clear()
             try:
-                await store.renew_bookie(self._address, lease_s)
+                await bookies.renew_bookie(self._address, lease_s)
             except Exception:
                 log.warning("bookie lease renewal failed; re-registering", exc_info=True)
                 with contextlib.suppress(Exception):
-                    await store.register_bookie(self._address, lease_s)
-            await self._publish_read_only(store, lease_s)
+                    await bookies.register_bookie(self._address, lease_s)
+            await self._publish_read_only(bookies, lease_s)
 
-    async def _publish_read_only(self, store: MetadataStore, lease_s: float) -> None:
+    async def _publish_read_only(self, bookies: BookieRepository, lease_s: float) -> None:
         """Hold the read-only lease while adds are refused (placement skips this bookie),
         and give it up once they are taken again (``meta/bookies.py``)."""
         try:
             if self.read_only_reason() is not None:
-                await store.mark_bookie_read_only(self._address, lease_s)
+                await bookies.mark_bookie_read_only(self._address, lease_s)
                 self._published_read_only = True
             elif self._published_read_only:
-                await store.clear_bookie_read_only(self._address)
+                await bookies.clear_bookie_read_only(self._address)
                 self._published_read_only = False
         except Exception:
             log.warning("could not publish the read-only state", exc_info=True)
@@ -425,8 +438,8 @@ class Bookie:
 
     async def collect_garbage(self) -> list[int]:
         """One GC pass (see the module docstring for the rule); returns collected ids."""
-        store = present(self._store, "garbage collection needs a metadata store")
-        listed = set(await store.list_ledger_ids())
+        ledgers = present(self._ledgers, "garbage collection needs a metadata store")
+        listed = set(await ledgers.list_ledger_ids())
         highest = max(listed, default=-1)
         held = self.storage.ledger_ids()
         doomed = {ledger for ledger in held if ledger not in listed and ledger < highest}

@@ -131,7 +131,7 @@ async def serve(config: BookieConfig, *, autorecovery: bool = False) -> int:
         if config.metadata_url is None:
             raise InvalidArgument("--autorecovery needs --metadata")
         store = await MetadataStore.open(config.metadata_url)
-        recovery = AutoRecovery(store, holder=f"bookie {bookie.address}")
+        recovery = AutoRecovery.of(store, holder=f"bookie {bookie.address}")
         await recovery.start()
     await serve_until_signalled(f"{READY_PREFIX} {bookie.address}")
     if recovery is not None:

@@ -1,6 +1,6 @@
 """The ledger client: create, open (with or without recovery), delete.
 
-bk = BookKeeper(store)
+bk = BookKeeper(store.ledgers, store.bookies)
 writer = await bk.create_ledger(ensemble_size=3, write_quorum=2, ack_quorum=2)
 await writer.add(b"payload")           # confirmed on Qa bookies
 await writer.close()
@@ -23,9 +23,9 @@ from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.client.ledger_recovery_op import LedgerRecoveryOp
 from georep.storage.client.placement import EnsemblePlacementPolicy
 from georep.storage.client.read_handle import ReadHandle
+from georep.storage.meta.bookies import BookieRepository
 from georep.storage.meta.ledger_metadata import LedgerMetadata
 from georep.storage.meta.ledgers import LedgerRepository
-from georep.storage.meta.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +36,15 @@ class BookKeeper:
 
     def __init__(
         self,
-        store: MetadataStore,
+        ledgers: LedgerRepository,
+        bookies: BookieRepository,
         *,
         placement: EnsemblePlacementPolicy | None = None,
         request_timeout_ms: float = limits.bookie_request_timeout_ms_default,
         speculative_read_timeout_ms: float = limits.speculative_read_timeout_ms_default,
     ) -> None:
-        self.ledgers: LedgerRepository = store
-        self.placement = placement or EnsemblePlacementPolicy(store)
+        self.ledgers = ledgers
+        self.placement = placement or EnsemblePlacementPolicy(bookies)
         self.clients = BookieClientPool(timeout_ms=request_timeout_ms)
         self.speculative_read_timeout_ms = speculative_read_timeout_ms
 

@@ -11,19 +11,19 @@ import random
 from collections.abc import Iterable, Sequence
 
 from georep.storage.errors import NotEnoughBookies
-from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.bookies import BookieRepository
 
 
 class EnsemblePlacementPolicy:
-    def __init__(self, store: MetadataStore, *, rng: random.Random | None = None) -> None:
-        self._store = store
+    def __init__(self, bookies: BookieRepository, *, rng: random.Random | None = None) -> None:
+        self._bookies = bookies
         self._rng = rng or random.Random()
 
     async def writable_bookies(self) -> list[str]:
-        read_only = await self._store.read_only_bookies()
+        read_only = await self._bookies.read_only_bookies()
         return [
             bookie.address
-            for bookie in await self._store.list_bookies(alive_only=True)
+            for bookie in await self._bookies.list_bookies(alive_only=True)
             if bookie.address not in read_only
         ]
 

@@ -18,7 +18,7 @@ from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import InvalidArgument, NoSuchLedger, StorageError
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.managed_ledger import ManagedLedger, check_name
-from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.managed_ledgers import ManagedLedgerRepository
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ class ManagedLedgerFactory:
     def __init__(
         self,
         bookkeeper: BookKeeper,
-        store: MetadataStore,
+        store: ManagedLedgerRepository,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:

@@ -77,8 +77,12 @@ from georep.storage.errors import (
 )
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor import ManagedCursor
-from georep.storage.meta.managed_ledgers import LedgerInfo, ManagedCursorInfo, ManagedLedgerInfo
-from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.managed_ledgers import (
+    LedgerInfo,
+    ManagedCursorInfo,
+    ManagedLedgerInfo,
+    ManagedLedgerRepository,
+)
 
 if TYPE_CHECKING:
     from georep.storage.meta.ledger_metadata import LedgerMetadata
@@ -120,7 +124,7 @@ class ManagedLedger:
         config: ManagedLedgerConfig,
         *,
         bookkeeper: BookKeeper,
-        store: MetadataStore,
+        store: ManagedLedgerRepository,
         clock: Clock,
         on_closed: Callable[[ManagedLedger], None],
     ) -> None:
@@ -174,7 +178,7 @@ class ManagedLedger:
         config: ManagedLedgerConfig,
         *,
         bookkeeper: BookKeeper,
-        store: MetadataStore,
+        store: ManagedLedgerRepository,
         clock: Clock = time.time,
         on_closed: Callable[[ManagedLedger], None] = lambda _ml: None,
     ) -> ManagedLedger:
@@ -952,7 +956,7 @@ def _next_in_ledger(position: Position) -> Position:
     return position.next_in_ledger()
 
 
-async def _get_or_create(store: MetadataStore, name: str) -> ManagedLedgerInfo:
+async def _get_or_create(store: ManagedLedgerRepository, name: str) -> ManagedLedgerInfo:
     try:
         return await store.get_managed_ledger(name)
     except NoSuchManagedLedger:

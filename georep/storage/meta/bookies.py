@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from georep.storage.meta.engine import (
-    _bookies,
-    _check_duration,
-    _check_name,
-)
+from georep.storage.meta.checks import check_duration, check_name
+from georep.storage.meta.engine import MetadataEngine, table_of
 from georep.storage.meta.leases import LeaseRepository
+from georep.storage.meta.models import BookieRow
+
+_bookies = table_of(BookieRow)
 
 
 @dataclass(frozen=True)
@@ -31,46 +31,52 @@ class BookieRegistration:
 READ_ONLY_LEASE_PREFIX = "bookie-read-only/"
 
 
-class BookieRepository(LeaseRepository):
+class BookieRepository:
     """Bookie registrations with leases (BookKeeper's RegistrationManager)."""
+
+    def __init__(self, engine: MetadataEngine, leases: LeaseRepository) -> None:
+        self._engine = engine
+        self._leases = leases
 
     # --- bookies --------------------------------------------------------------------
     async def register_bookie(self, address: str, lease_s: float) -> None:
         """Register (or re-register) ``address`` alive until ``clock() + lease_s``."""
-        _check_name("bookie address", address)
-        _check_duration(lease_s)
-        await self._call(self._upsert_bookie, address, self._clock(), lease_s, True)
+        check_name("bookie address", address)
+        check_duration(lease_s)
+        await self._engine.call(self._upsert_bookie, address, self._engine.clock(), lease_s, True)
 
     async def renew_bookie(self, address: str, lease_s: float) -> None:
         """Like :meth:`register_bookie`, but keeps the first ``registered_at``."""
-        _check_name("bookie address", address)
-        _check_duration(lease_s)
-        await self._call(self._upsert_bookie, address, self._clock(), lease_s, False)
+        check_name("bookie address", address)
+        check_duration(lease_s)
+        await self._engine.call(self._upsert_bookie, address, self._engine.clock(), lease_s, False)
 
     async def unregister_bookie(self, address: str) -> None:
-        _check_name("bookie address", address)
-        await self._call(self._delete_where, _bookies, _bookies.c.address == address)
+        check_name("bookie address", address)
+        await self._engine.call(self._engine.delete_where, _bookies, _bookies.c.address == address)
 
     async def mark_bookie_read_only(self, address: str, lease_s: float) -> None:
         """Say (or keep saying, for ``lease_s``) that ``address`` takes no adds."""
-        await self.acquire_lease(READ_ONLY_LEASE_PREFIX + address, address, lease_s)
+        await self._leases.acquire_lease(READ_ONLY_LEASE_PREFIX + address, address, lease_s)
 
     async def clear_bookie_read_only(self, address: str) -> None:
-        await self.release_lease(READ_ONLY_LEASE_PREFIX + address, address)
+        await self._leases.release_lease(READ_ONLY_LEASE_PREFIX + address, address)
 
     async def read_only_bookies(self) -> set[str]:
         """Addresses of the bookies saying they take no adds now."""
-        holders = await self.live_lease_holders(READ_ONLY_LEASE_PREFIX)
+        holders = await self._leases.live_lease_holders(READ_ONLY_LEASE_PREFIX)
         return {name.removeprefix(READ_ONLY_LEASE_PREFIX) for name in holders}
 
     async def list_bookies(self, *, alive_only: bool = True) -> list[BookieRegistration]:
         """Registered bookies sorted by address; by default only those whose lease is
         still running."""
-        return await self._call(self._list_bookies, self._clock() if alive_only else None)
+        return await self._engine.call(
+            self._list_bookies, self._engine.clock() if alive_only else None
+        )
 
     # --- bookies, in a worker thread ------------------------------------------------
     def _upsert_bookie(self, address: str, now: float, lease_s: float, register: bool) -> None:
-        insert = self._insert(_bookies).values(
+        insert = self._engine.insert(_bookies).values(
             address=address, registered_at=now, lease_expires_at=now + lease_s, version=1
         )
         changes = {
@@ -79,7 +85,7 @@ class BookieRepository(LeaseRepository):
         }
         if register:
             changes["registered_at"] = insert.excluded.registered_at
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             connection.execute(
                 insert.on_conflict_do_update(index_elements=[_bookies.c.address], set_=changes)
             )
@@ -88,7 +94,7 @@ class BookieRepository(LeaseRepository):
         query = select(_bookies).order_by(_bookies.c.address)
         if alive_after is not None:
             query = query.where(_bookies.c.lease_expires_at > alive_after)
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             rows = connection.execute(query).all()
         return [
             BookieRegistration(row.address, row.registered_at, row.lease_expires_at) for row in rows

@@ -17,14 +17,8 @@ from georep.storage.errors import (
     BadVersion,
     InvalidArgument,
 )
-from georep.storage.meta.engine import (
-    MetadataEngine,
-    _check_int,
-    _check_name,
-    _Conflict,
-    _count_rows,
-    table_of,
-)
+from georep.storage.meta.checks import check_int, check_name
+from georep.storage.meta.engine import Conflict, MetadataEngine, count_rows, table_of
 from georep.storage.meta.models import (
     NamespaceRow,
     PartitionedTopicRow,
@@ -113,7 +107,7 @@ def _check_name_list(what: str, values: Iterable[str]) -> list[str]:
     """Names in their given order, duplicates dropped."""
     if isinstance(values, str):
         raise InvalidArgument(f"{what}s must be a collection of strings, got {values!r}")
-    return list(dict.fromkeys(_check_name(what, value) for value in values))
+    return list(dict.fromkeys(check_name(what, value) for value in values))
 
 
 def _check_policies(
@@ -123,12 +117,12 @@ def _check_policies(
     if retention is not None:
         if not isinstance(retention, tuple) or len(retention) != 2:
             raise InvalidArgument(f"retention must be (minutes, MB), got {retention!r}")
-        minutes = _check_int("retention minutes", retention[0], -1)
-        size_mb = _check_int("retention MB", retention[1], -1)
+        minutes = check_int("retention minutes", retention[0], -1)
+        size_mb = check_int("retention MB", retention[1], -1)
         if minutes > limits.retention_minutes_max or size_mb > limits.retention_size_mb_max:
             raise InvalidArgument(f"retention {retention} is above the limits")
     if message_ttl_s is not None:
-        _check_int("message TTL", message_ttl_s, 0)
+        check_int("message TTL", message_ttl_s, 0)
         if message_ttl_s > limits.message_ttl_s_max:
             raise InvalidArgument(f"message TTL {message_ttl_s} s is above the limit")
     return {
@@ -138,44 +132,49 @@ def _check_policies(
     }
 
 
-class CatalogRepository(MetadataEngine):
+class CatalogRepository:
     """Tenants and namespaces, for the admin REST and the broker."""
+
+    def __init__(self, engine: MetadataEngine) -> None:
+        self._engine = engine
 
     # --- tenants and namespaces ---------------------------------------------------------
     async def create_tenant(
         self, name: str, *, admin_roles: Iterable[str] = (), allowed_clusters: Iterable[str] = ()
     ) -> CatalogOutcome:
         """DONE, EXISTS, or FULL at ``limits.tenants_count_max`` tenants."""
-        _check_name("tenant", name)
+        check_name("tenant", name)
         roles = _check_name_list("admin role", admin_roles)
         clusters = _check_name_list("allowed cluster", allowed_clusters)
-        return await self._call(
-            self._retrying, self._create_tenant, name, roles, clusters, self._clock()
+        return await self._engine.call(
+            self._engine.retrying, self._create_tenant, name, roles, clusters, self._engine.clock()
         )
 
     async def get_tenant(self, name: str) -> TenantRecord | None:
-        _check_name("tenant", name)
-        return await self._call(self._get_tenant, name)
+        check_name("tenant", name)
+        return await self._engine.call(self._get_tenant, name)
 
     async def list_tenants(self) -> list[str]:
         """Tenant names, sorted."""
-        return await self._call(self._list_names, select(_tenants.c.name).order_by(_tenants.c.name))
+        return await self._engine.call(
+            self._list_names, select(_tenants.c.name).order_by(_tenants.c.name)
+        )
 
     async def update_tenant(self, tenant: TenantRecord) -> TenantRecord:
         """CAS: store ``tenant``'s roles and clusters if the stored version is
         ``tenant.version``; returns it at version + 1. BadVersion when stale or deleted."""
         if not isinstance(tenant, TenantRecord):
             raise InvalidArgument(f"not a TenantRecord: {tenant!r}")
-        _check_name("tenant", tenant.name)
+        check_name("tenant", tenant.name)
         roles = _check_name_list("admin role", tenant.admin_roles)
         clusters = _check_name_list("allowed cluster", tenant.allowed_clusters)
-        _check_int("version", tenant.version, 1)
-        return await self._call(self._update_tenant, tenant, roles, clusters)
+        check_int("version", tenant.version, 1)
+        return await self._engine.call(self._update_tenant, tenant, roles, clusters)
 
     async def delete_tenant(self, name: str) -> CatalogOutcome:
         """DONE, MISSING, or NOT_EMPTY while the tenant has namespaces."""
-        _check_name("tenant", name)
-        return await self._call(self._retrying, self._delete_tenant, name)
+        check_name("tenant", name)
+        return await self._engine.call(self._engine.retrying, self._delete_tenant, name)
 
     async def create_namespace(
         self,
@@ -187,58 +186,63 @@ class CatalogRepository(MetadataEngine):
     ) -> CatalogOutcome:
         """DONE, EXISTS, MISSING (no such tenant), or FULL at
         ``limits.namespaces_count_max`` namespaces. ``retention`` is (minutes, MB)."""
-        _check_name("tenant", tenant)
-        _check_name("namespace", name)
+        check_name("tenant", tenant)
+        check_name("namespace", name)
         policies = _check_policies(retention, message_ttl_s)
-        return await self._call(
-            self._retrying, self._create_namespace, tenant, name, policies, self._clock()
+        return await self._engine.call(
+            self._engine.retrying,
+            self._create_namespace,
+            tenant,
+            name,
+            policies,
+            self._engine.clock(),
         )
 
     async def get_namespace(self, tenant: str, name: str) -> NamespaceRecord | None:
-        _check_name("tenant", tenant)
-        _check_name("namespace", name)
-        return await self._call(self._get_namespace, tenant, name)
+        check_name("tenant", tenant)
+        check_name("namespace", name)
+        return await self._engine.call(self._get_namespace, tenant, name)
 
     async def list_namespaces(self, tenant: str) -> list[str]:
         """Names (without the tenant) of the tenant's namespaces, sorted."""
-        _check_name("tenant", tenant)
+        check_name("tenant", tenant)
         query = (
             select(_namespaces.c.name)
             .where(_namespaces.c.tenant == tenant)
             .order_by(_namespaces.c.name)
         )
-        return await self._call(self._list_names, query)
+        return await self._engine.call(self._list_names, query)
 
     async def update_namespace(self, namespace: NamespaceRecord) -> NamespaceRecord:
         """CAS: store the namespace's policies if the stored version is
         ``namespace.version``; returns it at version + 1. BadVersion when stale or deleted."""
         if not isinstance(namespace, NamespaceRecord):
             raise InvalidArgument(f"not a NamespaceRecord: {namespace!r}")
-        _check_name("tenant", namespace.tenant)
-        _check_name("namespace", namespace.name)
-        _check_int("version", namespace.version, 1)
+        check_name("tenant", namespace.tenant)
+        check_name("namespace", namespace.name)
+        check_int("version", namespace.version, 1)
         retention = namespace.retention
         _check_policies(retention, namespace.message_ttl_s)
-        return await self._call(self._update_namespace, namespace)
+        return await self._engine.call(self._update_namespace, namespace)
 
     async def delete_namespace(self, tenant: str, name: str) -> CatalogOutcome:
         """DONE or MISSING. Whether it still has topics is the caller's to check."""
-        _check_name("tenant", tenant)
-        _check_name("namespace", name)
-        return await self._call(self._delete_namespace, tenant, name)
+        check_name("tenant", tenant)
+        check_name("namespace", name)
+        return await self._engine.call(self._delete_namespace, tenant, name)
 
     # --- tenants and namespaces, in a worker thread -------------------------------------
     def _list_names(self, query: Any) -> list[str]:
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             return list(connection.execute(query).scalars())
 
     def _create_tenant(
         self, name: str, roles: list[str], clusters: list[str], now: float
     ) -> CatalogOutcome:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             if _select_tenant(connection, name) is not None:
                 return CatalogOutcome.EXISTS
-            if _count_rows(connection, _tenants) >= limits.tenants_count_max:
+            if count_rows(connection, _tenants) >= limits.tenants_count_max:
                 return CatalogOutcome.FULL
             try:
                 connection.execute(
@@ -252,11 +256,11 @@ class CatalogRepository(MetadataEngine):
                 )
             except IntegrityError as error:
                 # PostgreSQL: created by a concurrent transaction; the retry says EXISTS.
-                raise _Conflict from error
+                raise Conflict from error
         return CatalogOutcome.DONE
 
     def _get_tenant(self, name: str) -> TenantRecord | None:
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             row = _select_tenant(connection, name)
         return None if row is None else _tenant_from_row(row)
 
@@ -264,7 +268,7 @@ class CatalogRepository(MetadataEngine):
         self, tenant: TenantRecord, roles: list[str], clusters: list[str]
     ) -> TenantRecord:
         tenants = _tenants.c
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             result = connection.execute(
                 update(_tenants)
                 .where(tenants.name == tenant.name, tenants.version == tenant.version)
@@ -277,27 +281,27 @@ class CatalogRepository(MetadataEngine):
         return _tenant_from_row(row)
 
     def _delete_tenant(self, name: str) -> CatalogOutcome:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             if _select_tenant(connection, name) is None:
                 return CatalogOutcome.MISSING
-            if _count_rows(connection, _namespaces, _namespaces.c.tenant == name):
+            if count_rows(connection, _namespaces, _namespaces.c.tenant == name):
                 return CatalogOutcome.NOT_EMPTY
             try:
                 connection.execute(delete(_tenants).where(_tenants.c.name == name))
             except IntegrityError as error:
                 # PostgreSQL: a namespace was created concurrently; the retry says NOT_EMPTY.
-                raise _Conflict from error
+                raise Conflict from error
         return CatalogOutcome.DONE
 
     def _create_namespace(
         self, tenant: str, name: str, policies: dict[str, int | None], now: float
     ) -> CatalogOutcome:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             if _select_tenant(connection, tenant) is None:
                 return CatalogOutcome.MISSING
             if _select_namespace(connection, tenant, name) is not None:
                 return CatalogOutcome.EXISTS
-            if _count_rows(connection, _namespaces) >= limits.namespaces_count_max:
+            if count_rows(connection, _namespaces) >= limits.namespaces_count_max:
                 return CatalogOutcome.FULL
             try:
                 connection.execute(
@@ -307,18 +311,18 @@ class CatalogRepository(MetadataEngine):
                 )
             except IntegrityError as error:
                 # PostgreSQL: the namespace was created, or its tenant deleted, concurrently.
-                raise _Conflict from error
+                raise Conflict from error
         return CatalogOutcome.DONE
 
     def _get_namespace(self, tenant: str, name: str) -> NamespaceRecord | None:
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             row = _select_namespace(connection, tenant, name)
         return None if row is None else _namespace_from_row(row)
 
     def _update_namespace(self, namespace: NamespaceRecord) -> NamespaceRecord:
         namespaces = _namespaces.c
         minutes, size_mb = namespace.retention or (None, None)
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             row = connection.execute(
                 update(_namespaces)
                 .where(
@@ -343,7 +347,7 @@ class CatalogRepository(MetadataEngine):
 
     def _delete_namespace(self, tenant: str, name: str) -> CatalogOutcome:
         namespaces = _namespaces.c
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             result = connection.execute(
                 delete(_namespaces).where(namespaces.tenant == tenant, namespaces.name == name)
             )
@@ -353,26 +357,30 @@ class CatalogRepository(MetadataEngine):
     async def create_partitioned_topic(self, name: str, partitions: int) -> CatalogOutcome:
         """DONE, EXISTS, or FULL past ``limits.catalog_records_max``; ``name`` is the full
         topic name, checked by the broker."""
-        _check_name("partitioned topic", name)
-        _check_int("partitions", partitions, 1)
-        return await self._call(
-            self._retrying, self._create_partitioned_topic, name, partitions, self._clock()
+        check_name("partitioned topic", name)
+        check_int("partitions", partitions, 1)
+        return await self._engine.call(
+            self._engine.retrying,
+            self._create_partitioned_topic,
+            name,
+            partitions,
+            self._engine.clock(),
         )
 
     async def delete_partitioned_topic(self, name: str) -> CatalogOutcome:
         """DONE or MISSING."""
-        return await self._call(self._delete_partitioned_topic, _check_name("topic", name))
+        return await self._engine.call(self._delete_partitioned_topic, check_name("topic", name))
 
     async def list_partitioned_topics(self) -> dict[str, int]:
         """Every partitioned topic -> its number of partitions."""
-        return await self._call(self._list_partitioned_topics)
+        return await self._engine.call(self._list_partitioned_topics)
 
     def _create_partitioned_topic(self, name: str, partitions: int, now: float) -> CatalogOutcome:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             query = select(_partitioned.c.name).where(_partitioned.c.name == name)
             if connection.execute(query).first() is not None:
                 return CatalogOutcome.EXISTS
-            if _count_rows(connection, _partitioned) >= limits.catalog_records_max:
+            if count_rows(connection, _partitioned) >= limits.catalog_records_max:
                 return CatalogOutcome.FULL
             try:
                 connection.execute(
@@ -382,15 +390,15 @@ class CatalogRepository(MetadataEngine):
                 )
             except IntegrityError as error:
                 # PostgreSQL: created by a concurrent transaction; the retry says EXISTS.
-                raise _Conflict from error
+                raise Conflict from error
         return CatalogOutcome.DONE
 
     def _delete_partitioned_topic(self, name: str) -> CatalogOutcome:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             deleted = connection.execute(delete(_partitioned).where(_partitioned.c.name == name))
             return CatalogOutcome.DONE if deleted.rowcount else CatalogOutcome.MISSING
 
     def _list_partitioned_topics(self) -> dict[str, int]:
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             rows = connection.execute(select(_partitioned.c.name, _partitioned.c.partitions))
             return {row.name: row.partitions for row in rows}

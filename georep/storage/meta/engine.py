@@ -1,4 +1,4 @@
-"""The metadata store's engine core, which every repository (``store.py``) runs on.
+"""The metadata store's engine, the one object every repository (``store.py``) is given.
 
 One SQLAlchemy engine (SQLite file by default, PostgreSQL by URL; see ``migrate.py`` for
 how each is configured) behind an asyncio facade: every operation is one short
@@ -25,6 +25,14 @@ second already reads ledger 7 as locked.
 Time comes from the injected ``clock`` (seconds), read once per call before the call goes
 to its thread. A lease, registration or lock is alive while its expiry is strictly after
 ``clock()``.
+
+What a repository may use of the engine is :class:`MetadataEngine`'s public interface:
+``clock``, ``call`` (run a function in a worker thread, counted, its database errors made
+``MetadataUnavailable``), ``retrying`` with :class:`Conflict`, ``writing`` and
+``reading`` (one transaction each), ``insert`` and ``delete_where``; plus ``table_of``
+and ``count_rows`` here and the argument checks in ``checks.py``. Each repository keeps
+its own tables and its own SQL; none reaches into another's, except through that
+repository's public functions.
 """
 
 from __future__ import annotations
@@ -32,10 +40,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, Self, TypeVar
 
 from alembic.runtime.migration import MigrationContext
@@ -52,16 +59,7 @@ from georep.storage.errors import (
     MetadataUnavailable,
 )
 from georep.storage.meta import migrate as migrations
-from georep.storage.meta.models import (
-    Base,
-    BookieRow,
-    LeaseRow,
-    LedgerRow,
-    ManagedCursorRow,
-    ManagedLedgerRow,
-    UnderReplicatedRow,
-    name_chars_max,
-)
+from georep.storage.meta.models import Base
 
 Clock = Callable[[], float]
 _P = ParamSpec("_P")
@@ -77,28 +75,27 @@ def table_of(row: type[Base]) -> Table:
     return table
 
 
-_ledgers = table_of(LedgerRow)
-_bookies = table_of(BookieRow)
-_underreplicated = table_of(UnderReplicatedRow)
-_leases = table_of(LeaseRow)
-_managed_ledgers = table_of(ManagedLedgerRow)
-_managed_cursors = table_of(ManagedCursorRow)
+def count_rows(connection: Connection, table: Table, *conditions: Any) -> int:
+    query = select(func.count()).select_from(table).where(*conditions)
+    return int(connection.execute(query).scalar_one())
 
 
-class _Conflict(Exception):
-    """A store-internal CAS lost; the operation retries in a new transaction."""
+class Conflict(Exception):
+    """A repository's internal CAS lost: raised inside a function run by
+    :meth:`MetadataEngine.retrying`, which runs it again in a new transaction."""
 
 
 class MetadataEngine:
-    """The engine core every repository runs on: one SQLAlchemy engine, each call one
-    short transaction in a worker thread, CAS retries, counts. Create with :meth:`open`
+    """The engine every repository is given: one SQLAlchemy engine, each call one short
+    transaction in a worker thread, CAS retries, counts. Create with :meth:`open`
     (through :class:`~georep.storage.meta.store.MetadataStore`)."""
 
     def __init__(self, url: str, engine: Engine, clock: Clock) -> None:
         self.url = url
+        #: Seconds now; read once per call, before the call goes to its thread.
+        self.clock = clock
         self._engine = engine
         self._write_engine = engine.execution_options(**{migrations.BEGIN_OPTION: "IMMEDIATE"})
-        self._clock = clock
         self._closed = False
         self._stats: collections.Counter[str] = collections.Counter()
         self._stats_lock = threading.Lock()
@@ -151,8 +148,10 @@ class MetadataEngine:
                 "unavailable": self._stats["unavailable"],
             }
 
-    # --- plumbing -------------------------------------------------------------------
-    async def _call(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+    # --- what repositories use ------------------------------------------------------
+    async def call(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``function(*args, **kwargs)`` in a worker thread: counted, a stale version
+        counted as a CAS conflict, a database error raised as MetadataUnavailable."""
         if self._closed:
             raise InvalidArgument("the metadata store is closed")
         self._count("operations")
@@ -170,79 +169,40 @@ class MetadataEngine:
             self._stats[key] += amount
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[Connection]:
+    def writing(self) -> Iterator[Connection]:
         """A write transaction (on SQLite it holds the write lock from BEGIN)."""
         with self._write_engine.begin() as connection:
             yield connection
 
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[Connection]:
+    def reading(self) -> Iterator[Connection]:
+        """A read transaction."""
         with self._engine.connect() as connection:
             yield connection
 
-    def _retrying(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """Run ``function`` (one transaction) again while its internal CAS loses."""
+    def retrying(self, function: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """Run ``function`` (one transaction) again while it raises :class:`Conflict`, at
+        most ``limits.metadata_cas_retries_max`` times; in the worker thread."""
         for _ in range(limits.metadata_cas_retries_max):
             try:
                 return function(*args, **kwargs)
-            except _Conflict:
+            except Conflict:
                 self._count("cas_conflicts")
         raise BadVersion(
             f"{function.__name__}: lost {limits.metadata_cas_retries_max} compare-and-sets in a row"
         )
 
-    def _insert(self, table: Table) -> Any:
+    def insert(self, table: Table) -> Any:
         """INSERT with ON CONFLICT support for this engine's dialect."""
         dialect = postgresql if self._engine.dialect.name == "postgresql" else sqlite
         return dialect.insert(table)
 
-    def _delete_where(self, table: Table, condition: Any) -> None:
-        with self._writing() as connection:
+    def delete_where(self, table: Table, condition: Any) -> None:
+        """Delete ``table``'s rows matching ``condition`` in one write transaction."""
+        with self.writing() as connection:
             connection.execute(delete(table).where(condition))
 
 
 def _current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
-
-
-def _check_int(what: str, value: object, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidArgument(f"{what} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _check_name(what: str, value: object) -> str:
-    if not isinstance(value, str) or not 0 < len(value) <= name_chars_max:
-        raise InvalidArgument(f"{what} must be 1..{name_chars_max} characters, got {value!r}")
-    return value
-
-
-def _check_names(what: str, values: Iterable[str]) -> frozenset[str]:
-    if isinstance(values, str):
-        raise InvalidArgument(f"{what}s must be a collection of strings, got {values!r}")
-    return frozenset(_check_name(what, value) for value in values)
-
-
-def _check_duration(seconds: object) -> float:
-    if (
-        not isinstance(seconds, int | float)
-        or isinstance(seconds, bool)
-        or not math.isfinite(seconds)
-        or seconds <= 0
-    ):
-        raise InvalidArgument(f"a duration must be finite seconds > 0, got {seconds!r}")
-    return float(seconds)
-
-
-def _check_custom(custom: Mapping[str, str]) -> dict[str, str]:
-    if not isinstance(custom, Mapping) or not all(
-        isinstance(key, str) and isinstance(value, str) for key, value in custom.items()
-    ):
-        raise InvalidArgument(f"custom metadata must map strings to strings, got {custom!r}")
-    return dict(custom)
-
-
-def _count_rows(connection: Connection, table: Table, *conditions: Any) -> int:
-    query = select(func.count()).select_from(table).where(*conditions)
-    return int(connection.execute(query).scalar_one())

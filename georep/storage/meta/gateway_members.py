@@ -7,18 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import Table, case, select
+from sqlalchemy import case, select
 from sqlalchemy.engine import Connection
 
-from georep.storage.meta.engine import (
-    MetadataEngine,
-    _check_duration,
-    _check_name,
-    _check_names,
-)
+from georep.storage.meta.checks import check_duration, check_name, check_names
+from georep.storage.meta.engine import MetadataEngine, table_of
 from georep.storage.meta.models import GatewayMemberRow
 
-_members: Table = GatewayMemberRow.__table__  # type: ignore[assignment]
+_members = table_of(GatewayMemberRow)
 
 #: A row expired this long ago is deleted by the next heartbeat of any instance.
 _dead_row_kept_s = 3600.0
@@ -35,8 +31,11 @@ class GatewayMember:
     expires_at: float
 
 
-class GatewayMemberRepository(MetadataEngine):
+class GatewayMemberRepository:
     """Heartbeats and departures of the gateway instances of a cluster."""
+
+    def __init__(self, engine: MetadataEngine) -> None:
+        self._engine = engine
 
     async def member_heartbeat(
         self, cluster: str, instance: str, lease_s: float, view: Iterable[str]
@@ -44,40 +43,40 @@ class GatewayMemberRepository(MetadataEngine):
         """Renew ``instance``'s lease until ``clock() + lease_s`` with its applied
         ``view`` (a new row when it has none or it expired), then read every live
         instance of ``cluster``, this one included, sorted by name."""
-        _check_name("cluster", cluster)
-        _check_name("instance", instance)
-        viewed = sorted(_check_names("instance", view))
-        return await self._call(
+        check_name("cluster", cluster)
+        check_name("instance", instance)
+        viewed = sorted(check_names("instance", view))
+        return await self._engine.call(
             self._member_heartbeat,
             cluster,
             instance,
-            _check_duration(lease_s),
+            check_duration(lease_s),
             viewed,
-            self._clock(),
+            self._engine.clock(),
         )
 
     async def member_leave(self, cluster: str, instance: str) -> None:
         """Delete ``instance``'s row: the others take its partitions at their next
         heartbeat instead of after its lease."""
-        _check_name("cluster", cluster)
-        _check_name("instance", instance)
-        await self._call(
-            self._delete_where,
+        check_name("cluster", cluster)
+        check_name("instance", instance)
+        await self._engine.call(
+            self._engine.delete_where,
             _members,
             (_members.c.cluster == cluster) & (_members.c.instance == instance),
         )
 
     async def gateway_members(self, cluster: str) -> list[GatewayMember]:
         """The live instances of ``cluster``, sorted by name."""
-        _check_name("cluster", cluster)
-        return await self._call(self._live_members, cluster, self._clock())
+        check_name("cluster", cluster)
+        return await self._engine.call(self._live_members, cluster, self._engine.clock())
 
     # --- in a worker thread -------------------------------------------------------------
     def _member_heartbeat(
         self, cluster: str, instance: str, lease_s: float, view: list[str], now: float
     ) -> list[GatewayMember]:
         members = _members.c
-        insert = self._insert(_members).values(
+        insert = self._engine.insert(_members).values(
             cluster=cluster,
             instance=instance,
             view=view,
@@ -98,7 +97,7 @@ class GatewayMemberRepository(MetadataEngine):
                 "version": members.version + 1,
             },
         )
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             connection.execute(renewed)
             connection.execute(
                 _members.delete().where(
@@ -108,7 +107,7 @@ class GatewayMemberRepository(MetadataEngine):
             return _read_live(connection, cluster, now)
 
     def _live_members(self, cluster: str, now: float) -> list[GatewayMember]:
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             return _read_live(connection, cluster, now)
 
 

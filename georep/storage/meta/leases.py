@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from sqlalchemy import case, or_, select
 
-from georep.storage.meta.engine import (
-    MetadataEngine,
-    _check_duration,
-    _check_name,
-    _leases,
-)
+from georep.storage.meta.checks import check_duration, check_name
+from georep.storage.meta.engine import MetadataEngine, table_of
+from georep.storage.meta.models import LeaseRow
+
+_leases = table_of(LeaseRow)
 
 
-class LeaseRepository(MetadataEngine):
+class LeaseRepository:
     """Named leases (the auditor's leadership): acquire, renew, release, read."""
+
+    def __init__(self, engine: MetadataEngine) -> None:
+        self._engine = engine
 
     # --- leases ---------------------------------------------------------------------
     async def acquire_lease(self, name: str, holder: str, lease_s: float) -> bool:
@@ -22,34 +24,38 @@ class LeaseRepository(MetadataEngine):
         True when the lease was free, expired, or already ``holder``'s; False when another
         holder's lease is running.
         """
-        _check_name("lease name", name)
-        _check_name("lease holder", holder)
-        _check_duration(lease_s)
-        return await self._call(self._acquire_lease, name, holder, lease_s, self._clock())
+        check_name("lease name", name)
+        check_name("lease holder", holder)
+        check_duration(lease_s)
+        return await self._engine.call(
+            self._acquire_lease, name, holder, lease_s, self._engine.clock()
+        )
 
     async def release_lease(self, name: str, holder: str) -> None:
         """Give the lease up if ``holder`` holds it; a no-op otherwise."""
-        _check_name("lease name", name)
-        _check_name("lease holder", holder)
-        await self._call(
-            self._delete_where, _leases, (_leases.c.name == name) & (_leases.c.holder == holder)
+        check_name("lease name", name)
+        check_name("lease holder", holder)
+        await self._engine.call(
+            self._engine.delete_where,
+            _leases,
+            (_leases.c.name == name) & (_leases.c.holder == holder),
         )
 
     async def lease_holder(self, name: str) -> str | None:
         """Who holds lease ``name``; None when it is free or expired."""
-        _check_name("lease name", name)
-        return await self._call(self._lease_holder, name, self._clock())
+        check_name("lease name", name)
+        return await self._engine.call(self._lease_holder, name, self._engine.clock())
 
     async def live_lease_holders(self, prefix: str) -> dict[str, str]:
         """Every running lease whose name starts with ``prefix``: name -> holder."""
-        _check_name("lease name prefix", prefix)
-        return await self._call(self._live_lease_holders, prefix, self._clock())
+        check_name("lease name prefix", prefix)
+        return await self._engine.call(self._live_lease_holders, prefix, self._engine.clock())
 
     # --- leases, in a worker thread -------------------------------------------------
     def _acquire_lease(self, name: str, holder: str, lease_s: float, now: float) -> bool:
         """One upsert: insert, or take over when held by ``holder`` or expired."""
         leases = _leases.c
-        insert = self._insert(_leases).values(
+        insert = self._engine.insert(_leases).values(
             name=name, holder=holder, acquired_at=now, expires_at=now + lease_s, version=1
         )
         proposed = insert.excluded
@@ -66,12 +72,12 @@ class LeaseRepository(MetadataEngine):
             },
             where=or_(leases.holder == proposed.holder, leases.expires_at <= now),
         ).returning(leases.holder)
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             return connection.execute(statement).one_or_none() is not None
 
     def _lease_holder(self, name: str, now: float) -> str | None:
         query = select(_leases.c.holder).where(_leases.c.name == name, _leases.c.expires_at > now)
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             return connection.execute(query).scalar_one_or_none()
 
     def _live_lease_holders(self, prefix: str, now: float) -> dict[str, str]:
@@ -79,5 +85,5 @@ class LeaseRepository(MetadataEngine):
         query = select(_leases.c.name, _leases.c.holder).where(
             _leases.c.name.like(f"{escaped}%", escape="\\"), _leases.c.expires_at > now
         )
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             return {row.name: row.holder for row in connection.execute(query)}

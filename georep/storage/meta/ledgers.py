@@ -15,19 +15,20 @@ from georep.storage.errors import (
     InvalidArgument,
     NoSuchLedger,
 )
-from georep.storage.meta.engine import (
-    MetadataEngine,
-    _check_custom,
-    _check_int,
-    _check_name,
-    _ledgers,
-)
+from georep.storage.meta.checks import check_custom, check_int, check_name
+from georep.storage.meta.engine import MetadataEngine, table_of
 from georep.storage.meta.ledger_metadata import LedgerMetadata, LedgerState
+from georep.storage.meta.models import LedgerRow
+
+_ledgers = table_of(LedgerRow)
 
 
-class LedgerRepository(MetadataEngine):
+class LedgerRepository:
     """Ledger metadata: create, read, CAS update, delete, list (BookKeeper's
     LedgerManager)."""
+
+    def __init__(self, engine: MetadataEngine) -> None:
+        self._engine = engine
 
     # --- ledgers --------------------------------------------------------------------
     async def create_ledger(
@@ -41,7 +42,7 @@ class LedgerRepository(MetadataEngine):
     ) -> LedgerMetadata:
         """A new OPEN ledger with one segment ``(0, ensemble)``, at version 1."""
         for name, value in (("E", ensemble_size), ("Qw", write_quorum), ("Qa", ack_quorum)):
-            _check_int(name, value, 1)
+            check_int(name, value, 1)
         if not ensemble_size >= write_quorum >= ack_quorum:
             raise InvalidArgument(
                 f"need E >= Qw >= Qa >= 1, got {ensemble_size}/{write_quorum}/{ack_quorum}"
@@ -51,15 +52,15 @@ class LedgerRepository(MetadataEngine):
                 f"ensemble size {ensemble_size} > {limits.ensemble_size_max} (the maximum)"
             )
         bookies = _check_ensemble(ensemble, ensemble_size)
-        custom_dict = _check_custom(custom or {})
-        now = self._clock()
-        return await self._call(
+        custom_dict = check_custom(custom or {})
+        now = self._engine.clock()
+        return await self._engine.call(
             self._create_ledger, now, ensemble_size, write_quorum, ack_quorum, bookies, custom_dict
         )
 
     async def get_ledger(self, ledger_id: int) -> LedgerMetadata:
-        _check_int("ledger id", ledger_id, 0)
-        return await self._call(self._get_ledger, ledger_id)
+        check_int("ledger id", ledger_id, 0)
+        return await self._engine.call(self._get_ledger, ledger_id)
 
     async def update_ledger(self, metadata: LedgerMetadata) -> LedgerMetadata:
         """CAS: store ``metadata`` if the stored version is ``metadata.version``.
@@ -70,21 +71,21 @@ class LedgerRepository(MetadataEngine):
         """
         if not isinstance(metadata, LedgerMetadata):
             raise InvalidArgument(f"not LedgerMetadata: {metadata!r}")
-        _check_int("ledger id", metadata.ledger_id, 0)
-        _check_int("last entry id", metadata.last_entry_id, -1)
-        _check_int("length", metadata.length, 0)
+        check_int("ledger id", metadata.ledger_id, 0)
+        check_int("last entry id", metadata.last_entry_id, -1)
+        check_int("length", metadata.length, 0)
         for _, bookies in metadata.ensembles:
             _check_ensemble(bookies, metadata.ensemble_size)
-        _check_custom(metadata.custom)
-        return await self._call(self._update_ledger, metadata)
+        check_custom(metadata.custom)
+        return await self._engine.call(self._update_ledger, metadata)
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the ledger and its under-replication marker; a no-op when absent."""
-        _check_int("ledger id", ledger_id, 0)
-        await self._call(self._delete_ledger, ledger_id)
+        check_int("ledger id", ledger_id, 0)
+        await self._engine.call(self._delete_ledger, ledger_id)
 
     async def list_ledger_ids(self) -> list[int]:
-        return await self._call(self._list_ledger_ids)
+        return await self._engine.call(self._list_ledger_ids)
 
     # --- ledgers, in a worker thread ------------------------------------------------
     def _create_ledger(
@@ -108,7 +109,7 @@ class LedgerRepository(MetadataEngine):
             "created_at": now,
             "version": 1,
         }
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             statement = _ledgers.insert().values(values).returning(_ledgers.c.ledger_id)
             ledger_id = connection.execute(statement).scalar_one()
         return LedgerMetadata(
@@ -123,14 +124,14 @@ class LedgerRepository(MetadataEngine):
         )
 
     def _get_ledger(self, ledger_id: int) -> LedgerMetadata:
-        with self._reading() as connection:
-            row = _select_ledger(connection, ledger_id)
+        with self._engine.reading() as connection:
+            row = select_ledger(connection, ledger_id)
         return _ledger_from_row(row)
 
     def _update_ledger(self, metadata: LedgerMetadata) -> LedgerMetadata:
         ledger_id, expected = metadata.ledger_id, metadata.version
-        with self._writing() as connection:
-            row = _select_ledger(connection, ledger_id)
+        with self._engine.writing() as connection:
+            row = select_ledger(connection, ledger_id)
             if row.version != expected:
                 raise BadVersion(
                     f"ledger {ledger_id}: version {expected} is stale, stored is {row.version}"
@@ -166,16 +167,17 @@ class LedgerRepository(MetadataEngine):
         return metadata.replace(version=expected + 1, created_at=row.created_at)
 
     def _delete_ledger(self, ledger_id: int) -> None:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             connection.execute(delete(_ledgers).where(_ledgers.c.ledger_id == ledger_id))
 
     def _list_ledger_ids(self) -> list[int]:
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             ids = connection.execute(select(_ledgers.c.ledger_id).order_by(_ledgers.c.ledger_id))
             return list(ids.scalars())
 
 
-def _select_ledger(connection: Connection, ledger_id: int) -> Row[Any]:
+def select_ledger(connection: Connection, ledger_id: int) -> Row[Any]:
+    """The ledger's row, read in ``connection``'s transaction; NoSuchLedger when absent."""
     query = select(_ledgers).where(_ledgers.c.ledger_id == ledger_id)
     row = connection.execute(query).one_or_none()
     if row is None:
@@ -203,7 +205,7 @@ def _ledger_from_row(row: Row[Any]) -> LedgerMetadata:
 def _check_ensemble(ensemble: Sequence[str], ensemble_size: int) -> tuple[str, ...]:
     if isinstance(ensemble, str):
         raise InvalidArgument(f"an ensemble is a sequence of bookies, got {ensemble!r}")
-    bookies = tuple(_check_name("bookie address", bookie) for bookie in ensemble)
+    bookies = tuple(check_name("bookie address", bookie) for bookie in ensemble)
     if len(bookies) != ensemble_size or len(set(bookies)) != len(bookies):
         raise InvalidArgument(f"ensemble {bookies} is not {ensemble_size} distinct bookies")
     return bookies

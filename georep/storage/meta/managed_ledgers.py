@@ -23,16 +23,16 @@ from georep.storage.errors import (
     NoSuchCursor,
     NoSuchManagedLedger,
 )
-from georep.storage.meta.engine import (
-    MetadataEngine,
-    _check_custom,
-    _check_int,
-    _managed_cursors,
-    _managed_ledgers,
-)
+from georep.storage.meta.checks import check_custom, check_int
+from georep.storage.meta.engine import MetadataEngine, table_of
 from georep.storage.meta.models import (
+    ManagedCursorRow,
+    ManagedLedgerRow,
     managed_name_chars_max,
 )
+
+_managed_ledgers = table_of(ManagedLedgerRow)
+_managed_cursors = table_of(ManagedCursorRow)
 
 
 @dataclass(frozen=True)
@@ -77,21 +77,24 @@ class ManagedCursorInfo:
         return dataclasses.replace(self, **changes)
 
 
-class ManagedLedgerRepository(MetadataEngine):
+class ManagedLedgerRepository:
     """Managed ledgers (their ledger lists) and their cursors, for
     ``storage/managed_ledger``."""
+
+    def __init__(self, engine: MetadataEngine) -> None:
+        self._engine = engine
 
     # --- managed ledgers and cursors (appended with storage/managed_ledger) ----------
     async def create_managed_ledger(self, name: str) -> ManagedLedgerInfo:
         """A new managed ledger with no ledgers, at version 1; BadVersion when ``name``
         exists already."""
         _check_managed_name("managed ledger name", name)
-        return await self._call(self._create_managed_ledger, name, self._clock())
+        return await self._engine.call(self._create_managed_ledger, name, self._engine.clock())
 
     async def get_managed_ledger(self, name: str) -> ManagedLedgerInfo:
         """NoSuchManagedLedger when absent."""
         _check_managed_name("managed ledger name", name)
-        return await self._call(self._get_managed_ledger, name)
+        return await self._engine.call(self._get_managed_ledger, name)
 
     async def update_managed_ledger(self, info: ManagedLedgerInfo) -> ManagedLedgerInfo:
         """CAS: store ``info.ledgers`` if the stored version is ``info.version``; returns
@@ -100,17 +103,17 @@ class ManagedLedgerRepository(MetadataEngine):
             raise InvalidArgument(f"not ManagedLedgerInfo: {info!r}")
         _check_managed_name("managed ledger name", info.name)
         ledgers = _check_ledger_infos(info.ledgers)
-        return await self._call(self._update_managed_ledger, info, ledgers)
+        return await self._engine.call(self._update_managed_ledger, info, ledgers)
 
     async def delete_managed_ledger(self, name: str) -> None:
         """Delete the managed ledger's row and its cursors' rows (not their ledgers); a
         no-op when absent."""
         _check_managed_name("managed ledger name", name)
-        await self._call(self._delete_managed_ledger, name)
+        await self._engine.call(self._delete_managed_ledger, name)
 
     async def list_managed_ledger_names(self) -> list[str]:
         """Sorted."""
-        return await self._call(self._list_managed_ledger_names)
+        return await self._engine.call(self._list_managed_ledger_names)
 
     async def create_managed_cursor(
         self,
@@ -129,16 +132,16 @@ class ManagedLedgerRepository(MetadataEngine):
             cursor_ledger_id=cursor_ledger_id,
             mark_delete=mark_delete,
             properties=properties or {},
-            created_at=self._clock(),
+            created_at=self._engine.clock(),
             version=1,
         )
         info = _check_cursor_info(info)
-        return await self._call(self._create_managed_cursor, info)
+        return await self._engine.call(self._create_managed_cursor, info)
 
     async def list_managed_cursors(self, managed_ledger: str) -> list[ManagedCursorInfo]:
         """The managed ledger's cursors sorted by name (none for an unknown one)."""
         _check_managed_name("managed ledger name", managed_ledger)
-        return await self._call(self._list_managed_cursors, managed_ledger)
+        return await self._engine.call(self._list_managed_cursors, managed_ledger)
 
     async def update_managed_cursor(self, info: ManagedCursorInfo) -> ManagedCursorInfo:
         """CAS: store the cursor ledger id, mark-delete position and properties if the
@@ -146,22 +149,22 @@ class ManagedLedgerRepository(MetadataEngine):
         when stale, NoSuchCursor when deleted."""
         if not isinstance(info, ManagedCursorInfo):
             raise InvalidArgument(f"not ManagedCursorInfo: {info!r}")
-        return await self._call(self._update_managed_cursor, _check_cursor_info(info))
+        return await self._engine.call(self._update_managed_cursor, _check_cursor_info(info))
 
     async def delete_managed_cursor(self, managed_ledger: str, name: str) -> None:
         """A no-op when absent."""
         _check_managed_name("managed ledger name", managed_ledger)
         _check_managed_name("cursor name", name)
         cursors = _managed_cursors.c
-        await self._call(
-            self._delete_where,
+        await self._engine.call(
+            self._engine.delete_where,
             _managed_cursors,
             (cursors.managed_ledger == managed_ledger) & (cursors.name == name),
         )
 
     # --- managed ledgers and cursors, in a worker thread ------------------------------
     def _create_managed_ledger(self, name: str, now: float) -> ManagedLedgerInfo:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             if _select_managed_ledger(connection, name) is not None:
                 raise BadVersion(f"managed ledger {name!r} exists already")
             try:
@@ -175,7 +178,7 @@ class ManagedLedgerRepository(MetadataEngine):
         return ManagedLedgerInfo(name=name, ledgers=(), created_at=now, version=1)
 
     def _get_managed_ledger(self, name: str) -> ManagedLedgerInfo:
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             row = _select_managed_ledger(connection, name)
         if row is None:
             raise NoSuchManagedLedger(f"managed ledger {name!r} does not exist")
@@ -185,7 +188,7 @@ class ManagedLedgerRepository(MetadataEngine):
         self, info: ManagedLedgerInfo, ledgers: list[Any]
     ) -> ManagedLedgerInfo:
         expected = info.version
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             row = _select_managed_ledger(connection, info.name)
             if row is None:
                 raise NoSuchManagedLedger(f"managed ledger {info.name!r} does not exist")
@@ -205,7 +208,7 @@ class ManagedLedgerRepository(MetadataEngine):
         return info.replace(version=expected + 1, created_at=row.created_at)
 
     def _delete_managed_ledger(self, name: str) -> None:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             connection.execute(
                 delete(_managed_cursors).where(_managed_cursors.c.managed_ledger == name)
             )
@@ -213,11 +216,11 @@ class ManagedLedgerRepository(MetadataEngine):
 
     def _list_managed_ledger_names(self) -> list[str]:
         table = _managed_ledgers.c
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             return list(connection.execute(select(table.name).order_by(table.name)).scalars())
 
     def _create_managed_cursor(self, info: ManagedCursorInfo) -> ManagedCursorInfo:
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             if _select_managed_ledger(connection, info.managed_ledger) is None:
                 raise NoSuchManagedLedger(f"managed ledger {info.managed_ledger!r} does not exist")
             if _select_managed_cursor(connection, info.managed_ledger, info.name) is not None:
@@ -249,13 +252,13 @@ class ManagedLedgerRepository(MetadataEngine):
             .where(cursors.managed_ledger == managed_ledger)
             .order_by(cursors.name)
         )
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             return [_managed_cursor_from_row(row) for row in connection.execute(query)]
 
     def _update_managed_cursor(self, info: ManagedCursorInfo) -> ManagedCursorInfo:
         expected = info.version
         cursors = _managed_cursors.c
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             row = _select_managed_cursor(connection, info.managed_ledger, info.name)
             if row is None:
                 raise NoSuchCursor(
@@ -357,12 +360,12 @@ def _check_ledger_infos(ledgers: Sequence[LedgerInfo]) -> list[Any]:
     for info in ledgers:
         if not isinstance(info, LedgerInfo):
             raise InvalidArgument(f"not LedgerInfo: {info!r}")
-        _check_int("ledger id", info.ledger_id, 0)
+        check_int("ledger id", info.ledger_id, 0)
         if info.ledger_id <= previous:
             raise InvalidArgument(f"ledger ids must increase: {info.ledger_id} after {previous}")
         previous = info.ledger_id
-        _check_int("entries", info.entries, 0)
-        _check_int("size bytes", info.size_bytes, 0)
+        check_int("entries", info.entries, 0)
+        check_int("size bytes", info.size_bytes, 0)
         created = _check_time("created_at", info.created_at)
         closed = None if info.closed_at is None else _check_time("closed_at", info.closed_at)
         stored.append([info.ledger_id, info.entries, info.size_bytes, created, closed])
@@ -373,10 +376,10 @@ def _check_cursor_info(info: ManagedCursorInfo) -> ManagedCursorInfo:
     _check_managed_name("managed ledger name", info.managed_ledger)
     _check_managed_name("cursor name", info.name)
     if info.cursor_ledger_id is not None:
-        _check_int("cursor ledger id", info.cursor_ledger_id, 0)
+        check_int("cursor ledger id", info.cursor_ledger_id, 0)
     if not isinstance(info.mark_delete, tuple) or len(info.mark_delete) != 2:
         raise InvalidArgument(f"mark-delete position must be (ledger, entry): {info.mark_delete!r}")
     for value in info.mark_delete:
-        _check_int("mark-delete id", value, -1)
-    _check_custom(info.properties)
+        check_int("mark-delete id", value, -1)
+    check_custom(info.properties)
     return info

@@ -16,15 +16,8 @@ from georep.storage.errors import (
     BadVersion,
     InvalidArgument,
 )
-from georep.storage.meta.engine import (
-    MetadataEngine,
-    _check_int,
-    _check_name,
-    _check_names,
-    _Conflict,
-    _count_rows,
-    table_of,
-)
+from georep.storage.meta.checks import check_int, check_name, check_names
+from georep.storage.meta.engine import Conflict, MetadataEngine, count_rows, table_of
 from georep.storage.meta.models import (
     RemoteClusterRow,
     ReplicationPolicyRow,
@@ -92,14 +85,17 @@ def _policy_from_row(row: Row[Any]) -> ReplicationPolicyRecord:
     return ReplicationPolicyRecord(
         scope=row.scope,
         name=row.name,
-        clusters=tuple(sorted(_check_names("cluster", row.clusters))),
+        clusters=tuple(sorted(check_names("cluster", row.clusters))),
         updated_at=row.updated_at,
         version=row.version,
     )
 
 
-class ReplicationPolicyRepository(MetadataEngine):
+class ReplicationPolicyRepository:
     """The gateway's remote clusters and replication policies."""
+
+    def __init__(self, engine: MetadataEngine) -> None:
+        self._engine = engine
 
     # --- gateway: remote clusters and replication policies -----------------------------
     async def sync_remote_clusters(
@@ -114,19 +110,19 @@ class ReplicationPolicyRepository(MetadataEngine):
             raise InvalidArgument(f"at most {limits.remote_clusters_count_max} remote clusters")
         checked = {}
         for name, urls in clusters.items():
-            _check_name("cluster", name)
+            check_name("cluster", name)
             if not isinstance(urls, tuple) or len(urls) != 2:
                 raise InvalidArgument(f"cluster {name}: need (service URL, admin URL)")
             checked[name] = (_check_url("service URL", urls[0]), _check_url("admin URL", urls[1]))
-        return await self._call(self._sync_remote_clusters, checked, self._clock())
+        return await self._engine.call(self._sync_remote_clusters, checked, self._engine.clock())
 
     async def list_remote_clusters(self) -> list[RemoteClusterRecord]:
-        return await self._call(self._list_remote_clusters)
+        return await self._engine.call(self._list_remote_clusters)
 
     async def get_replication_policy(self, scope: str, name: str) -> ReplicationPolicyRecord | None:
         _check_scope(scope)
-        _check_name("policy name", name)
-        return await self._call(self._get_replication_policy, scope, name)
+        check_name("policy name", name)
+        return await self._engine.call(self._get_replication_policy, scope, name)
 
     async def list_replication_policies(
         self, scope: str | None = None
@@ -134,7 +130,7 @@ class ReplicationPolicyRepository(MetadataEngine):
         """Every policy (of ``scope`` when given), sorted by scope and name."""
         if scope is not None:
             _check_scope(scope)
-        return await self._call(self._list_replication_policies, scope)
+        return await self._engine.call(self._list_replication_policies, scope)
 
     async def put_replication_policy(
         self,
@@ -151,20 +147,20 @@ class ReplicationPolicyRepository(MetadataEngine):
         only version n (BadVersion otherwise). InvalidArgument past
         ``limits.replication_policies_count_max`` policies."""
         _check_scope(scope)
-        _check_name("policy name", name)
-        names = sorted(_check_names("cluster", clusters))
+        check_name("policy name", name)
+        names = sorted(check_names("cluster", clusters))
         if len(names) > limits.remote_clusters_count_max:
             raise InvalidArgument(f"a policy names at most {limits.remote_clusters_count_max}")
         if expected_version is not None:
-            _check_int("expected version", expected_version, 0)
-        return await self._call(
-            self._retrying,
+            check_int("expected version", expected_version, 0)
+        return await self._engine.call(
+            self._engine.retrying,
             self._put_replication_policy,
             scope,
             name,
             names,
             expected_version,
-            self._clock(),
+            self._engine.clock(),
         )
 
     async def delete_replication_policy(
@@ -173,17 +169,19 @@ class ReplicationPolicyRepository(MetadataEngine):
         """Delete a policy; False when there was none. With ``expected_version`` only
         that version is deleted (BadVersion otherwise)."""
         _check_scope(scope)
-        _check_name("policy name", name)
+        check_name("policy name", name)
         if expected_version is not None:
-            _check_int("expected version", expected_version, 1)
-        return await self._call(self._delete_replication_policy, scope, name, expected_version)
+            check_int("expected version", expected_version, 1)
+        return await self._engine.call(
+            self._delete_replication_policy, scope, name, expected_version
+        )
 
     # --- gateway, in a worker thread --------------------------------------------------
     def _sync_remote_clusters(
         self, clusters: dict[str, tuple[str, str]], now: float
     ) -> list[RemoteClusterRecord]:
         table = _remote_clusters
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             existing = {row.name: row for row in connection.execute(select(table))}
             for name, (service_url, admin_url) in clusters.items():
                 row = existing.get(name)
@@ -216,12 +214,12 @@ class ReplicationPolicyRepository(MetadataEngine):
 
     def _list_remote_clusters(self) -> list[RemoteClusterRecord]:
         table = _remote_clusters
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             rows = connection.execute(select(table).order_by(table.c.name)).all()
         return [_remote_cluster_from_row(row) for row in rows]
 
     def _get_replication_policy(self, scope: str, name: str) -> ReplicationPolicyRecord | None:
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             row = _select_policy(connection, scope, name)
         return None if row is None else _policy_from_row(row)
 
@@ -230,7 +228,7 @@ class ReplicationPolicyRepository(MetadataEngine):
         query = select(table).order_by(table.c.scope, table.c.name)
         if scope is not None:
             query = query.where(table.c.scope == scope)
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             rows = connection.execute(query).all()
         return [_policy_from_row(row) for row in rows]
 
@@ -243,12 +241,12 @@ class ReplicationPolicyRepository(MetadataEngine):
         now: float,
     ) -> ReplicationPolicyRecord:
         table = _replication_policies
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             row = _select_policy(connection, scope, name)
             if row is None:
                 if expected_version not in (None, 0):
                     raise BadVersion(f"{scope} policy {name}: no version {expected_version}")
-                if _count_rows(connection, table) >= limits.replication_policies_count_max:
+                if count_rows(connection, table) >= limits.replication_policies_count_max:
                     raise InvalidArgument(
                         f"at most {limits.replication_policies_count_max} replication policies"
                     )
@@ -261,7 +259,7 @@ class ReplicationPolicyRepository(MetadataEngine):
                 except IntegrityError as error:
                     if expected_version == 0:
                         raise BadVersion(f"{scope} policy {name} exists") from error
-                    raise _Conflict from error
+                    raise Conflict from error
                 return ReplicationPolicyRecord(scope, name, tuple(clusters), now, 1)
             if expected_version is not None and expected_version != row.version:
                 raise BadVersion(
@@ -275,7 +273,7 @@ class ReplicationPolicyRepository(MetadataEngine):
             if result.rowcount != 1:
                 if expected_version is not None:
                     raise BadVersion(f"{scope} policy {name} changed meanwhile")
-                raise _Conflict
+                raise Conflict
         return ReplicationPolicyRecord(scope, name, tuple(clusters), now, row.version + 1)
 
     def _delete_replication_policy(
@@ -283,7 +281,7 @@ class ReplicationPolicyRepository(MetadataEngine):
     ) -> bool:
         table = _replication_policies
         conditions = [table.c.scope == scope, table.c.name == name]
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             row = _select_policy(connection, scope, name)
             if row is None:
                 if expected_version is not None:

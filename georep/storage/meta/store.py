@@ -1,5 +1,7 @@
-"""The metadata store: one engine core (``engine.py``) and one repository per domain,
-composed into :class:`MetadataStore`, the one object a process opens and passes around:
+"""The metadata store: one engine (``engine.py``) and one repository per domain, each
+given that engine. :class:`MetadataStore` opens the engine and holds one of each
+repository; a process opens it once and hands each component the repository it uses
+(BookKeeper keeps one manager per metadata domain likewise):
 
 - ``ledgers.py``: ledger metadata (BookKeeper's LedgerManager);
 - ``bookies.py``: bookie registrations (RegistrationManager);
@@ -11,10 +13,14 @@ composed into :class:`MetadataStore`, the one object a process opens and passes 
 - ``gateway_members.py``: the gateway instances of a cluster (``gateway/ownership.py``).
 
 How a call runs (one short transaction in a worker thread, CAS on versions, retries,
-time from an injected clock) is the engine core's docstring.
+time from an injected clock) is the engine's docstring, and so is the interface a
+repository may use of it.
 """
 
 from __future__ import annotations
+
+import time
+from typing import Self
 
 from georep.storage.meta.bookies import BookieRegistration, BookieRepository
 from georep.storage.meta.catalog import (
@@ -47,31 +53,55 @@ from georep.storage.meta.under_replication import (
 __all__ = [
     "POLICY_SCOPES",
     "BookieRegistration",
+    "BookieRepository",
     "CatalogOutcome",
+    "CatalogRepository",
     "Clock",
     "GatewayMember",
+    "GatewayMemberRepository",
+    "LeaseRepository",
     "LedgerInfo",
+    "LedgerRepository",
     "ManagedCursorInfo",
     "ManagedLedgerInfo",
+    "ManagedLedgerRepository",
+    "MetadataEngine",
     "MetadataStore",
     "NamespaceRecord",
     "RemoteClusterRecord",
     "ReplicationPolicyRecord",
+    "ReplicationPolicyRepository",
     "TenantRecord",
     "UnderReplicatedLedger",
+    "UnderReplicationRepository",
 ]
 
 
-class MetadataStore(
-    LedgerRepository,
-    BookieRepository,
-    UnderReplicationRepository,
-    LeaseRepository,
-    ManagedLedgerRepository,
-    CatalogRepository,
-    ReplicationPolicyRepository,
-    GatewayMemberRepository,
-    MetadataEngine,
-):
-    """Async access to the metadata database, every domain of it. Create with
-    :meth:`open`."""
+class MetadataStore:
+    """One engine and a repository of each domain on it. Create with :meth:`open`; close
+    once, when every component given one of its repositories has stopped."""
+
+    def __init__(self, engine: MetadataEngine) -> None:
+        self.engine = engine
+        self.ledgers = LedgerRepository(engine)
+        self.leases = LeaseRepository(engine)
+        self.bookies = BookieRepository(engine, self.leases)
+        self.under_replication = UnderReplicationRepository(engine)
+        self.managed_ledgers = ManagedLedgerRepository(engine)
+        self.catalog = CatalogRepository(engine)
+        self.replication_policies = ReplicationPolicyRepository(engine)
+        self.gateway_members = GatewayMemberRepository(engine)
+
+    @classmethod
+    async def open(cls, url: str, *, migrate: bool = True, clock: Clock = time.time) -> Self:
+        """Connect to ``url`` (see :meth:`MetadataEngine.open`)."""
+        return cls(await MetadataEngine.open(url, migrate=migrate, clock=clock))
+
+    async def close(self) -> None:
+        await self.engine.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc_info: object) -> None:
+        await self.close()

@@ -16,16 +16,12 @@ from georep.storage.errors import (
     BadVersion,
     InvalidArgument,
 )
-from georep.storage.meta.engine import (
-    MetadataEngine,
-    _check_duration,
-    _check_int,
-    _check_name,
-    _check_names,
-    _Conflict,
-    _underreplicated,
-)
-from georep.storage.meta.ledgers import _select_ledger
+from georep.storage.meta.checks import check_duration, check_int, check_name, check_names
+from georep.storage.meta.engine import Conflict, MetadataEngine, table_of
+from georep.storage.meta.ledgers import select_ledger
+from georep.storage.meta.models import UnderReplicatedRow
+
+_underreplicated = table_of(UnderReplicatedRow)
 
 
 @dataclass(frozen=True)
@@ -38,9 +34,12 @@ class UnderReplicatedLedger:
     version: int
 
 
-class UnderReplicationRepository(MetadataEngine):
+class UnderReplicationRepository:
     """Under-replicated ledgers: markers, locks held by replication workers, completion
     (BookKeeper's LedgerUnderreplicationManager)."""
+
+    def __init__(self, engine: MetadataEngine) -> None:
+        self._engine = engine
 
     # --- under-replicated ledgers ---------------------------------------------------
     async def mark_underreplicated(self, ledger_id: int, lost_bookies: Iterable[str]) -> None:
@@ -49,33 +48,40 @@ class UnderReplicationRepository(MetadataEngine):
         A ledger marked again keeps its ``marked_at`` (its place in the queue) and its lock.
         NoSuchLedger when the ledger does not exist.
         """
-        _check_int("ledger id", ledger_id, 0)
-        lost = _check_names("lost bookie", lost_bookies)
+        check_int("ledger id", ledger_id, 0)
+        lost = check_names("lost bookie", lost_bookies)
         if not lost:
             raise InvalidArgument(f"ledger {ledger_id}: no lost bookies given")
-        await self._call(self._retrying, self._mark_underreplicated, ledger_id, lost, self._clock())
+        await self._engine.call(
+            self._engine.retrying, self._mark_underreplicated, ledger_id, lost, self._engine.clock()
+        )
 
     async def list_underreplicated(self) -> list[UnderReplicatedLedger]:
         """Every marker, oldest marked first."""
-        return await self._call(self._list_underreplicated)
+        return await self._engine.call(self._list_underreplicated)
 
     async def lock_underreplicated(
         self, holder: str, lock_s: float, *, exclude: Iterable[int] = ()
     ) -> UnderReplicatedLedger | None:
         """Lock the oldest marker whose lock is free or expired, not in ``exclude``, for
         ``holder`` until ``clock() + lock_s``; None when there is none."""
-        _check_name("lock holder", holder)
-        _check_duration(lock_s)
-        excluded = sorted({_check_int("ledger id", ledger_id, 0) for ledger_id in exclude})
-        return await self._call(
-            self._retrying, self._lock_underreplicated, holder, lock_s, excluded, self._clock()
+        check_name("lock holder", holder)
+        check_duration(lock_s)
+        excluded = sorted({check_int("ledger id", ledger_id, 0) for ledger_id in exclude})
+        return await self._engine.call(
+            self._engine.retrying,
+            self._lock_underreplicated,
+            holder,
+            lock_s,
+            excluded,
+            self._engine.clock(),
         )
 
     async def unlock_underreplicated(self, ledger_id: int, holder: str) -> None:
         """Free the lock if ``holder`` holds it; a no-op otherwise."""
-        _check_int("ledger id", ledger_id, 0)
-        _check_name("lock holder", holder)
-        await self._call(self._unlock_underreplicated, ledger_id, holder)
+        check_int("ledger id", ledger_id, 0)
+        check_name("lock holder", holder)
+        await self._engine.call(self._unlock_underreplicated, ledger_id, holder)
 
     async def complete_underreplicated(
         self, ledger_id: int, holder: str, *, replicated: Iterable[str]
@@ -87,15 +93,17 @@ class UnderReplicationRepository(MetadataEngine):
         deletes the marker when the set is empty, else frees the lock. A no-op when the
         marker is already gone.
         """
-        _check_int("ledger id", ledger_id, 0)
-        _check_name("lock holder", holder)
-        done = _check_names("replicated bookie", replicated)
-        await self._call(self._retrying, self._complete_underreplicated, ledger_id, holder, done)
+        check_int("ledger id", ledger_id, 0)
+        check_name("lock holder", holder)
+        done = check_names("replicated bookie", replicated)
+        await self._engine.call(
+            self._engine.retrying, self._complete_underreplicated, ledger_id, holder, done
+        )
 
     # --- under-replicated ledgers, in a worker thread -------------------------------
     def _mark_underreplicated(self, ledger_id: int, lost: frozenset[str], now: float) -> None:
-        with self._writing() as connection:
-            _select_ledger(connection, ledger_id)  # NoSuchLedger
+        with self._engine.writing() as connection:
+            select_ledger(connection, ledger_id)  # NoSuchLedger
             row = _select_marker(connection, ledger_id)
             if row is None:
                 try:
@@ -112,7 +120,7 @@ class UnderReplicationRepository(MetadataEngine):
                 except IntegrityError as error:
                     # PostgreSQL: marked (or the ledger deleted) by a concurrent transaction;
                     # the retry merges into that marker (or raises NoSuchLedger).
-                    raise _Conflict from error
+                    raise Conflict from error
                 return
             merged = sorted(set(row.lost_bookies) | lost)
             if merged != sorted(row.lost_bookies):
@@ -122,7 +130,7 @@ class UnderReplicationRepository(MetadataEngine):
         query = select(_underreplicated).order_by(
             _underreplicated.c.marked_at, _underreplicated.c.ledger_id
         )
-        with self._reading() as connection:
+        with self._engine.reading() as connection:
             return [_marker_from_row(row) for row in connection.execute(query)]
 
     def _lock_underreplicated(
@@ -137,7 +145,7 @@ class UnderReplicationRepository(MetadataEngine):
         )
         if excluded:
             query = query.where(markers.ledger_id.not_in(excluded))
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             row = connection.execute(query).one_or_none()
             if row is None:
                 return None
@@ -153,7 +161,7 @@ class UnderReplicationRepository(MetadataEngine):
 
     def _unlock_underreplicated(self, ledger_id: int, holder: str) -> None:
         markers = _underreplicated.c
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             connection.execute(
                 update(_underreplicated)
                 .where(markers.ledger_id == ledger_id, markers.lock_holder == holder)
@@ -164,7 +172,7 @@ class UnderReplicationRepository(MetadataEngine):
         self, ledger_id: int, holder: str, replicated: frozenset[str]
     ) -> None:
         markers = _underreplicated.c
-        with self._writing() as connection:
+        with self._engine.writing() as connection:
             row = _select_marker(connection, ledger_id)
             if row is None:
                 return
@@ -185,7 +193,7 @@ class UnderReplicationRepository(MetadataEngine):
                 )
             )
             if result.rowcount != 1:
-                raise _Conflict
+                raise Conflict
 
 
 def _select_marker(connection: Connection, ledger_id: int) -> Row[Any] | None:
@@ -201,7 +209,7 @@ def _cas_marker(connection: Connection, row: Row[Any], **values: object) -> None
         .values(**values, version=row.version + 1)
     )
     if result.rowcount != 1:
-        raise _Conflict
+        raise Conflict
 
 
 def _marker_from_row(row: Row[Any]) -> UnderReplicatedLedger:

@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 
 from georep import limits
 from georep.storage.errors import NoSuchLedger, StorageError
-from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.bookies import BookieRepository
+from georep.storage.meta.leases import LeaseRepository
+from georep.storage.meta.ledgers import LedgerRepository
+from georep.storage.meta.under_replication import UnderReplicationRepository
 
 log = logging.getLogger(__name__)
 
@@ -32,20 +35,26 @@ class AuditReport:
 class Auditor:
     def __init__(
         self,
-        store: MetadataStore,
         *,
+        leases: LeaseRepository,
+        bookies: BookieRepository,
+        ledgers: LedgerRepository,
+        under_replication: UnderReplicationRepository,
         holder: str,
         lease_s: float = limits.auditor_lease_s_default,
         interval_s: float = limits.audit_interval_s_default,
     ) -> None:
-        self._store = store
+        self._leases = leases
+        self._bookies = bookies
+        self._ledgers = ledgers
+        self._under_replication = under_replication
         self.holder = holder
         self._lease_s = lease_s
         self._interval_s = interval_s
         self.stats = {"audits": 0, "ledgers_marked": 0, "leader": False}
 
     async def is_leader(self) -> bool:
-        leader = await self._store.acquire_lease(AUDITOR_LEASE, self.holder, self._lease_s)
+        leader = await self._leases.acquire_lease(AUDITOR_LEASE, self.holder, self._lease_s)
         if leader != self.stats["leader"]:
             log.info("auditor %s %s leadership", self.holder, "took" if leader else "lost")
         self.stats["leader"] = leader
@@ -53,17 +62,17 @@ class Auditor:
 
     async def audit_once(self) -> AuditReport:
         report = AuditReport()
-        registered = {b.address for b in await self._store.list_bookies(alive_only=False)}
-        alive = {b.address for b in await self._store.list_bookies(alive_only=True)}
-        for ledger_id in await self._store.list_ledger_ids():
+        registered = {b.address for b in await self._bookies.list_bookies(alive_only=False)}
+        alive = {b.address for b in await self._bookies.list_bookies(alive_only=True)}
+        for ledger_id in await self._ledgers.list_ledger_ids():
             try:
-                metadata = await self._store.get_ledger(ledger_id)
+                metadata = await self._ledgers.get_ledger(ledger_id)
             except NoSuchLedger:
                 continue  # deleted meanwhile
             report.ledgers_checked += 1
             lost = {bookie for bookie in metadata.bookies() if bookie not in alive}
             if lost:
-                await self._store.mark_underreplicated(ledger_id, lost)
+                await self._under_replication.mark_underreplicated(ledger_id, lost)
                 report.marked_ledgers[ledger_id] = lost
                 report.lost_bookies |= lost
         self.stats["audits"] += 1
@@ -88,4 +97,4 @@ class Auditor:
                 await asyncio.wait_for(stop.wait(), self._interval_s)
             except TimeoutError:
                 pass
-        await self._store.release_lease(AUDITOR_LEASE, self.holder)
+        await self._leases.release_lease(AUDITOR_LEASE, self.holder)

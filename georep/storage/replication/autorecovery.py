@@ -16,7 +16,11 @@ from typing import Any
 
 from georep import limits
 from georep.storage.client.bookkeeper import BookKeeper
+from georep.storage.meta.bookies import BookieRepository
+from georep.storage.meta.leases import LeaseRepository
+from georep.storage.meta.ledgers import LedgerRepository
 from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.under_replication import UnderReplicationRepository
 from georep.storage.replication.auditor import Auditor
 from georep.storage.replication.replication_worker import ReplicationWorker
 
@@ -26,8 +30,11 @@ log = logging.getLogger(__name__)
 class AutoRecovery:
     def __init__(
         self,
-        store: MetadataStore,
         *,
+        ledgers: LedgerRepository,
+        bookies: BookieRepository,
+        leases: LeaseRepository,
+        under_replication: UnderReplicationRepository,
         holder: str | None = None,
         audit_interval_s: float = limits.audit_interval_s_default,
         auditor_lease_s: float = limits.auditor_lease_s_default,
@@ -35,13 +42,21 @@ class AutoRecovery:
         lock_s: float = limits.underreplication_lock_s_default,
     ) -> None:
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
-        self.bookkeeper = BookKeeper(store)
+        self.bookkeeper = BookKeeper(ledgers, bookies)
         self.auditor = Auditor(
-            store, holder=self.holder, lease_s=auditor_lease_s, interval_s=audit_interval_s
+            leases=leases,
+            bookies=bookies,
+            ledgers=ledgers,
+            under_replication=under_replication,
+            holder=self.holder,
+            lease_s=auditor_lease_s,
+            interval_s=audit_interval_s,
         )
         self.worker = ReplicationWorker(
-            store,
             self.bookkeeper,
+            under_replication=under_replication,
+            ledgers=ledgers,
+            bookies=bookies,
             holder=self.holder,
             lock_s=lock_s,
             grace_s=grace_s,
@@ -49,6 +64,18 @@ class AutoRecovery:
         )
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    def of(cls, store: MetadataStore, **options: Any) -> AutoRecovery:
+        """The service on ``store``'s ledgers, bookies, leases and under-replication
+        markers; ``options`` as for the constructor."""
+        return cls(
+            ledgers=store.ledgers,
+            bookies=store.bookies,
+            leases=store.leases,
+            under_replication=store.under_replication,
+            **options,
+        )
 
     async def start(self) -> None:
         self._tasks = [
@@ -86,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         store = await MetadataStore.open(args.metadata)
-        service = AutoRecovery(store, audit_interval_s=args.audit_interval, grace_s=args.grace)
+        service = AutoRecovery.of(store, audit_interval_s=args.audit_interval, grace_s=args.grace)
         await service.start()
         log.info("auto-recovery running as %s", service.holder)
         print("AUTORECOVERY_READY", flush=True)

@@ -36,9 +36,10 @@ from georep.storage.errors import (
     NoSuchLedger,
     StorageError,
 )
+from georep.storage.meta.bookies import BookieRepository
 from georep.storage.meta.ledger_metadata import LedgerMetadata
-from georep.storage.meta.store import MetadataStore
-from georep.storage.meta.under_replication import UnderReplicatedLedger
+from georep.storage.meta.ledgers import LedgerRepository
+from georep.storage.meta.under_replication import UnderReplicatedLedger, UnderReplicationRepository
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +50,20 @@ _COPY_CONCURRENCY = 64
 class ReplicationWorker:
     def __init__(
         self,
-        store: MetadataStore,
         bookkeeper: BookKeeper,
         *,
+        under_replication: UnderReplicationRepository,
+        ledgers: LedgerRepository,
+        bookies: BookieRepository,
         holder: str,
         lock_s: float = limits.underreplication_lock_s_default,
         grace_s: float = limits.open_ledger_rereplication_grace_s_default,
         interval_s: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._store = store
+        self._under_replication = under_replication
+        self._ledgers = ledgers
+        self._bookies = bookies
         self._bk = bookkeeper
         self.holder = holder
         self._lock_s = lock_s
@@ -71,7 +76,7 @@ class ReplicationWorker:
     async def replicate_once(self) -> int | None:
         """Repair one under-replicated ledger; its id, or None when there was nothing
         this worker could take."""
-        marker = await self._store.lock_underreplicated(
+        marker = await self._under_replication.lock_underreplicated(
             self.holder, self._lock_s, exclude=self._deferred
         )
         if marker is None:
@@ -84,11 +89,11 @@ class ReplicationWorker:
             log.warning(
                 "re-replication of ledger %d failed, will retry: %s", marker.ledger_id, error
             )
-            await self._store.unlock_underreplicated(marker.ledger_id, self.holder)
+            await self._under_replication.unlock_underreplicated(marker.ledger_id, self.holder)
             self._deferred.add(marker.ledger_id)
             return None
         if not done:
-            await self._store.unlock_underreplicated(marker.ledger_id, self.holder)
+            await self._under_replication.unlock_underreplicated(marker.ledger_id, self.holder)
             self._deferred.add(marker.ledger_id)
             return None
         return marker.ledger_id
@@ -96,13 +101,13 @@ class ReplicationWorker:
     async def _repair(self, marker: UnderReplicatedLedger) -> bool:
         ledger_id = marker.ledger_id
         try:
-            metadata = await self._store.get_ledger(ledger_id)
+            metadata = await self._ledgers.get_ledger(ledger_id)
         except NoSuchLedger:
-            await self._store.complete_underreplicated(
+            await self._under_replication.complete_underreplicated(
                 ledger_id, self.holder, replicated=marker.lost_bookies
             )
             return True
-        alive = {b.address for b in await self._store.list_bookies(alive_only=True)}
+        alive = {b.address for b in await self._bookies.list_bookies(alive_only=True)}
         if not metadata.is_closed and any(b not in alive for b in metadata.last_ensemble):
             if self._clock() - marker.marked_at < self._grace_s:
                 log.info(
@@ -125,7 +130,7 @@ class ReplicationWorker:
                 replaced.add(bookie)
         lost = set(marker.lost_bookies) | replaced
         still_named = {b for b in lost if b in metadata.bookies()}
-        await self._store.complete_underreplicated(
+        await self._under_replication.complete_underreplicated(
             ledger_id, self.holder, replicated=lost - still_named
         )
         self.stats["ledgers_replicated"] += 1
@@ -181,11 +186,11 @@ class ReplicationWorker:
             if target in current:
                 raise BookieUnavailable(f"{target} joined segment {segment} meanwhile")
             try:
-                return await self._store.update_ledger(
+                return await self._ledgers.update_ledger(
                     metadata.with_bookie_replaced(segment, lost, target)
                 )
             except BadVersion:
-                metadata = await self._store.get_ledger(metadata.ledger_id)
+                metadata = await self._ledgers.get_ledger(metadata.ledger_id)
         raise BadVersion(f"ledger {metadata.ledger_id}: lost every CAS replacing {lost}")
 
     async def run(self, stop: asyncio.Event) -> None:
