@@ -1,5 +1,6 @@
 """The OpenAPI 3.1 document of the gateway's REST admin, built by ``rest/openapi.py`` from
-``rest.ROUTES`` with the gateway's schemas. Statuses it adds to the toolkit's: 409 for
+the route table it is given (``gateway/rest.py`` gives its ``ROUTES``) with the gateway's
+schemas. Statuses it adds to the toolkit's: 409 for
 mutations, 400 where the path holds a name, 404 where a policy is looked up.
 """
 
@@ -8,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from georep import limits
-from georep.gateway.rest import ROUTES
 from georep.rest import openapi
 from georep.rest.auth import Role
 from georep.rest.routes import Route
@@ -152,9 +152,10 @@ def _statuses(route: Route) -> set[int]:
     return statuses
 
 
-def document() -> dict[str, Any]:
+def document(routes: tuple[Route, ...]) -> dict[str, Any]:
+    """The document of ``routes``, the gateway REST's route table."""
     return openapi.build(
-        ROUTES,
+        routes,
         title="georep gateway admin",
         description=(
             "Replication policies, clusters and replicator stats of one gateway. Every"

@@ -49,6 +49,7 @@ from georep.decimal_text import parse_decimal
 from georep.gateway.config import GatewayConfig
 from georep.gateway.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
 from georep.gateway.manager import ReplicationManager
+from georep.gateway.openapi import document as openapi_document
 from georep.gateway.ownership import Ownership
 from georep.rest.auth import Role
 from georep.rest.json_io import json_response, read_json
@@ -166,9 +167,7 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def openapi(request: web.Request) -> web.Response:
-    from georep.gateway.openapi import document
-
-    return json_response(document())
+    return json_response(openapi_document(ROUTES))
 
 
 async def get_clusters(request: web.Request) -> web.Response:
