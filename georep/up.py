@@ -68,7 +68,6 @@ import sys
 import time
 import tomllib
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -79,6 +78,7 @@ from georep.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.rest import tokens as token_sources
 from georep.rest.access import ExposureError, check_exposure
 from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError
+from georep.up_config import ClusterSpec, GatewaySpec, UpConfig
 
 log = logging.getLogger(__name__)
 
@@ -86,34 +86,6 @@ UP_READY = "UP_READY"
 
 
 # --- configuration -----------------------------------------------------------------------
-@dataclass(frozen=True)
-class ClusterSpec:
-    name: str
-    broker_port: int
-    admin_port: int
-    fsync: bool = True
-
-
-@dataclass(frozen=True)
-class GatewaySpec:
-    cluster: str
-    port: int
-    replicate: dict[str, list[str]] = field(default_factory=dict)
-    #: The gateway's [subscription_sync] table, written as given (checked by the gateway).
-    subscription_sync: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class UpConfig:
-    data_dir: Path
-    clusters: dict[str, ClusterSpec]
-    gateways: dict[str, GatewaySpec]
-    host: str = "127.0.0.1"
-    #: Token files ([tokens] admin_file, gateway_file), absolute; None: the environment.
-    admin_token_file: Path | None = None
-    gateway_token_file: Path | None = None
-
-
 def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -24,7 +24,7 @@ import urllib.request
 from typing import Any
 
 from georep.rest import tokens as token_sources
-from georep.up import UpConfig
+from georep.up_config import UpConfig
 
 #: The official client's module and objects: pulsar-client ships no types.
 _Pulsar = Any

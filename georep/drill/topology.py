@@ -1,7 +1,7 @@
 """Clusters A and B and their gateways: stood up by the drill, or running ones by URL.
 
 **Managed** (:class:`ManagedTopology`): ``georep up``'s own pieces — an
-:class:`~georep.up.UpConfig` with clusters A and B (``fsync = false``: a process crash
+:class:`~georep.up_config.UpConfig` with clusters A and B (``fsync = false``: a process crash
 loses nothing, only a power loss would) and gateways replicating the drill's namespace
 A→B and B→A, each with ``subscription_sync = {mode = <mode>, ...}``; ports chosen by
 ``up._with_ports``, processes and gateway TOML files made by ``up.build``. The processes
@@ -41,7 +41,8 @@ from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.invariant import present
 from georep.processes import ManagedProcess, ProcessFailed
 from georep.topic_name import InvalidTopicName, TopicName
-from georep.up import ClusterSpec, GatewaySpec, UpConfig, _with_ports, build
+from georep.up import _with_ports, build
+from georep.up_config import ClusterSpec, GatewaySpec, UpConfig
 
 log = logging.getLogger(__name__)
 
