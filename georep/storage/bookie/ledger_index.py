@@ -34,6 +34,7 @@ from pathlib import Path
 from georep.invariant import present
 from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.entry_log import Location
+from georep.storage.bookie.write_cache import EntryKey
 
 _SIGN = 1 << 63
 _WRAP = 1 << 64
@@ -127,7 +128,7 @@ class LedgerIndex:
     # -- writes (storage thread) --
 
     def commit_checkpoint(
-        self, keys: list[tuple[int, int]], locations: list[Location], states: dict[int, LedgerState]
+        self, keys: list[EntryKey], locations: list[Location], states: dict[int, LedgerState]
     ) -> None:
         """One transaction: the entries' locations and the ledgers' states.
 

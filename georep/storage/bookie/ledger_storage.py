@@ -47,7 +47,7 @@ from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.entry_log import EntryLog
 from georep.storage.bookie.journal import EntryRecord, JournalOffset, Record
 from georep.storage.bookie.ledger_index import LedgerIndex, LedgerState
-from georep.storage.bookie.write_cache import WriteCache
+from georep.storage.bookie.write_cache import EntryKey, WriteCache
 from georep.storage.entry import peek_ids
 from georep.storage.errors import CorruptEntry
 
@@ -199,7 +199,7 @@ class LedgerStorage:
             self.stats.checkpoint_seconds_last = time.monotonic() - started
             return mark
 
-    def _flush(self, frozen: dict[tuple[int, int], bytes], states: dict[int, LedgerState]) -> None:
+    def _flush(self, frozen: dict[EntryKey, bytes], states: dict[int, LedgerState]) -> None:
         keys = sorted(frozen)
         locations = self.entry_log.append_batch([frozen[key] for key in keys])
         self.index.commit_checkpoint(keys, locations, states)
