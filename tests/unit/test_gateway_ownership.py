@@ -32,15 +32,15 @@ async def test_heartbeats_list_live_members_with_their_views(metadata_store, man
         await store.gateway_members.member_heartbeat("B", "b1", LEASE_S, []) != both
     )  # per cluster
     manual_clock.advance(2.5)  # a1's lease ran out, a2's has 0.5 s left
-    assert [m.instance for m in await store.gateway_members.gateway_members("A")] == ["a2"]
-    joined = (await store.gateway_members.gateway_members("A"))[0].joined_at
+    assert [m.instance for m in await store.gateway_members.live_members("A")] == ["a2"]
+    joined = (await store.gateway_members.live_members("A"))[0].joined_at
     manual_clock.advance(0.4)
     renewed = await store.gateway_members.member_heartbeat("A", "a2", LEASE_S, ["a2"])
     assert renewed[0].joined_at == joined  # renewed in time: the same membership
     back = await store.gateway_members.member_heartbeat("A", "a1", LEASE_S, [])
     assert next(m for m in back if m.instance == "a1").joined_at == manual_clock()  # rejoined
     await store.gateway_members.member_leave("A", "a2")
-    assert [m.instance for m in await store.gateway_members.gateway_members("A")] == ["a1"]
+    assert [m.instance for m in await store.gateway_members.live_members("A")] == ["a1"]
 
 
 # --- the assignment ---------------------------------------------------------------------

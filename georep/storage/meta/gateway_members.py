@@ -66,7 +66,7 @@ class GatewayMemberRepository:
             (_members.c.cluster == cluster) & (_members.c.instance == instance),
         )
 
-    async def gateway_members(self, cluster: str) -> list[GatewayMember]:
+    async def live_members(self, cluster: str) -> list[GatewayMember]:
         """The live instances of ``cluster``, sorted by name."""
         check_name("cluster", cluster)
         return await self._engine.call(self._live_members, cluster, self._engine.clock())
