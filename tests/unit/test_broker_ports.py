@@ -11,17 +11,18 @@ from typing import Any
 import pytest
 
 from georep.broker import ports
+from georep.broker.cluster import BrokerStore
 from georep.storage.managed_ledger.cursor import CursorStorage, ManagedCursor
 from georep.storage.managed_ledger.factory import ManagedLedgerFactory
 from georep.storage.managed_ledger.managed_ledger import ManagedLedger
-from georep.storage.meta.store import MetadataStore
+from georep.storage.meta.catalog import CatalogRepository
 
 PAIRS = [
     (ports.TopicLog, ManagedLedger),
     (ports.SubscriptionCursor, ManagedCursor),
     (ports.TopicLogFactory, ManagedLedgerFactory),
-    (ports.BrokerMetadata, MetadataStore),
-    (ports.NamespaceCatalog, MetadataStore),
+    (ports.BrokerMetadata, BrokerStore),
+    (ports.NamespaceCatalog, CatalogRepository),
     (CursorStorage, ManagedLedger),  # the port a cursor persists through
 ]
 
