@@ -34,6 +34,7 @@ from georep.client.consumer import InitialPosition, LinkConsumer
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.subsync import pulsar_port
 from georep.subsync.backoff import Backoff
@@ -72,7 +73,7 @@ class SideChannel:
         self._producer: LinkProducer | None = None
         self._producer_lock = asyncio.Lock()
         self._sequence = int(clock() * 1_000_000)
-        self._last_read: tuple[int, int] | None = None
+        self._last_read: Position | None = None
         self.connected = False
         self.failures = 0
         self.last_error: str | None = None
