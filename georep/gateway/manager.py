@@ -65,7 +65,7 @@ from georep.subsync.change_watch import ChangeWatch
 from georep.subsync.core import SyncCore
 from georep.subsync.ports import GeorepPort, SyncPort
 from georep.subsync.settings import SyncSettings
-from georep.subsync.side_channel import SideChannel
+from georep.subsync.side_channel import is_side_topic
 from georep.subsync.topic_sync import TopicSync
 from georep.topic_name import InvalidTopicName, TopicName
 
@@ -160,17 +160,21 @@ class ReplicationManager:
             pulsar_port.PulsarPort(
                 self.local_admin,
                 self.local_link,
+                local_cluster=local.name,
+                instance=self.instance,
+                opening=self.opening,
                 scan_interval_s=self.sync_settings.pulsar_scan_interval_s,
             )
             if local.kind == "pulsar"
-            else GeorepPort(self.local_admin)
+            else GeorepPort(
+                self.local_admin, self.local_link, local_cluster=local.name, opening=self.opening
+            )
         )
         #: topic partition -> its subscription sync (subsync/topic_sync.py)
         self.syncs: dict[str, TopicSync] = {}
-        #: namespace -> its syncs, its change watch, its side channel (beside Pulsar)
+        #: namespace -> its syncs, its change watch
         self._namespace_syncs: dict[str, dict[str, TopicSync]] = {}
         self.watches: dict[str, ChangeWatch] = {}
-        self.side_channels: dict[str, SideChannel] = {}
         self.syncs_over_limit = 0
         #: Topic partitions this instance should run, and those of them it waits to start
         #: until the gateway that ran them has let go (ownership.py).
@@ -208,10 +212,7 @@ class ReplicationManager:
         syncs, self.syncs = list(self.syncs.values()), {}
         self._namespace_syncs = {}
         await asyncio.gather(*(s.stop() for s in syncs), return_exceptions=True)
-        sides, self.side_channels = list(self.side_channels.values()), {}
-        await asyncio.gather(*(c.stop() for c in sides), return_exceptions=True)
-        if isinstance(self.sync_port, pulsar_port.PulsarPort):
-            await self.sync_port.scan.stop()
+        await self.sync_port.stop()
         replicators, self.replicators = list(self.replicators.values()), {}
         await asyncio.gather(*(r.stop() for r in replicators), return_exceptions=True)
         links = [self.local_link, *self.remote_links.values()]
@@ -398,7 +399,7 @@ class ReplicationManager:
             for topic in topics:
                 # The side topic carries the sync itself; another gateway's partitions
                 # are synced by that gateway.
-                if not pulsar_port.is_side_topic(topic) and self.ownership.target(topic):
+                if not is_side_topic(topic) and self.ownership.target(topic):
                     wanted[topic] = namespace
         over = max(0, len(wanted) - self.sync_topics_max)
         if over and over != self.syncs_over_limit:
@@ -436,7 +437,6 @@ class ReplicationManager:
                 port=self.sync_port,
                 connected=self._connected_to(topic),
                 opening=self.opening,
-                side=None if self.sync_port.in_band else self._side_channel(namespace),
             )
             self.syncs[topic] = sync
             self._namespace_syncs.setdefault(namespace, {})[topic] = sync
@@ -468,27 +468,14 @@ class ReplicationManager:
             len(moved_syncs),
         )
 
-    def _side_channel(self, namespace: str) -> SideChannel:
-        channel = self.side_channels.get(namespace)
-        if channel is None:
-            channel = self.side_channels[namespace] = SideChannel(
-                namespace,
-                local_cluster=self.local.name,
-                instance=self.instance,
-                link=self.local_link,
-                opening=self.opening,
-            )
-        return channel
-
     async def _watch_namespaces(self) -> None:
-        """One change watch per namespace with syncs; side channels of namespaces without
-        syncs closed."""
+        """One change watch per namespace with syncs; what markers of namespaces without
+        syncs shared (beside Pulsar, their side channels) closed."""
         for namespace in [n for n, syncs in self._namespace_syncs.items() if not syncs]:
             del self._namespace_syncs[namespace]
         for namespace in [n for n in self.watches if n not in self._namespace_syncs]:
             await self.watches.pop(namespace).stop()
-        for namespace in [n for n, c in self.side_channels.items() if c.idle]:
-            await self.side_channels.pop(namespace).stop()
+        await self.sync_port.close_idle()
         for namespace in self._namespace_syncs:
             if namespace not in self.watches:
                 watch = ChangeWatch(
@@ -612,7 +599,7 @@ class ReplicationManager:
             "topicsOverLimit": self.syncs_over_limit,
             "topicsLimit": self.sync_topics_max,
             "watches": [self.watches[n].to_json() for n in sorted(self.watches)],
-            "sideChannels": [self.side_channels[n].to_json() for n in sorted(self.side_channels)],
+            "sideChannels": self.sync_port.marker_channels(),
             "topics": [self.syncs[topic].stats() for topic in chosen if topic in self.syncs],
         }
 
@@ -651,7 +638,5 @@ class ReplicationManager:
         for watch in self.watches.values():
             if watch.failing:
                 out.append(f"changes of {watch.namespace} unknown: {watch.last_error}")
-        for channel in self.side_channels.values():
-            if not channel.connected and channel.failures:
-                out.append(f"side topic {channel.topic} not read: {channel.last_error}")
+        out += self.sync_port.problems()
         return out

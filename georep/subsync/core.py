@@ -422,11 +422,8 @@ class SyncCore:
                 self._something_new = True
             if self.mode is SyncMode.FULL:
                 written_at = source.stats.last_written_at
-                if (
-                    not self.in_band
-                    and written_at is not None
-                    and (now - written_at >= limits.sync_side_resend_interval_s)
-                ):
+                restate = self.restate_interval_s
+                if restate is not None and written_at is not None and (now - written_at >= restate):
                     source.last_content = None
                 marker = self._ack_ranges(name, state, source)
                 if marker is not None:
@@ -439,6 +436,13 @@ class SyncCore:
             if len(out) > written:
                 source.stats.last_written_at = now
         return out
+
+    @property
+    def restate_interval_s(self) -> float | None:
+        """How often an unchanged state is written again: on a side topic, whose retained
+        part must always hold it, every ``limits.sync_side_resend_interval_s``; in band
+        never (None: the topic itself keeps every marker)."""
+        return None if self.in_band else limits.sync_side_resend_interval_s
 
     def _normalized(self, state: SubscriptionState) -> tuple[Any, ...]:
         below = state.mark_delete

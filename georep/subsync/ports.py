@@ -7,26 +7,41 @@ A gateway syncs subscriptions on the cluster beside it through one :class:`SyncP
 - ``changes``: which topics of a namespace had subscriptions change since the last
   call (``change_watch.py`` asks, one watch per namespace), so that an idle topic is never
   asked for its states;
-- ``in_band``: whether markers may sit in the topic itself. A georep cluster shows them to
-  the gateway's reader; a real Pulsar broker hides every marker from every reader, so
-  beside real Pulsar the markers travel on a side topic (``pulsar_port.py``).
+- ``markers``: where a topic partition's markers travel (a :class:`MarkerRoute`). A
+  georep cluster shows markers to the gateway's reader, so they sit in the topic itself
+  (``in_band``); a real Pulsar broker hides every marker from every reader, so beside
+  real Pulsar they travel on the namespace's side topic (``pulsar_port.py``,
+  ``side_channel.py``). The sync core decides by ``in_band`` what it can do (snapshots
+  need markers in the topic); the sync itself only hands markers to its route.
 
 :class:`GeorepPort` is the georep cluster's answer: its own admin paths
 (``/admin/georep/v1/.../sync-state``, ``.../subscription/{s}/sync``, and the namespace's
 change feed ``/admin/georep/v1/namespaces/{t}/{ns}/sync-changes``, a long poll that the
-broker answers as acknowledgements happen: ``broker/change_feed.py``).
+broker answers as acknowledgements happen: ``broker/change_feed.py``), and markers in
+band (:class:`InBandRoute`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from georep import limits
 from georep.client.admin import ClusterAdminClient
+from georep.client.link import PulsarLink
+from georep.client.producer import LinkProducer
 from georep.position import Position
-from georep.subsync.core import Apply, SubscriptionState
+from georep.protocol import pulsar_wire_pb2 as wire
+from georep.snapshots.markers import encode
+from georep.subsync.core import Apply, SubscriptionState, WriteMarker
 from georep.topic_name import TopicName
+
+#: The in-band marker producer's name is this and the local cluster's.
+WRITER_PREFIX = "georep.sync."
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +66,53 @@ class Changed:
     topics: frozenset[str] | None
 
 
+@dataclass(frozen=True, slots=True)
+class SideMarker:
+    """A marker that another cluster's gateway wrote beside a topic partition rather than
+    in it: its kind, its encoded payload, the cluster that wrote it and when (ms)."""
+
+    kind: int
+    payload: bytes
+    source: str
+    written_ms: int
+
+
+class MarkerRoute(Protocol):
+    """Where one topic partition's sync writes its markers, and how it hears the markers
+    of other clusters that its reader of the topic does not see."""
+
+    #: Markers heard but dropped before the sync took them (too many waiting).
+    dropped: int
+
+    def start(self) -> None:
+        """The sync started: hear markers from now on, also while its reader reconnects."""
+        ...
+
+    def stop(self) -> None:
+        """The sync stopped: hear no more."""
+        ...
+
+    async def write(self, marker: WriteMarker) -> None:
+        """One marker; LinkError when it could not be written (the sync attaches again)."""
+        ...
+
+    async def close_writer(self) -> None:
+        """The sync's reader detached: close what writing opened (the next marker opens
+        it again), so that a new attachment starts afresh."""
+        ...
+
+    def listeners(
+        self, hear: Callable[[SideMarker], Awaitable[None]]
+    ) -> list[Coroutine[Any, Any, None]]:
+        """What the sync runs while its reader is attached so that ``hear`` gets the
+        markers the reader does not see (none when every marker is in the topic); a
+        failure of one fails the attachment, as the reader's would."""
+        ...
+
+
 class SyncPort(Protocol):
+    #: Markers sit in the topic itself, in order with its entries (a georep cluster), or
+    #: travel beside it (real Pulsar): the sync core takes snapshots only in band.
     in_band: bool
 
     async def states(self, topic: TopicName) -> dict[str, SubscriptionState]: ...
@@ -64,14 +125,63 @@ class SyncPort(Protocol):
         say: changes may have been missed, so the next call starts again from None."""
         ...
 
+    def markers(self, topic: TopicName) -> MarkerRoute:
+        """The route of ``topic``'s markers, for its sync (one per sync)."""
+        ...
+
+    async def close_idle(self) -> None:
+        """Let go of what markers share and no running sync uses any more."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop what the port runs for every topic (the gateway stops)."""
+        ...
+
+    def marker_channels(self) -> list[dict[str, Any]]:
+        """Stats of what many topics' markers share (``sideChannels`` of the stats)."""
+        ...
+
+    def problems(self) -> list[str]:
+        """What keeps markers from travelling (``/health`` degraded)."""
+        ...
+
 
 class GeorepPort:
     """A georep cluster: state and apply over its own admin paths, markers in band."""
 
     in_band = True
 
-    def __init__(self, admin: ClusterAdminClient) -> None:
+    def __init__(
+        self,
+        admin: ClusterAdminClient,
+        link: PulsarLink,
+        *,
+        local_cluster: str,
+        opening: asyncio.Semaphore,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._admin = admin
+        self._link = link
+        self._writer_name = f"{WRITER_PREFIX}{local_cluster}"
+        self._opening = opening
+        self._clock = clock
+
+    def markers(self, topic: TopicName) -> InBandRoute:
+        return InBandRoute(
+            self._link, str(topic), self._writer_name, opening=self._opening, clock=self._clock
+        )
+
+    async def close_idle(self) -> None:
+        """Nothing is shared: each route's producer is its own."""
+
+    async def stop(self) -> None:
+        """Nothing runs for every topic."""
+
+    def marker_channels(self) -> list[dict[str, Any]]:
+        return []
+
+    def problems(self) -> list[str]:
+        return []
 
     async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
         epoch, after = mark if isinstance(mark, tuple) else (None, 0)
@@ -107,3 +217,70 @@ class GeorepPort:
         mark_delete = answer.get("markDelete")
         where = Position(mark_delete["ledgerId"], mark_delete["entryId"]) if mark_delete else None
         return Applied(where, answer.get("rangesCount", 0))
+
+
+class InBandRoute:
+    """Markers in the topic itself, written by producer ``georep.sync.<cluster>`` opened on
+    the first marker (an idle topic has none). The replicators carry them to the other
+    clusters, and other clusters' markers reach this one the same way, where the sync's
+    own reader of the topic reads them: nothing else to listen to."""
+
+    dropped = 0
+
+    def __init__(
+        self,
+        link: PulsarLink,
+        topic: str,
+        name: str,
+        *,
+        opening: asyncio.Semaphore,
+        clock: Callable[[], float],
+    ) -> None:
+        self._link = link
+        self._topic = topic
+        self._name = name
+        self._opening = opening
+        self._clock = clock
+        self._producer: LinkProducer | None = None
+        self._producer_lock = asyncio.Lock()
+        self._next_sequence = 0
+
+    def start(self) -> None:
+        """Markers are heard by the sync's reader."""
+
+    def stop(self) -> None:
+        """Markers are heard by the sync's reader."""
+
+    def listeners(
+        self, hear: Callable[[SideMarker], Awaitable[None]]
+    ) -> list[Coroutine[Any, Any, None]]:
+        return []
+
+    async def write(self, marker: WriteMarker) -> None:
+        payload = encode(marker.kind, marker.message)
+        producer = await self._writer()
+        metadata = wire.MessageMetadata(
+            producer_name=producer.name,
+            sequence_id=self._next_sequence,
+            publish_time=int(self._clock() * 1000),
+            marker_type=int(marker.kind),
+        )
+        metadata.replicate_to.extend(marker.replicate_to)
+        self._next_sequence += 1
+        await producer.send(metadata, payload)
+
+    async def close_writer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await producer.close()
+
+    async def _writer(self) -> LinkProducer:
+        async with self._producer_lock:
+            producer = self._producer
+            if producer is None or producer.failed:
+                async with self._opening:
+                    producer = await self._link.create_producer(self._topic, self._name)
+                self._next_sequence = max(self._next_sequence, producer.last_sequence_id + 1)
+                self._producer = producer
+            return producer

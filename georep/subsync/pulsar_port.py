@@ -17,10 +17,12 @@ table; docs/SUBSYNC.md "Beside real Pulsar"):
   handles the acknowledgements before the close. Pulsar 4.0 has no admin call that
   acknowledges given entries, and moving a cursor with ``resetcursor`` would disturb
   the application's consumers.
-- **Markers** go on the namespace's side topic (:func:`side_topic`) as ordinary
+- **Markers** go on the namespace's side topic (``side_channel.side_topic``) as ordinary
   messages: payload the marker, properties the topic partition, the kind and the source
   cluster. Pulsar's geo-replication (or the gateway's replicators) carry it like any
-  topic of the namespace. One reader and one writer per namespace (``side_channel.py``).
+  topic of the namespace. One reader and one writer per namespace
+  (``side_channel.SideChannel``), which the port holds and hands each partition's sync a
+  view of (``SideRoute``).
 - **Changes** come from one read of the broker's Prometheus page every
   ``limits.sync_pulsar_scan_interval_s`` (:class:`MetricsScan`), shared by every
   namespace: per subscription its backlog, consumers, last acknowledgement and last
@@ -54,67 +56,20 @@ from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.errors import LinkError, ServerError
 from georep.client.link import PulsarLink
-from georep.decimal_text import parse_decimal
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.pulsar.cursor_text import acknowledged, parse_cursor
 from georep.subsync.core import Apply, SubscriptionState
 from georep.subsync.ports import Applied, Changed, ChangeMark
+from georep.subsync.side_channel import SideChannel, SideRoute, is_side_topic
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
 #: The consumer name of the gateway's acknowledger (left out of consumer counts).
 ACKNOWLEDGER = "georep-acknowledger"
-#: The local name of each namespace's side topic.
-SIDE_TOPIC = "georep-subscription-sync"
-#: Properties of a side message: the topic partition it is about, the marker kind, the
-#: cluster whose gateway wrote it.
-TOPIC_PROPERTY = "georep.sync.topic"
-KIND_PROPERTY = "georep.sync.kind"
-SOURCE_PROPERTY = "georep.sync.source"
 #: Subscriptions that are never an application's.
 _NOT_APPLICATIONS = ("georep.", "pulsar.")
-
-
-def side_topic(topic: TopicName) -> str:
-    """The side topic of ``topic``'s namespace.
-
-    >>> side_topic(TopicName.parse("persistent://t/ns/orders-partition-2"))
-    'persistent://t/ns/georep-subscription-sync'
-    """
-    return f"persistent://{topic.namespace}/{SIDE_TOPIC}"
-
-
-def is_side_topic(topic: str) -> bool:
-    return topic.rpartition("/")[2] == SIDE_TOPIC
-
-
-def side_producer_name(local_cluster: str, instance: str) -> str:
-    """The name this gateway process reads and writes the side topic under: one reader
-    and one writer per namespace (``side_channel.py``), never another process's.
-
-    >>> side_producer_name("A", "3f9c")
-    'georep.sync.A.3f9c'
-    """
-    return f"georep.sync.{local_cluster}.{instance}"
-
-
-class SideMessageError(ValueError):
-    """A side message without the properties of one."""
-
-
-def side_properties(metadata: wire.MessageMetadata) -> tuple[str, int, str]:
-    """(topic partition, marker kind, source cluster) of a side message."""
-    found = {kv.key: kv.value for kv in metadata.properties}
-    try:
-        topic, kind, source = found[TOPIC_PROPERTY], found[KIND_PROPERTY], found[SOURCE_PROPERTY]
-    except KeyError:
-        raise SideMessageError(f"not a side message: {sorted(found)[:8]}") from None
-    number = parse_decimal(kind)  # a producer's properties are untrusted
-    if number is None:
-        raise SideMessageError(f"side message kind {kind[:20]!r} is not a number")
-    return topic, number, source
 
 
 def pulsar_states(internal: dict[str, Any], stats: dict[str, Any]) -> dict[str, SubscriptionState]:
@@ -347,15 +302,58 @@ class PulsarPort:
         admin: ClusterAdminClient,
         link: PulsarLink,
         *,
+        local_cluster: str,
+        instance: str,
+        opening: asyncio.Semaphore | None = None,
         scan_interval_s: float = limits.sync_pulsar_scan_interval_s,
     ) -> None:
+        """``instance`` names this gateway process's side topic reader and writer (never
+        another process's); ``opening`` paces their opening with the gateway's others."""
         self._admin = admin
         self._link = link
+        self._local_cluster = local_cluster
+        self._instance = instance
+        self._opening = opening or asyncio.Semaphore(limits.gateway_opening_count_max)
         self.scan = MetricsScan(admin, scan_interval_s)
+        #: namespace -> its side channel, while a sync of the namespace runs
+        self.side_channels: dict[str, SideChannel] = {}
         self.partial_batches_skipped = 0
 
     async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
         return await self.scan.changes(namespace, mark)
+
+    def markers(self, topic: TopicName) -> SideRoute:
+        namespace = topic.namespace
+        channel = self.side_channels.get(namespace)
+        if channel is None:
+            channel = self.side_channels[namespace] = SideChannel(
+                namespace,
+                local_cluster=self._local_cluster,
+                instance=self._instance,
+                link=self._link,
+                opening=self._opening,
+            )
+        return SideRoute(channel, str(topic))
+
+    async def close_idle(self) -> None:
+        """Side channels of namespaces whose syncs all stopped are closed."""
+        for namespace in [n for n, c in self.side_channels.items() if c.idle]:
+            await self.side_channels.pop(namespace).stop()
+
+    async def stop(self) -> None:
+        sides, self.side_channels = list(self.side_channels.values()), {}
+        await asyncio.gather(*(c.stop() for c in sides), return_exceptions=True)
+        await self.scan.stop()
+
+    def marker_channels(self) -> list[dict[str, Any]]:
+        return [self.side_channels[n].to_json() for n in sorted(self.side_channels)]
+
+    def problems(self) -> list[str]:
+        return [
+            f"side topic {channel.topic} not read: {channel.last_error}"
+            for channel in self.side_channels.values()
+            if not channel.connected and channel.failures
+        ]
 
     async def states(self, topic: TopicName) -> dict[str, SubscriptionState]:
         internal, stats = await asyncio.gather(

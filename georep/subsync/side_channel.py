@@ -10,7 +10,7 @@ topic's whole retained part per partition. So the gateway holds, per namespace:
 - a reader: non-durable, named for this gateway process (``georep.sync.<cluster>.<id>``,
   never another reader's), from the earliest retained entry when it starts and from
   where it stopped when it reconnects; each message is handed, by the topic partition
-  its properties name, to that partition's :class:`TopicSync` (``deliver``: never
+  its properties name, to that partition's :class:`SideRoute` (``deliver``: never
   waits, so one busy partition cannot hold up the namespace);
 - a writer: producer ``georep.sync.<cluster>.<id>``, opened on the first marker; every
   partition's markers go through it (:meth:`SideChannel.write`).
@@ -18,36 +18,87 @@ topic's whole retained part per partition. So the gateway holds, per namespace:
 A side message's properties say which partition it is about, its marker kind and the
 cluster whose gateway wrote it. Messages of this gateway's own cluster are skipped by
 the sync core; messages that are not side messages are counted and skipped.
+
+:class:`SideRoute` is one partition's view of its namespace's channel: the
+:class:`~georep.subsync.ports.MarkerRoute` that ``PulsarPort`` gives a partition's sync.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from georep import limits
 from georep.client.consumer import InitialPosition, LinkConsumer
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer
+from georep.decimal_text import parse_decimal
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
-from georep.subsync import pulsar_port
+from georep.snapshots.markers import encode
 from georep.subsync.backoff import Backoff
+from georep.subsync.core import WriteMarker
+from georep.subsync.ports import SideMarker
+from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
+#: The local name of each namespace's side topic.
+SIDE_TOPIC = "georep-subscription-sync"
+#: Properties of a side message: the topic partition it is about, the marker kind, the
+#: cluster whose gateway wrote it.
+TOPIC_PROPERTY = "georep.sync.topic"
+KIND_PROPERTY = "georep.sync.kind"
+SOURCE_PROPERTY = "georep.sync.source"
+#: Side markers waiting for one partition's sync; past it the oldest is dropped (each
+#: carries a whole state, and states are written again: a later one supersedes it).
+SIDE_INBOX_MAX = 1_000
 
-class SideReceiver(Protocol):
-    """What a topic partition's sync is handed from the side topic."""
 
-    def deliver_side_marker(
-        self, kind: int, payload: bytes, source: str, written_ms: int
-    ) -> None: ...
+def side_topic(topic: TopicName) -> str:
+    """The side topic of ``topic``'s namespace.
+
+    >>> side_topic(TopicName.parse("persistent://t/ns/orders-partition-2"))
+    'persistent://t/ns/georep-subscription-sync'
+    """
+    return f"persistent://{topic.namespace}/{SIDE_TOPIC}"
+
+
+def is_side_topic(topic: str) -> bool:
+    return topic.rpartition("/")[2] == SIDE_TOPIC
+
+
+def side_producer_name(local_cluster: str, instance: str) -> str:
+    """The name this gateway process reads and writes the side topic under: one reader
+    and one writer per namespace, never another process's.
+
+    >>> side_producer_name("A", "3f9c")
+    'georep.sync.A.3f9c'
+    """
+    return f"georep.sync.{local_cluster}.{instance}"
+
+
+class SideMessageError(ValueError):
+    """A side message without the properties of one."""
+
+
+def side_properties(metadata: wire.MessageMetadata) -> tuple[str, int, str]:
+    """(topic partition, marker kind, source cluster) of a side message."""
+    found = {kv.key: kv.value for kv in metadata.properties}
+    try:
+        topic, kind, source = found[TOPIC_PROPERTY], found[KIND_PROPERTY], found[SOURCE_PROPERTY]
+    except KeyError:
+        raise SideMessageError(f"not a side message: {sorted(found)[:8]}") from None
+    number = parse_decimal(kind)  # a producer's properties are untrusted
+    if number is None:
+        raise SideMessageError(f"side message kind {kind[:20]!r} is not a number")
+    return topic, number, source
 
 
 class SideChannel:
@@ -62,13 +113,13 @@ class SideChannel:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.namespace = namespace
-        self.topic = f"persistent://{namespace}/{pulsar_port.SIDE_TOPIC}"
+        self.topic = f"persistent://{namespace}/{SIDE_TOPIC}"
         self.local_cluster = local_cluster
-        self.name = pulsar_port.side_producer_name(local_cluster, instance)
+        self.name = side_producer_name(local_cluster, instance)
         self._link = link
         self._opening = opening
         self._clock = clock
-        self._receivers: dict[str, SideReceiver] = {}
+        self._receivers: dict[str, SideRoute] = {}
         self._task: asyncio.Task[None] | None = None
         self._producer: LinkProducer | None = None
         self._producer_lock = asyncio.Lock()
@@ -84,7 +135,7 @@ class SideChannel:
 
     # -- partitions --
 
-    def attach(self, topic: str, receiver: SideReceiver) -> None:
+    def attach(self, topic: str, receiver: SideRoute) -> None:
         self._receivers[topic] = receiver
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=repr(self))
@@ -120,9 +171,9 @@ class SideChannel:
         )
         self._sequence += 1
         for key, value in (
-            (pulsar_port.TOPIC_PROPERTY, topic),
-            (pulsar_port.KIND_PROPERTY, str(kind)),
-            (pulsar_port.SOURCE_PROPERTY, self.local_cluster),
+            (TOPIC_PROPERTY, topic),
+            (KIND_PROPERTY, str(kind)),
+            (SOURCE_PROPERTY, self.local_cluster),
         ):
             metadata.properties.add(key=key, value=value)
         try:
@@ -199,15 +250,15 @@ class SideChannel:
             self._last_read = entry.position
             self.stats["read"] += 1
             try:
-                topic, kind, source = pulsar_port.side_properties(entry.metadata)
-            except pulsar_port.SideMessageError as error:
+                topic, kind, source = side_properties(entry.metadata)
+            except SideMessageError as error:
                 self.stats["notSide"] += 1
                 log.debug("%s: entry %s skipped: %s", self, entry.position, error)
                 continue
             receiver = self._receivers.get(topic)
             if receiver is None or entry.metadata.num_messages_in_batch > 1:
                 continue
-            receiver.deliver_side_marker(kind, entry.payload, source, entry.metadata.publish_time)
+            receiver.deliver(SideMarker(kind, entry.payload, source, entry.metadata.publish_time))
             self.stats["delivered"] += 1
 
     def to_json(self) -> dict[str, Any]:
@@ -219,3 +270,51 @@ class SideChannel:
             "lastError": self.last_error,
             **self.stats,
         }
+
+
+class SideRoute:
+    """One topic partition's markers on its namespace's side topic: written through the
+    channel's one writer, heard through its one reader. The reader hands each marker
+    over without waiting; it waits here (at most :data:`SIDE_INBOX_MAX`) until the
+    partition's sync takes it, also while that sync's own reader reconnects."""
+
+    def __init__(self, channel: SideChannel, topic: str) -> None:
+        self._channel = channel
+        self._topic = topic
+        self._inbox: collections.deque[SideMarker] = collections.deque()
+        self._arrived = asyncio.Event()
+        self.dropped = 0
+
+    def start(self) -> None:
+        self._channel.attach(self._topic, self)
+
+    def stop(self) -> None:
+        self._channel.detach(self._topic)
+
+    async def write(self, marker: WriteMarker) -> None:
+        payload = encode(marker.kind, marker.message)
+        await self._channel.write(self._topic, int(marker.kind), payload)
+
+    async def close_writer(self) -> None:
+        """Nothing to close: the namespace's writer serves every partition."""
+
+    def listeners(
+        self, hear: Callable[[SideMarker], Awaitable[None]]
+    ) -> list[Coroutine[Any, Any, None]]:
+        return [self._listen(hear)]
+
+    def deliver(self, marker: SideMarker) -> None:
+        """A marker about this partition from the side topic (never waits)."""
+        if len(self._inbox) >= SIDE_INBOX_MAX:
+            self._inbox.popleft()
+            self.dropped += 1
+        self._inbox.append(marker)
+        self._arrived.set()
+
+    async def _listen(self, hear: Callable[[SideMarker], Awaitable[None]]) -> None:
+        while True:
+            if not self._inbox:
+                self._arrived.clear()
+                await self._arrived.wait()
+                continue
+            await hear(self._inbox.popleft())

@@ -11,15 +11,18 @@ interfaces: the binary protocol and the admin REST)::
              states of T -> SyncCore.on_state; at most one read per poll_interval_s
     clock    SyncCore.tick, only while the core wants_clock() (a snapshot in flight or
              due, a silent remote to probe): an idle topic sleeps until told
-    writer   the markers SyncCore asks for: in band, producer georep.sync.<L> on T,
-             opened on the first marker; beside real Pulsar, the namespace's
-             SideChannel (side_channel.py), which also hands this partition's side
-             markers to SyncCore.on_side_marker
+    writer   the markers SyncCore asks for, through T's marker route, which the port
+             chose: in band, producer georep.sync.<L> on T (ports.py); beside real
+             Pulsar, the namespace's side topic (side_channel.py)
+    hearing  what the route hears besides the reader (beside real Pulsar, T's markers
+             from the side topic) -> SyncCore.on_side_marker
     applier  the states SyncCore asks to apply, one at a time, in order, retried
              until they succeed, through the port
 
-Reader, writer and applier go through the cluster's
-:class:`~georep.subsync.ports.SyncPort`. Attaching waits for the gateway's ``opening``
+Everything but the reader goes through the cluster's
+:class:`~georep.subsync.ports.SyncPort`, and nothing here depends on where markers
+travel: that is the port's (its route) and the core's (what it writes, and when it
+writes a state again). Attaching waits for the gateway's ``opening``
 semaphore, so thousands of syncs starting together are paced. A sync that cannot attach
 retries with a growing delay (``limits.sync_retry_s_initial`` to ``_max``), says so at
 WARNING once per new error, and counts its failures (``/metrics``, ``/health``).
@@ -45,23 +48,14 @@ from georep import limits
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
-from georep.client.producer import LinkProducer
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
-from georep.snapshots.markers import encode
 from georep.subsync.backoff import Backoff
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
-from georep.subsync.ports import SyncPort
-from georep.subsync.side_channel import SideChannel
+from georep.subsync.ports import SideMarker, SyncPort
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
 READER_SUBSCRIPTION = "georep.sync"
-WRITER_PREFIX = "georep.sync."
-#: Side markers waiting for this partition's sync; past it the oldest is dropped (each
-#: carries a whole state, and states are written again: a later one supersedes it).
-SIDE_INBOX_MAX = 1_000
 
 
 class TopicSync:
@@ -74,7 +68,6 @@ class TopicSync:
         port: SyncPort,
         connected: Callable[[str], bool],
         opening: asyncio.Semaphore | None = None,
-        side: SideChannel | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.topic = topic
@@ -84,12 +77,9 @@ class TopicSync:
         self._port = port
         self._connected = connected
         self._opening = opening or asyncio.Semaphore(limits.gateway_opening_count_max)
-        self._side = side
+        self._markers = port.markers(self.topic_name)
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
-        self._producer: LinkProducer | None = None
-        self._producer_lock = asyncio.Lock()
-        self._next_sequence = 0
         self._applies: collections.deque[Apply] = collections.deque()
         self._apply_wakeup = asyncio.Event()
         self._apply_room = asyncio.Event()
@@ -99,15 +89,12 @@ class TopicSync:
         self._state_due = False
         #: The watch loop sleeps until kicked (no clock wanted when it began to wait).
         self._clock_idle = False
-        self._side_inbox: collections.deque[tuple[int, bytes, str, int]] = collections.deque()
-        self._side_arrived = asyncio.Event()
         self._was_connected: dict[str, bool] = {}
         self._last_states: dict[str, SubscriptionState] = {}
         self._last_states_at: float | None = None
         self.markers_written: dict[str, int] = {}
         self.apply_failures = 0
         self.attach_failures = 0
-        self.side_dropped = 0
         self.state_reads = 0
         self.last_error: str | None = None
         self.failing_since: float | None = None
@@ -120,12 +107,10 @@ class TopicSync:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=repr(self))
-            if self._side is not None:
-                self._side.attach(self.topic, self)
+            self._markers.start()
 
     async def stop(self) -> None:
-        if self._side is not None:
-            self._side.detach(self.topic)
+        self._markers.stop()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -136,14 +121,6 @@ class TopicSync:
         """T's subscriptions changed (or may have): read their states soon."""
         self._state_due = True
         self._kick.set()
-
-    def deliver_side_marker(self, kind: int, payload: bytes, source: str, written_ms: int) -> None:
-        """A marker about T from the namespace's side topic (never waits)."""
-        if len(self._side_inbox) >= SIDE_INBOX_MAX:
-            self._side_inbox.popleft()
-            self.side_dropped += 1
-        self._side_inbox.append((kind, payload, source, written_ms))
-        self._side_arrived.set()
 
     # -- the loop --
 
@@ -169,11 +146,10 @@ class TopicSync:
                 self._failed(repr(error))
             finally:
                 self.connected = False
-                producer, self._producer = self._producer, None
-                for closing in (producer, consumer):
-                    if closing is not None:
-                        with contextlib.suppress(Exception):
-                            await closing.close()
+                await self._markers.close_writer()
+                if consumer is not None:
+                    with contextlib.suppress(Exception):
+                        await consumer.close()
             await backoff.wait()
 
     def _failed(self, error: str) -> None:
@@ -191,7 +167,7 @@ class TopicSync:
             READER_SUBSCRIPTION,
             durable=False,
             initial_position=InitialPosition.EARLIEST,
-            start_message_id=tuple(last) if last is not None else None,
+            start_message_id=last,
             consumer_name=f"georep-sync-{self.core.local_cluster}",
         )
 
@@ -202,8 +178,8 @@ class TopicSync:
             loop.create_task(self._watch(), name=f"{self} states"),
             loop.create_task(self._apply_loop(), name=f"{self} apply"),
         ]
-        if self._side is not None:
-            tasks.append(loop.create_task(self._read_side(), name=f"{self} side"))
+        for listening in self._markers.listeners(self._hear):
+            tasks.append(loop.create_task(listening, name=f"{self} side"))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
@@ -232,7 +208,7 @@ class TopicSync:
         while True:
             entry = await consumer.receive()
             unacked = self._acknowledge_as_read(consumer, entry, unacked)
-            where = Position(*entry.position)
+            where = entry.position
             last = self.core.last_read
             if last is not None and where <= last:
                 continue  # a resumed reader starts at the entry it had read
@@ -248,15 +224,12 @@ class TopicSync:
                 actions += self.core.drain_arrivals()
             await self._perform(actions)
 
-    async def _read_side(self) -> None:
-        """Markers about this topic partition from the side topic (side_channel.py)."""
-        while True:
-            if not self._side_inbox:
-                self._side_arrived.clear()
-                await self._side_arrived.wait()
-                continue
-            kind, payload, source, written_ms = self._side_inbox.popleft()
-            await self._perform(self.core.on_side_marker(kind, payload, source, written_ms))
+    async def _hear(self, marker: SideMarker) -> None:
+        """A marker about T that its route heard beside the topic."""
+        actions = self.core.on_side_marker(
+            marker.kind, marker.payload, marker.source, marker.written_ms
+        )
+        await self._perform(actions)
 
     async def _watch(self) -> None:
         """States when told, the clock while the core wants it (module docstring)."""
@@ -290,7 +263,7 @@ class TopicSync:
                 await self._perform(actions)
                 await asyncio.sleep(settings.poll_interval_s)  # at most one read a period
                 continue
-            if self._resend_due(now):  # side markers written again (limits.py says why)
+            if self._resend_due(now):  # states written again (SyncCore.restate_interval_s)
                 self._last_states_at = now
                 actions += self.core.on_state(self._last_states, now)
             await self._perform(actions)
@@ -298,16 +271,17 @@ class TopicSync:
     def _clock_timeout(self) -> float | None:
         if self.core.wants_clock():
             return self.core.settings.poll_interval_s
-        if self._side is not None and self._last_states:
-            return limits.sync_side_resend_interval_s
+        if self.core.restate_interval_s is not None and self._last_states:
+            return self.core.restate_interval_s
         return None
 
     def _resend_due(self, now: float) -> bool:
+        restate = self.core.restate_interval_s
         return (
-            self._side is not None
+            restate is not None
             and bool(self._last_states)
             and self._last_states_at is not None
-            and now - self._last_states_at >= limits.sync_side_resend_interval_s
+            and now - self._last_states_at >= restate
         )
 
     def _remotes_connected(self) -> dict[str, bool]:
@@ -331,36 +305,9 @@ class TopicSync:
                 self._apply_wakeup.set()
 
     async def _write(self, action: WriteMarker) -> None:
-        payload = encode(action.kind, action.message)
-        if self._side is not None:
-            await self._side.write(self.topic, int(action.kind), payload)
-        else:
-            producer = await self._writer()
-            metadata = wire.MessageMetadata(
-                producer_name=producer.name,
-                sequence_id=self._next_sequence,
-                publish_time=int(self._clock() * 1000),
-                marker_type=int(action.kind),
-            )
-            metadata.replicate_to.extend(action.replicate_to)
-            self._next_sequence += 1
-            await producer.send(metadata, payload)
+        await self._markers.write(action)
         name = action.kind.name
         self.markers_written[name] = self.markers_written.get(name, 0) + 1
-
-    async def _writer(self) -> LinkProducer:
-        """The in-band marker producer, opened on the first marker: an idle topic has
-        none."""
-        async with self._producer_lock:
-            producer = self._producer
-            if producer is None or producer.failed:
-                async with self._opening:
-                    producer = await self._link.create_producer(
-                        self.topic, f"{WRITER_PREFIX}{self.core.local_cluster}"
-                    )
-                self._next_sequence = max(self._next_sequence, producer.last_sequence_id + 1)
-                self._producer = producer
-            return producer
 
     async def _apply_loop(self) -> None:
         while True:
@@ -401,6 +348,6 @@ class TopicSync:
             "markersWritten": dict(self.markers_written),
             "pendingApplies": len(self._applies),
             "applyFailures": self.apply_failures,
-            "sideMarkersDropped": self.side_dropped,
+            "sideMarkersDropped": self._markers.dropped,
             **self.core.stats(),
         }

@@ -30,7 +30,7 @@ async def with_port(standalone, work):
     admin = ClusterAdminClient(standalone.admin_url, cluster_name=standalone.name)
     link = PulsarLink(standalone.service_url)
     try:
-        return await work(PulsarPort(admin, link))
+        return await work(PulsarPort(admin, link, local_cluster=standalone.name, instance="test"))
     finally:
         await link.close()
         await admin.close()

@@ -10,7 +10,7 @@ from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.replicator.origin import PULSAR_SOURCE_POSITION_PROPERTY
 from georep.snapshots.markers import MarkerKind, encode
-from georep.subsync import pulsar_port
+from georep.subsync import pulsar_port, side_channel
 from georep.subsync.core import Apply, SubscriptionState, SyncCore
 from georep.subsync.settings import NamespaceSync, SyncSettings
 
@@ -103,23 +103,23 @@ def test_pulsar_states_leave_out_readers_replicators_and_the_acknowledger():
 
 def test_side_messages_name_their_topic_kind_and_source():
     metadata = wire.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1)
-    with pytest.raises(pulsar_port.SideMessageError):
-        pulsar_port.side_properties(metadata)
+    with pytest.raises(side_channel.SideMessageError):
+        side_channel.side_properties(metadata)
     for key, value in (
-        (pulsar_port.TOPIC_PROPERTY, "persistent://t/ns/x"),
-        (pulsar_port.KIND_PROPERTY, "100"),
-        (pulsar_port.SOURCE_PROPERTY, "A"),
+        (side_channel.TOPIC_PROPERTY, "persistent://t/ns/x"),
+        (side_channel.KIND_PROPERTY, "100"),
+        (side_channel.SOURCE_PROPERTY, "A"),
     ):
         metadata.properties.add(key=key, value=value)
-    assert pulsar_port.side_properties(metadata) == ("persistent://t/ns/x", 100, "A")
-    assert pulsar_port.is_side_topic("persistent://t/ns/georep-subscription-sync")
-    assert not pulsar_port.is_side_topic("persistent://t/ns/orders")
+    assert side_channel.side_properties(metadata) == ("persistent://t/ns/x", 100, "A")
+    assert side_channel.is_side_topic("persistent://t/ns/georep-subscription-sync")
+    assert not side_channel.is_side_topic("persistent://t/ns/orders")
     # One name per gateway process: two processes never share a reader or a writer.
-    names = {pulsar_port.side_producer_name("A", instance) for instance in ("1a2b", "3c4d")}
+    names = {side_channel.side_producer_name("A", instance) for instance in ("1a2b", "3c4d")}
     assert len(names) == 2 and all(n.startswith("georep.sync.A.") for n in names)
     metadata.properties[1].value = "1²"  # isdigit() says yes, int() says no: not a side message
-    with pytest.raises(pulsar_port.SideMessageError):
-        pulsar_port.side_properties(metadata)
+    with pytest.raises(side_channel.SideMessageError):
+        side_channel.side_properties(metadata)
 
 
 def test_an_apply_acknowledges_only_what_the_cursor_lacks_within_one_ledger():
