@@ -57,6 +57,7 @@ Unknown keys are refused (a typo in ``rate_limit`` would otherwise silently mean
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import os
 import re
@@ -109,8 +110,18 @@ _GATEWAY_KEYS = {
     "heartbeat_s",
 }
 _CLUSTER_KEYS = {"name", "kind", "service_url", "admin_url", "token", "token_file", "token_env"}
-#: What a cluster is: georep's own, or real Apache Pulsar (docs/SUBSYNC.md).
-CLUSTER_KINDS = ("georep", "pulsar")
+
+
+class ClusterKind(enum.Enum):
+    """What a cluster is (``kind`` of its table): georep's own, or real Apache Pulsar
+    (docs/SUBSYNC.md). The gateway reaches each through a different subscription sync
+    port (``manager.py``); checked when the file is read, so that nothing later meets a
+    kind it does not know."""
+
+    GEOREP = "georep"
+    PULSAR = "pulsar"
+
+
 _RATE_KEYS = {"messages_per_s", "bytes_per_s"}
 _LIMIT_KEYS = {"replicators_max", "sync_topics_max"}
 
@@ -125,7 +136,7 @@ class ClusterEndpoint:
     token: Token | None = field(default=None, repr=False)
     #: ``georep`` (default) or ``pulsar``: a real Pulsar cluster, whose subscriptions are
     #: synced through admin v2 and an acknowledging consumer, markers on a side topic.
-    kind: str = "georep"
+    kind: ClusterKind = ClusterKind.GEOREP
 
     @property
     def token_text(self) -> str | None:
@@ -222,7 +233,7 @@ def parse(
                     " cluster's: a gateway would replicate a cluster into itself"
                 )
     sync = parse_sync(_table(document, "subscription_sync"))
-    if local.kind == "pulsar":
+    if local.kind is ClusterKind.PULSAR:
         for namespace, settings in [("", sync.default), *sync.namespaces.items()]:
             if settings.mode is SyncMode.PULSAR_COMPATIBLE:
                 where = f'.namespaces."{namespace}"' if namespace else ""
@@ -387,10 +398,16 @@ def _endpoint(
             token = Token(shared) if shared is not None else None
     except (TokenError, IndexError) as error:
         raise ConfigError(f"[{where}] token: {str(error) or 'empty file'}") from None
-    kind = table.get("kind", "georep")
-    if kind not in CLUSTER_KINDS:
-        raise ConfigError(f"[{where}] kind {kind!r}: use one of {', '.join(CLUSTER_KINDS)}")
-    return ClusterEndpoint(name, service_url, admin_url, token, kind)
+    return ClusterEndpoint(name, service_url, admin_url, token, _kind(where, table))
+
+
+def _kind(where: str, table: Mapping[str, Any]) -> ClusterKind:
+    value = table.get("kind", ClusterKind.GEOREP.value)
+    try:
+        return ClusterKind(value)
+    except ValueError:
+        known = ", ".join(kind.value for kind in ClusterKind)
+        raise ConfigError(f"[{where}] kind {value!r}: use one of {known}") from None
 
 
 def _url(what: str, value: Any, schemes: tuple[str, ...]) -> str:

@@ -53,17 +53,17 @@ from georep.awaiting import awaiting
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
-from georep.gateway.config import ClusterEndpoint
+from georep.gateway.config import ClusterEndpoint, ClusterKind
 from georep.gateway.errors import GatewayError
 from georep.gateway.ownership import Shares, Sole
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
 from georep.storage.meta.replication_policies import ReplicationPolicyRepository
-from georep.subsync import pulsar_port
 from georep.subsync.change_watch import ChangeWatch
 from georep.subsync.core import SyncCore
 from georep.subsync.ports import GeorepPort, SyncPort
+from georep.subsync.pulsar_port import PulsarPort
 from georep.subsync.settings import SyncSettings
 from georep.subsync.side_channel import is_side_topic
 from georep.subsync.topic_sync import TopicSync
@@ -155,21 +155,9 @@ class ReplicationManager:
         }
         self.replicators: dict[Key, Replicator] = {}
         self.sync_settings = sync_settings or SyncSettings()
-        #: How subscription sync reads and changes the local cluster's subscriptions.
-        self.sync_port: SyncPort = (
-            pulsar_port.PulsarPort(
-                self.local_admin,
-                self.local_link,
-                local_cluster=local.name,
-                instance=self.instance,
-                opening=self.opening,
-                scan_interval_s=self.sync_settings.pulsar_scan_interval_s,
-            )
-            if local.kind == "pulsar"
-            else GeorepPort(
-                self.local_admin, self.local_link, local_cluster=local.name, opening=self.opening
-            )
-        )
+        #: How subscription sync reads and changes the local cluster's subscriptions, and
+        #: where its markers travel.
+        self.sync_port = self._sync_port()
         #: topic partition -> its subscription sync (subsync/topic_sync.py)
         self.syncs: dict[str, TopicSync] = {}
         #: namespace -> its syncs, its change watch
@@ -192,6 +180,26 @@ class ReplicationManager:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._pass_lock = asyncio.Lock()
+
+    def _sync_port(self) -> SyncPort:
+        """The local cluster's sync port, by its kind: the one place the kind is read."""
+        match self.local.kind:
+            case ClusterKind.GEOREP:
+                return GeorepPort(
+                    self.local_admin,
+                    self.local_link,
+                    local_cluster=self.local.name,
+                    opening=self.opening,
+                )
+            case ClusterKind.PULSAR:
+                return PulsarPort(
+                    self.local_admin,
+                    self.local_link,
+                    local_cluster=self.local.name,
+                    instance=self.instance,
+                    opening=self.opening,
+                    scan_interval_s=self.sync_settings.pulsar_scan_interval_s,
+                )
 
     # -- life cycle --
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from georep.console import ConfigError
-from georep.gateway.config import load, parse
+from georep.gateway.config import ClusterKind, load, parse
 
 GOOD = """
 [gateway]
@@ -49,12 +49,12 @@ def test_a_good_file(tmp_path) -> None:
     assert config.seed_namespace_policies == {"public/default": ("B",)}
     assert config.discovery_interval_s == 1.5
     assert config.open
-    assert config.local.kind == "georep"
+    assert config.local.kind is ClusterKind.GEOREP
     pulsar = load(
         write(tmp_path, GOOD.replace('name = "A"', 'name = "A"\nkind = "pulsar"')),
         {"B_TOKEN": "b-token-0123456789abcdef"},
     )
-    assert pulsar.local.kind == "pulsar"
+    assert pulsar.local.kind is ClusterKind.PULSAR
 
 
 def test_limits_default_from_limits_py_and_may_be_raised(tmp_path) -> None:
@@ -149,6 +149,7 @@ def test_pulsar_compatible_mode_is_refused_beside_real_pulsar(tmp_path) -> None:
 def test_the_example_beside_real_pulsar_loads() -> None:
     example = Path(__file__).resolve().parents[2] / "examples" / "gateway-pulsar.toml"
     config = load(example, {})
-    assert config.local.kind == "pulsar" and config.remotes["B"].kind == "pulsar"
+    assert config.local.kind is ClusterKind.PULSAR
+    assert config.remotes["B"].kind is ClusterKind.PULSAR
     assert config.seed_namespace_policies == {"payments/eu": ("B",)}
     assert "orders/eu" in config.sync.namespaces
