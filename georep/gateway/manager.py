@@ -31,10 +31,10 @@ Scale (docs/ARCHITECTURE.md "Scale"): replicators and syncs open their consumers
 producers through one semaphore (``limits.gateway_opening_count_max`` at a time), so a
 gateway started beside 10,000 topics opens them at a pace the cluster answers. Subscription
 sync is told which topics changed by one :class:`ChangeWatch` per namespace; beside real
-Pulsar one :class:`SideChannel` per namespace carries every partition's markers. At most
-``replicators_max`` replicators and ``sync_topics_max`` syncs run (``[limits]`` of the
-configuration; ``limits.py`` has the defaults); past either, topics are left out, a
-WARNING says how many, and ``/health`` answers degraded.
+Pulsar one side channel per namespace, held by the sync port, carries every partition's
+markers. At most ``replicators_max`` replicators and ``sync_topics_max`` syncs run
+(``[limits]`` of the configuration; ``limits.py`` has the defaults); past either, topics
+are left out, a WARNING says how many, and ``/health`` answers degraded.
 """
 
 from __future__ import annotations
