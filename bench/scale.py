@@ -513,17 +513,22 @@ async def pulsar_lag(
       Pulsar's best case.
 
     With ``gateways`` (cluster -> the gateway's admin URL), each fresh lag is also cut
-    where the gateways saw it (``stages``): from the acknowledgement to gateway A's read
-    of the state that holds it and its marker (``ack_to_marker``: the wait for a scan,
-    the scan, the state read), from that marker to gateway B's apply (``marker_to_apply``:
-    the side topic's trip to B, B's read, the apply), and from the apply to the bench
-    seeing it on B (``apply_to_seen``: the bench's own polling).
+    where the gateways saw it (``stages``), on this machine's one wall clock:
+
+    - ``ack_to_told``: until gateway A's scan of Pulsar's metrics page told the
+      partition's sync that it changed (the wait for a scan, and the scan);
+    - ``told_to_read``: until the sync began to read the states (its one read a period);
+    - ``read_to_written``: the state read (``internalStats``, ``stats``) and the marker's
+      writing on the side topic;
+    - ``written_to_applied``: the side topic's trip to B, gateway B's read and apply;
+    - ``applied_to_seen``: the bench's own polling of B.
     """
     link = PulsarLink(a_url)
     link_b = PulsarLink(b_url)
+    phase = random.Random(31)  # the same delays for georep's samples and Pulsar's
     lags: dict[str, list[float]] = {"fresh": [], "old": []}
     if gateways is not None:
-        lags.update(ack_to_marker=[], marker_to_apply=[], apply_to_seen=[])
+        lags.update({stage: [] for stage in LAG_STAGES})
     try:
         for index, topic in enumerate(sample):
             progress(f"{label} sync lag: {index + 1}/{len(sample)}")
@@ -540,6 +545,11 @@ async def pulsar_lag(
             where = await copies_on(link_b, topic, ("first", "second"))
             first = await consumer.receive()
             second = await consumer.receive()
+            # At a random phase of the scans (and of Pulsar's snapshots): each sample
+            # starts once the previous one was seen on B, which is just after a scan,
+            # so without this every acknowledgement landed at the same point of the
+            # cycle (0.9 s before the next scan, at 8 partitions and a 1 s interval).
+            await asyncio.sleep(phase.uniform(0.0, PHASE_SPREAD_S))
             acked_at, acked_wall = time.monotonic(), time.time()
             consumer.ack_individual([first.position, second.position])
             waiting = {"old": where["first"], "fresh": where["second"]}
@@ -551,10 +561,11 @@ async def pulsar_lag(
                             seen_wall = time.time()
                             cut = await asyncio.to_thread(lag_stages, gateways, topic)
                             if cut is not None:
-                                marker_at, lag_ms, applied_at = cut
-                                lags["ack_to_marker"].append((marker_at - acked_wall) * 1000)
-                                lags["marker_to_apply"].append(lag_ms)
-                                lags["apply_to_seen"].append((seen_wall - applied_at) * 1000)
+                                times = [acked_wall, *cut, seen_wall]
+                                for stage, start, end in zip(
+                                    LAG_STAGES, times, times[1:], strict=False
+                                ):
+                                    lags[stage].append((end - start) * 1000)
                         del waiting[kind]
                 await asyncio.sleep(0.01)
             await consumer.close()
@@ -564,29 +575,42 @@ async def pulsar_lag(
     return lags
 
 
-def lag_stages(gateways: dict[str, str], topic: str) -> tuple[float, float, float] | None:
-    """(when gateway A last wrote a marker of ``s`` on ``topic``, gateway B's lag from
-    that marker's writing to its apply in ms, when B applied it), or None if either has
-    not."""
+#: The spread of the random wait before each acknowledgement: two scan intervals or
+#: snapshot periods at their defaults, so every phase of either cycle is sampled.
+PHASE_SPREAD_S = 2.0
+LAG_STAGES = (
+    "ack_to_told",
+    "told_to_read",
+    "read_to_written",
+    "written_to_applied",
+    "applied_to_seen",
+)
+
+
+def lag_stages(gateways: dict[str, str], topic: str) -> list[float] | None:
+    """The wall-clock times between an acknowledgement and the bench seeing it on B
+    (``pulsar_lag`` says what each stage is), from the gateways' ``/stats`` of ``s`` on
+    ``topic``; None if either gateway has not got that far."""
 
     def sync_of(url: str) -> dict:
         query = urllib.parse.urlencode({"topic": topic, "limit": 1})
         document = http("GET", f"{url}/admin/georep/v1/stats?{query}")
         for synced in document["subscriptionSync"]["topics"]:
             if synced["topic"] == topic:
-                return synced["subscriptions"].get("s", {})
+                return synced
         return {}
 
-    source = sync_of(gateways["A"]).get("source") or {}
-    applied = (sync_of(gateways["B"]).get("applied") or {}).get("A") or {}
-    marker_at, lag_ms, applied_at = (
-        source.get("lastWrittenAt"),
-        applied.get("syncLagMs"),
-        applied.get("appliedAt"),
-    )
-    if marker_at is None or lag_ms is None or applied_at is None:
+    on_a = sync_of(gateways["A"])
+    source = (on_a.get("subscriptions", {}).get("s") or {}).get("source") or {}
+    on_b = sync_of(gateways["B"]).get("subscriptions", {}).get("s") or {}
+    applied = (on_b.get("applied") or {}).get("A") or {}
+    # The read that wrote the marker began at lastWrittenAt; B dates the marker by
+    # when it was written (syncLagMs runs from there to the apply).
+    told_at, read_at = on_a.get("toldAt"), source.get("lastWrittenAt")
+    lag_ms, applied_at = applied.get("syncLagMs"), applied.get("appliedAt")
+    if None in (told_at, read_at, lag_ms, applied_at):
         return None
-    return marker_at, lag_ms, applied_at
+    return [told_at, read_at, applied_at - lag_ms / 1000, applied_at]
 
 
 def lag_summary(lags: list[float], sample: int) -> dict:
@@ -728,8 +752,7 @@ async def pulsar_run(args, root: Path) -> dict:
                 "p99_ratio_georep_to_pulsar": ratio,
             }
         lag["fresh"]["georep_stages"] = {
-            stage: lag_summary(georep_lags[stage], len(picks))
-            for stage in ("ack_to_marker", "marker_to_apply", "apply_to_seen")
+            stage: lag_summary(georep_lags[stage], len(picks)) for stage in LAG_STAGES
         }
         return {
             "pulsar": PULSAR_VERSION,

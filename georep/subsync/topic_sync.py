@@ -92,6 +92,8 @@ class TopicSync:
         self._was_connected: dict[str, bool] = {}
         self._last_states: dict[str, SubscriptionState] = {}
         self._last_states_at: float | None = None
+        #: When the namespace's watch last said T changed (``state_changed``).
+        self.told_at: float | None = None
         self.markers_written: dict[str, int] = {}
         self.apply_failures = 0
         self.attach_failures = 0
@@ -119,6 +121,10 @@ class TopicSync:
 
     def state_changed(self) -> None:
         """T's subscriptions changed (or may have): read their states soon."""
+        self.told_at = self._clock()
+        self._read_states_soon()
+
+    def _read_states_soon(self) -> None:
         self._state_due = True
         self._kick.set()
 
@@ -135,7 +141,7 @@ class TopicSync:
                 self.last_error = None
                 self.failing_since = None
                 backoff.reset()
-                self.state_changed()  # what changed while detached
+                self._read_states_soon()  # what changed while detached
                 await self._serve(consumer)
             except asyncio.CancelledError:
                 raise
@@ -217,7 +223,7 @@ class TopicSync:
                 # A snapshot read back is reached by an MDP already past it only when
                 # the state is read again; a state that outran the reader is built again.
                 self.core.state_stale = False
-                self.state_changed()
+                self._read_states_soon()
             if self._clock_idle and self.core.wants_clock():
                 self._kick.set()  # something new to snapshot: the clock is wanted again
             if consumer.queued == 0:
@@ -250,14 +256,14 @@ class TopicSync:
                     states = await self._port.states(self.topic_name)
                 except LinkError as error:
                     self.last_error = f"subscription states: {error}"
-                    self.state_changed()  # read again after the pause below
+                    self._read_states_soon()  # again, after the pause below
                 else:
                     self.state_reads += 1
                     if states != self._last_states:
                         # Acknowledgements come in streams: a state that moved is read
                         # again a period later, until it stops moving (beside Pulsar the
                         # next scan would tell of it only a second later).
-                        self.state_changed()
+                        self._read_states_soon()
                     self._last_states, self._last_states_at = states, now
                     actions += self.core.on_state(states, now)
                 await self._perform(actions)
@@ -345,6 +351,7 @@ class TopicSync:
             "failingSince": self.failing_since,
             "attachFailures": self.attach_failures,
             "stateReads": self.state_reads,
+            "toldAt": self.told_at,
             "markersWritten": dict(self.markers_written),
             "pendingApplies": len(self._applies),
             "applyFailures": self.apply_failures,
