@@ -166,7 +166,7 @@ class ReplayReport:
     files_read: int = 0
     records: int = 0
     #: Files whose replay ended before their end (torn or junk tail), with the offset.
-    torn_tails: list[tuple[int, int]] = field(default_factory=list)
+    torn_tails: list[JournalOffset] = field(default_factory=list)
 
 
 def replay(directory: Path, start: JournalOffset, apply: Callable[[Record], None]) -> ReplayReport:
@@ -185,12 +185,12 @@ def replay(directory: Path, start: JournalOffset, apply: Callable[[Record], None
             header = file.read(FILE_HEADER_BYTES)
             if len(header) < FILE_HEADER_BYTES:
                 if header:
-                    report.torn_tails.append((file_id, 0))
+                    report.torn_tails.append(JournalOffset(file_id, 0))
                 continue
             magic, version, _ = _FILE_HEADER.unpack(header)
             if magic != FILE_MAGIC or version != FILE_VERSION:
                 log.warning("journal file %s has no valid header; skipped", file_name(file_id))
-                report.torn_tails.append((file_id, 0))
+                report.torn_tails.append(JournalOffset(file_id, 0))
                 continue
             base = FILE_HEADER_BYTES
             if file_id == start.file_id and start.offset > base:
@@ -208,7 +208,7 @@ def replay(directory: Path, start: JournalOffset, apply: Callable[[Record], None
                 base + consumed,
                 base + len(buffer),
             )
-            report.torn_tails.append((file_id, base + consumed))
+            report.torn_tails.append(JournalOffset(file_id, base + consumed))
     return report
 
 
