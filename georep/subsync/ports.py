@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from georep import limits
 from georep.client.admin import ClusterAdminClient
+from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer
 from georep.position import Position
@@ -219,6 +220,56 @@ class GeorepPort:
         return Applied(where, answer.get("rangesCount", 0))
 
 
+class MarkerProducer:
+    """The gateway's one producer of sync markers on a topic, opened on the first marker
+    (an idle topic has none) and again once it failed; its sequence ids continue past
+    the last one the broker holds of that producer name, so a reopened producer is not
+    taken for a duplicate of its own earlier markers."""
+
+    def __init__(
+        self,
+        link: PulsarLink,
+        topic: str,
+        name: str,
+        *,
+        opening: asyncio.Semaphore,
+        first_sequence: int = 0,
+    ) -> None:
+        self._link = link
+        self._topic = topic
+        self._name = name
+        self._opening = opening
+        self._producer: LinkProducer | None = None
+        self._lock = asyncio.Lock()
+        self._next_sequence = first_sequence
+
+    async def send(self, metadata: wire.MessageMetadata, payload: bytes) -> None:
+        """``metadata`` given its producer name and the next sequence id, then sent;
+        LinkError when it could not be (the producer is opened again next time)."""
+        async with self._lock:
+            producer = self._producer
+            if producer is None or producer.failed:
+                async with self._opening:
+                    producer = await self._link.create_producer(self._topic, self._name)
+                self._next_sequence = max(self._next_sequence, producer.last_sequence_id + 1)
+                self._producer = producer
+        metadata.producer_name = producer.name
+        metadata.sequence_id = self._next_sequence
+        self._next_sequence += 1
+        try:
+            await producer.send(metadata, payload)
+        except LinkError:
+            if self._producer is producer:
+                self._producer = None
+            raise
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(LinkError, OSError):  # closing what may be gone
+                await producer.close()
+
+
 class InBandRoute:
     """Markers in the topic itself, written by producer ``georep.sync.<cluster>`` opened on
     the first marker (an idle topic has none). The replicators carry them to the other
@@ -236,14 +287,8 @@ class InBandRoute:
         opening: asyncio.Semaphore,
         clock: Callable[[], float],
     ) -> None:
-        self._link = link
-        self._topic = topic
-        self._name = name
-        self._opening = opening
+        self._producer = MarkerProducer(link, topic, name, opening=opening)
         self._clock = clock
-        self._producer: LinkProducer | None = None
-        self._producer_lock = asyncio.Lock()
-        self._next_sequence = 0
 
     def start(self) -> None:
         """Markers are heard by the sync's reader."""
@@ -257,30 +302,11 @@ class InBandRoute:
         return []
 
     async def write(self, marker: WriteMarker) -> None:
-        payload = encode(marker.kind, marker.message)
-        producer = await self._writer()
         metadata = wire.MessageMetadata(
-            producer_name=producer.name,
-            sequence_id=self._next_sequence,
-            publish_time=int(self._clock() * 1000),
-            marker_type=int(marker.kind),
+            publish_time=int(self._clock() * 1000), marker_type=int(marker.kind)
         )
         metadata.replicate_to.extend(marker.replicate_to)
-        self._next_sequence += 1
-        await producer.send(metadata, payload)
+        await self._producer.send(metadata, encode(marker.kind, marker.message))
 
     async def close_writer(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            with contextlib.suppress(Exception):
-                await producer.close()
-
-    async def _writer(self) -> LinkProducer:
-        async with self._producer_lock:
-            producer = self._producer
-            if producer is None or producer.failed:
-                async with self._opening:
-                    producer = await self._link.create_producer(self._topic, self._name)
-                self._next_sequence = max(self._next_sequence, producer.last_sequence_id + 1)
-                self._producer = producer
-            return producer
+        await self._producer.close()

@@ -37,14 +37,13 @@ from georep import limits
 from georep.client.consumer import InitialPosition, LinkConsumer
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
-from georep.client.producer import LinkProducer
 from georep.decimal_text import parse_decimal
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots.markers import encode
 from georep.subsync.backoff import Backoff
 from georep.subsync.core import WriteMarker
-from georep.subsync.ports import SideMarker
+from georep.subsync.ports import MarkerProducer, SideMarker
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -121,9 +120,9 @@ class SideChannel:
         self._clock = clock
         self._receivers: dict[str, SideRoute] = {}
         self._task: asyncio.Task[None] | None = None
-        self._producer: LinkProducer | None = None
-        self._producer_lock = asyncio.Lock()
-        self._sequence = int(clock() * 1_000_000)
+        self._producer = MarkerProducer(
+            link, self.topic, self.name, opening=opening, first_sequence=int(clock() * 1_000_000)
+        )
         self._last_read: Position | None = None
         self.connected = False
         self.failures = 0
@@ -153,46 +152,22 @@ class SideChannel:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        producer, self._producer = self._producer, None
-        if producer is not None:
-            with contextlib.suppress(LinkError):
-                await producer.close()
+        await self._producer.close()
 
     # -- writing --
 
     async def write(self, topic: str, kind: int, payload: bytes) -> None:
         """One marker about ``topic`` (a partition of this namespace) on the side topic;
         LinkError when it could not be written (the caller's sync retries)."""
-        producer = await self._writer()
-        metadata = wire.MessageMetadata(
-            producer_name=producer.name,
-            sequence_id=self._sequence,
-            publish_time=int(self._clock() * 1000),
-        )
-        self._sequence += 1
+        metadata = wire.MessageMetadata(publish_time=int(self._clock() * 1000))
         for key, value in (
             (TOPIC_PROPERTY, topic),
             (KIND_PROPERTY, str(kind)),
             (SOURCE_PROPERTY, self.local_cluster),
         ):
             metadata.properties.add(key=key, value=value)
-        try:
-            await producer.send(metadata, payload)
-        except LinkError:
-            if self._producer is producer:
-                self._producer = None
-            raise
+        await self._producer.send(metadata, payload)
         self.stats["written"] += 1
-
-    async def _writer(self) -> LinkProducer:
-        async with self._producer_lock:
-            producer = self._producer
-            if producer is None or producer.failed:
-                async with self._opening:
-                    producer = await self._link.create_producer(self.topic, self.name)
-                self._sequence = max(self._sequence, producer.last_sequence_id + 1)
-                self._producer = producer
-            return producer
 
     # -- reading --
 
