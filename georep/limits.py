@@ -453,6 +453,17 @@ sync_index_runs_max = 1_000_000
 #: Beside real Pulsar (no change feed): seconds between bulk reads of a namespace's
 #: subscription stats, which say which topics' subscriptions moved.
 sync_pulsar_scan_interval_s = 1.0
+#: Beside real Pulsar, between those reads: a topic whose subscriptions moved within the
+#: window is looked at alone (its ``stats``) every interval, at most this many topics
+#: (the least recently moved leave first, with a WARNING; ``[subscription_sync]
+#: pulsar_hot_topics_max``, 0: none), paced to at most this many requests a second
+#: (``pulsar_hot_requests_per_s``), so many in flight at once.
+sync_pulsar_hot_window_s = 30.0
+sync_pulsar_hot_interval_s = 0.2
+sync_pulsar_hot_topics_max = 64
+sync_pulsar_hot_topics_ceiling = 10_000
+sync_pulsar_hot_requests_per_s = 50.0
+sync_pulsar_hot_requests_in_flight = 8
 #: Seconds a sync whose reader or writer cannot attach waits before trying again, at
 #: first and at most (doubling in between, with jitter).
 sync_retry_s_initial = 1.0

@@ -199,6 +199,9 @@ class ReplicationManager:
                     instance=self.instance,
                     opening=self.opening,
                     scan_interval_s=self.sync_settings.pulsar_scan_interval_s,
+                    hot_topics_max=self.sync_settings.pulsar_hot_topics_max,
+                    hot_requests_per_s=self.sync_settings.pulsar_hot_requests_per_s,
+                    synced=lambda topic: topic in self.syncs,
                 )
 
     # -- life cycle --
@@ -608,6 +611,7 @@ class ReplicationManager:
             "topicsLimit": self.sync_topics_max,
             "watches": [self.watches[n].to_json() for n in sorted(self.watches)],
             "sideChannels": self.sync_port.marker_channels(),
+            "changes": self.sync_port.change_stats(),
             "topics": [self.syncs[topic].stats() for topic in chosen if topic in self.syncs],
         }
 

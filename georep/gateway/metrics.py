@@ -10,7 +10,8 @@ gateway app has its own registry).
 Subscription sync (``georep_subsync_*``): per topic partition the snapshots started,
 completed and timed out (Pulsar's ``pulsar_replicated_subscriptions_snapshots_*``
 counterparts) and markers written; per subscription and source cluster the sync lag
-of the last state applied here and the ranges it left on the subscription.
+of the last state applied here and the ranges it left on the subscription; beside real
+Pulsar, the hot topics read alone between metrics pages and those dropped past the bound.
 """
 
 from __future__ import annotations
@@ -184,6 +185,21 @@ class SyncCollector:
                 ([local, "failing"], summary["topicsFailing"]),
             ],
         )
+        changes = summary["changes"]
+        if "hotTopics" in changes:  # beside real Pulsar: the page and the hot topics
+            yield _gauge(
+                "georep_subsync_hot_topics",
+                "Topics read alone between metrics pages, as they moved lately (and the bound)",
+                ["local_cluster", "of"],
+                [([local, "hot"], changes["hotTopics"]), ([local, "max"], changes["hotTopicsMax"])],
+            )
+            dropped = CounterMetricFamily(
+                "georep_subsync_hot_topics_dropped",
+                "Topics that left the hot set past pulsar_hot_topics_max while still moving",
+                labels=["local_cluster"],
+            )
+            dropped.add_metric([local], float(changes["hotDropped"]))
+            yield dropped
         for topic in summary["topics"]:
             labels = [local, topic["topic"]]
             for name, (_, key) in _SNAPSHOTS.items():

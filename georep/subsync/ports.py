@@ -146,6 +146,10 @@ class SyncPort(Protocol):
         """What keeps markers from travelling (``/health`` degraded)."""
         ...
 
+    def change_stats(self) -> dict[str, Any]:
+        """Stats of how this cluster's changes are found (``changes`` of the stats)."""
+        ...
+
 
 class GeorepPort:
     """A georep cluster: state and apply over its own admin paths, markers in band."""
@@ -183,6 +187,9 @@ class GeorepPort:
 
     def problems(self) -> list[str]:
         return []
+
+    def change_stats(self) -> dict[str, Any]:
+        return {"feed": "per-namespace change feed of the cluster"}
 
     async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
         epoch, after = mark if isinstance(mark, tuple) else (None, 0)

@@ -10,6 +10,8 @@
     snapshot_cache_size = 10
     poll_interval_s = 0.2
     pulsar_scan_interval_s = 1.0   # beside real Pulsar: how often to look for changes
+    pulsar_hot_topics_max = 64     # beside real Pulsar: topics that moved lately, looked
+    pulsar_hot_requests_per_s = 50 #   at alone between those looks (0: none), and its pace
 
     [subscription_sync.namespaces."public/default"]   # per-namespace overrides
     mode = "pulsar-compatible"
@@ -71,6 +73,10 @@ class SyncSettings:
     #: Beside real Pulsar: seconds between reads of the broker's subscription figures
     #: (one request for every topic), which say which topics' subscriptions moved.
     pulsar_scan_interval_s: float = limits.sync_pulsar_scan_interval_s
+    #: Beside real Pulsar: topics whose subscriptions moved lately, each looked at alone
+    #: between those reads (``pulsar_port.MetricsScan``), and the pace of those requests.
+    pulsar_hot_topics_max: int = limits.sync_pulsar_hot_topics_max
+    pulsar_hot_requests_per_s: float = limits.sync_pulsar_hot_requests_per_s
 
     def for_namespace(self, namespace: str) -> NamespaceSync:
         return self.namespaces.get(namespace, self.default)
@@ -84,6 +90,8 @@ _KEYS = {
     "snapshot_cache_size",
     "poll_interval_s",
     "pulsar_scan_interval_s",
+    "pulsar_hot_topics_max",
+    "pulsar_hot_requests_per_s",
     "namespaces",
 }
 
@@ -120,6 +128,16 @@ def parse_sync(table: Mapping[str, Any]) -> SyncSettings:
         raise ConfigError(
             f"{where} snapshot_cache_size must be in 2..{limits.snapshot_cache_count_max}"
         )
+    hot = table.get("pulsar_hot_topics_max", limits.sync_pulsar_hot_topics_max)
+    if isinstance(hot, bool) or not isinstance(hot, int):
+        raise ConfigError(f"{where} pulsar_hot_topics_max must be an integer")
+    if not 0 <= hot <= limits.sync_pulsar_hot_topics_ceiling:
+        raise ConfigError(
+            f"{where} pulsar_hot_topics_max must be in 0..{limits.sync_pulsar_hot_topics_ceiling}"
+        )
+    pace = table.get("pulsar_hot_requests_per_s", limits.sync_pulsar_hot_requests_per_s)
+    if isinstance(pace, bool) or not isinstance(pace, int | float) or not 1 <= pace <= 10_000:
+        raise ConfigError(f"{where} pulsar_hot_requests_per_s must be a number in [1, 10000]")
     return SyncSettings(
         default=default,
         namespaces=namespaces,
@@ -130,6 +148,8 @@ def parse_sync(table: Mapping[str, Any]) -> SyncSettings:
         pulsar_scan_interval_s=_seconds(
             table, "pulsar_scan_interval_s", limits.sync_pulsar_scan_interval_s
         ),
+        pulsar_hot_topics_max=hot,
+        pulsar_hot_requests_per_s=float(pace),
     )
 
 

@@ -96,3 +96,49 @@ def test_a_subscription_held_exclusive_by_its_application_is_refused(pulsar_pair
         assert not refused.value.retriable
     finally:
         client.close()
+
+
+def test_an_acknowledgement_on_a_topic_that_moved_lately_is_found_between_pages(
+    pulsar_pair, geo_topic
+):
+    """A topic whose subscription moved on a metrics page is hot: its acknowledgement is
+    found by reading that topic's ``stats`` alone, with no page read in between."""
+    a = pulsar_pair["A"]
+    client = quiet_client(a.service_url)
+    topic = TopicName.parse(geo_topic)
+    try:
+        producer = client.create_producer(geo_topic, batching_enabled=False)
+        producer.send(b"before")  # the topic exists before the namespace's first page
+        consumer = client.subscribe(geo_topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+
+        async def work(port: PulsarPort):
+            scan = port.scan
+            scan._interval_s = 0.2
+            changed = await port.changes(topic.namespace, None)
+            mark = changed.mark
+            # the namespace's first page (its baseline), then pages until the message
+            # published now shows: the topic is hot
+            while str(topic) not in scan.hot_topics():
+                mark = (await asyncio.wait_for(port.changes(topic.namespace, mark), 30)).mark
+                if scan.stats["scans"] == 1:
+                    producer.send(b"fresh")
+            scan._interval_s = 3_600.0  # one more page at most, then none for the test
+            pages = scan.stats["scans"]
+            while scan.stats["scans"] == pages:  # every page publishes, even unmoved
+                mark = (await asyncio.wait_for(port.changes(topic.namespace, mark), 30)).mark
+            pages, found = scan.stats["scans"], scan.stats["hotChanges"]
+            for message in (consumer.receive(10_000), consumer.receive(10_000)):
+                consumer.acknowledge(message)
+            while True:
+                answer = await asyncio.wait_for(port.changes(topic.namespace, mark), 30)
+                mark = answer.mark
+                if answer.topics and str(topic) in answer.topics:
+                    if scan.stats["hotChanges"] > found:
+                        break
+            return pages, scan.stats["scans"], scan.to_json()
+
+        before, after, stats = asyncio.run(with_port(a, work))
+        assert after == before  # no page was read: the topic's own stats told
+        assert stats["hotTopics"] >= 1
+    finally:
+        client.close()

@@ -89,8 +89,8 @@ def page(backlog_x: int, consumers_y: int = 1) -> str:
 def test_only_applications_subscriptions_of_the_namespaces_asked_count():
     signals = subscription_signals(page(3), {"t/ns"})
     assert signals == {
-        ("persistent://t/ns/x", "app"): ("3",),
-        ("persistent://t/ns/y", "app"): ("1",),
+        ("persistent://t/ns/x", "app"): (3.0, None, None, None),
+        ("persistent://t/ns/y", "app"): (None, 1.0, None, None),
     }
     assert subscription_signals(page(3), {"t/other"}) == {}
 
@@ -111,7 +111,7 @@ class Pages:
 
 async def test_a_scan_says_which_topics_moved_since_the_previous_one():
     pages = Pages()
-    scan = MetricsScan(pages, 0)
+    scan = MetricsScan(pages, 0, hot_topics_max=0)  # pages alone
     try:
         first = await scan.changes("t/ns", None)
         assert first.topics is None  # the first answer: read everything once
@@ -133,7 +133,7 @@ async def test_a_scan_says_which_topics_moved_since_the_previous_one():
 
 async def test_a_failed_scan_is_an_error_for_every_watch_not_a_silence():
     pages = Pages()
-    scan = MetricsScan(pages, 0)
+    scan = MetricsScan(pages, 0, hot_topics_max=0)
     try:
         mark = (await scan.changes("t/ns", None)).mark
         pages.next.put_nowait(AdminRequestFailed("P: GET /metrics/: refused"))
@@ -141,6 +141,165 @@ async def test_a_failed_scan_is_an_error_for_every_watch_not_a_silence():
             await asyncio.wait_for(scan.changes("t/ns", mark), 5)
     finally:
         await scan.stop()
+
+
+class PagesAndStats(Pages):
+    """Pages as above, and each topic's ``stats`` as the test last set it (a topic not
+    set is refused, as a deleted one is)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stats: dict[str, dict] = {}
+        self.asked: list[str] = []
+
+    async def topic_stats(self, topic) -> dict:
+        self.asked.append(str(topic))
+        if str(topic) not in self.stats:
+            raise AdminRequestFailed(f"P: GET {topic}/stats answered 404", 404)
+        return self.stats[str(topic)]
+
+
+def topic_stats(backlog: int, acked_at: int, consumers: int = 0) -> dict:
+    return {
+        "subscriptions": {
+            "app": {
+                "msgBacklog": backlog,
+                "consumers": [{}] * consumers,
+                "lastAckedTimestamp": acked_at,
+                "lastMarkDeleteAdvancedTimestamp": acked_at,
+            }
+        }
+    }
+
+
+def signal_page(backlogs: dict[str, int], acked_at: int = 0) -> str:
+    """A page with every family the scan reads, for ``app`` on each topic named."""
+    lines = []
+    for family, value in (
+        ("back_log", None),
+        ("consumers_count", 0),
+        ("last_acked_timestamp", acked_at),
+        ("last_mark_delete_advanced_timestamp", acked_at),
+    ):
+        lines.append(f"# TYPE pulsar_subscription_{family} gauge")
+        for name, backlog in backlogs.items():
+            labels = f'namespace="t/ns",topic="persistent://t/ns/{name}",subscription="app"'
+            figure = backlog if value is None else value
+            lines.append(f"pulsar_subscription_{family}{{{labels}}} {figure}")
+    return "\n".join(lines)
+
+
+async def next_change(scan: MetricsScan, mark) -> tuple[object, frozenset[str] | None]:
+    answer = await asyncio.wait_for(scan.changes("t/ns", mark), 5)
+    return answer.mark, answer.topics
+
+
+@pytest.fixture
+def quick_hot_rounds(monkeypatch):
+    monkeypatch.setattr(limits, "sync_pulsar_hot_interval_s", 0.01)
+
+
+async def test_a_topic_that_moved_is_looked_at_alone_until_the_next_page(quick_hot_rounds):
+    """An acknowledgement on a topic that moved lately is found by its own ``stats``,
+    with no page in between; a namespace's first page heats nothing."""
+    admin = PagesAndStats()
+    x, y = "persistent://t/ns/x", "persistent://t/ns/y"
+    scan = MetricsScan(admin, 0)
+    try:
+        mark = (await scan.changes("t/ns", None)).mark
+        admin.next.put_nowait(signal_page({"x": 0, "y": 0}))
+        mark, topics = await next_change(scan, mark)
+        assert topics == {x, y}  # the namespace's first page: its baseline
+        assert scan.to_json()["hotTopics"] == 0
+        admin.stats[x] = topic_stats(backlog=1, acked_at=0)
+        admin.next.put_nowait(signal_page({"x": 1, "y": 0}))  # a message published on x
+        mark, topics = await next_change(scan, mark)
+        assert topics == {x} and scan.to_json()["hotTopics"] == 1
+        admin.stats[x] = topic_stats(backlog=0, acked_at=17)  # ... and acknowledged
+        mark, topics = await next_change(scan, mark)
+        assert topics == {x}  # no page was served in between
+        assert admin.next.empty() and set(admin.asked) == {x}
+        assert scan.stats["hotChanges"] == 1
+    finally:
+        await scan.stop()
+
+
+async def test_only_topics_this_process_syncs_become_hot(quick_hot_rounds):
+    """Several instances share a namespace's partitions: each reads only its own alone."""
+    admin = PagesAndStats()
+    x = "persistent://t/ns/x"
+    scan = MetricsScan(admin, 0, synced=lambda topic: topic == x)
+    try:
+        mark = (await scan.changes("t/ns", None)).mark
+        admin.next.put_nowait(signal_page({"x": 0, "y": 0}))
+        mark, _ = await next_change(scan, mark)
+        admin.stats[x] = topic_stats(backlog=1, acked_at=0)
+        admin.next.put_nowait(signal_page({"x": 1, "y": 1}))
+        mark, topics = await next_change(scan, mark)
+        assert topics == {x, "persistent://t/ns/y"}  # the page tells of both
+        assert scan.hot_topics() == [x]
+    finally:
+        await scan.stop()
+
+
+async def test_past_the_hot_limit_the_least_recently_moved_leave_loudly(quick_hot_rounds, caplog):
+    admin = PagesAndStats()
+    scan = MetricsScan(admin, 0, hot_topics_max=2)
+    try:
+        mark = (await scan.changes("t/ns", None)).mark
+        names = ["a", "b", "c"]
+        admin.next.put_nowait(signal_page(dict.fromkeys(names, 0)))
+        mark, _ = await next_change(scan, mark)
+        for name in names:  # one at a time, so each later one moved more recently
+            # what the page will show of it: its stats look unmoved at the first look
+            admin.stats[f"persistent://t/ns/{name}"] = topic_stats(backlog=1, acked_at=0)
+            admin.next.put_nowait(signal_page({n: int(n <= name) for n in names}))
+            mark, _ = await next_change(scan, mark)
+        assert scan.to_json()["hotTopics"] == 2 and scan.stats["hotDropped"] == 1
+        assert any("pulsar_hot_topics_max" in r.getMessage() for r in caplog.records)
+        admin.asked.clear()
+        admin.stats["persistent://t/ns/a"] = topic_stats(backlog=9, acked_at=9)
+        admin.stats["persistent://t/ns/c"] = topic_stats(backlog=1, acked_at=5)
+        mark, topics = await next_change(scan, mark)
+        assert topics == {"persistent://t/ns/c"}  # a left: only the page tells of it
+        assert "persistent://t/ns/a" not in admin.asked
+    finally:
+        await scan.stop()
+
+
+async def test_quiet_or_unreadable_topics_leave_the_hot_set(quick_hot_rounds, monkeypatch):
+    admin = PagesAndStats()
+    scan = MetricsScan(admin, 0)
+    try:
+        mark = (await scan.changes("t/ns", None)).mark
+        admin.next.put_nowait(signal_page({"x": 0, "y": 0}))
+        mark, _ = await next_change(scan, mark)
+        admin.stats["persistent://t/ns/x"] = topic_stats(backlog=1, acked_at=0)
+        admin.next.put_nowait(signal_page({"x": 1, "y": 1}))  # y's stats: refused
+        await next_change(scan, mark)
+        for _ in range(500):
+            if scan.to_json()["hotTopics"] == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert scan.to_json()["hotTopics"] == 1  # y left on its refusal
+        monkeypatch.setattr(limits, "sync_pulsar_hot_window_s", 0.0)
+        for _ in range(500):
+            if scan.to_json()["hotTopics"] == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert scan.to_json()["hotTopics"] == 0  # x left once quiet for the window
+    finally:
+        await scan.stop()
+
+
+def test_stats_and_page_read_a_subscription_alike():
+    """A topic entering the hot set starts from what the page showed; its ``stats`` must
+    read the same when nothing moved, or every hot topic would look moved once."""
+    from georep.subsync.pulsar_port import stats_signals
+
+    page = subscription_signals(signal_page({"x": 3}, acked_at=1_764_000_000_123), {"t/ns"})
+    stats = stats_signals(topic_stats(backlog=3, acked_at=1_764_000_000_123))
+    assert page == {("persistent://t/ns/x", "app"): stats["app"]}
 
 
 def test_a_family_in_several_blocks_between_comments_is_read_whole():
@@ -160,8 +319,8 @@ def test_a_family_in_several_blocks_between_comments_is_read_whole():
         ]
     )
     assert subscription_signals(text, {"t/ns"}) == {
-        ("persistent://t/ns/x", "app"): ("1",),
-        ("persistent://t/ns/y", "app"): ("2",),
+        ("persistent://t/ns/x", "app"): (1.0, None, None, None),
+        ("persistent://t/ns/y", "app"): (2.0, None, None, None),
     }
 
 

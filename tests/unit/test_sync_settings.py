@@ -17,6 +17,9 @@ def test_defaults_are_full_mode_for_flagged_subscriptions():
 def test_the_scan_beside_pulsar_is_set_in_the_table():
     assert parse_sync({}).pulsar_scan_interval_s == limits.sync_pulsar_scan_interval_s
     assert parse_sync({"pulsar_scan_interval_s": 0.5}).pulsar_scan_interval_s == 0.5
+    assert parse_sync({}).pulsar_hot_topics_max == limits.sync_pulsar_hot_topics_max
+    hot_off = parse_sync({"pulsar_hot_topics_max": 0, "pulsar_hot_requests_per_s": 5})
+    assert (hot_off.pulsar_hot_topics_max, hot_off.pulsar_hot_requests_per_s) == (0, 5.0)
 
 
 def test_a_namespace_overrides_only_what_it_names():
@@ -37,6 +40,10 @@ def test_a_namespace_overrides_only_what_it_names():
         ({"mod": "full"}, "unknown key(s) mod"),
         ({"poll_interval_s": 0}, "poll_interval_s must be in"),
         ({"pulsar_scan_interval_s": 0}, "pulsar_scan_interval_s must be in"),
+        ({"pulsar_hot_topics_max": -1}, "pulsar_hot_topics_max must be in"),
+        ({"pulsar_hot_topics_max": 1.5}, "pulsar_hot_topics_max must be an integer"),
+        ({"pulsar_hot_requests_per_s": 0}, "pulsar_hot_requests_per_s must be a number"),
+        ({"pulsar_hot_requests_per_s": True}, "pulsar_hot_requests_per_s must be a number"),
         ({"snapshot_interval_s": "1"}, "snapshot_interval_s must be a number"),
         ({"snapshot_interval_s": 5, "snapshot_timeout_s": 2}, "must exceed"),
         ({"snapshot_cache_size": 1}, "snapshot_cache_size must be in"),
