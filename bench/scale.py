@@ -275,6 +275,12 @@ def gateway_stats(url: str) -> dict:
         offset = page["page"]["next"]
 
 
+def gateway_stats_changes(url: str) -> dict:
+    """``subscriptionSync.changes`` of a gateway's ``/stats``: how it finds changes."""
+    document = http("GET", f"{url}/admin/georep/v1/stats?limit=0")
+    return document["subscriptionSync"]["changes"]
+
+
 def replicated_and_synced(url: str, partitions: int, messages: int, replicate: bool) -> dict:
     stats = gateway_stats(url)
     done = sum(
@@ -721,6 +727,7 @@ async def pulsar_run(args, root: Path) -> dict:
         progress(f"idle for {args.idle_seconds:.0f} s")
         idle = await idle_costs(pids, args.idle_seconds, counters)
         picks = random.Random(7).sample(range(len(topics)), min(args.sample, len(topics)))
+        sampling_began = time.monotonic()
         georep_lags = await pulsar_lag(
             a.service_url,
             b.service_url,
@@ -730,6 +737,7 @@ async def pulsar_run(args, root: Path) -> dict:
             "georep",
             gateways=urls,
         )
+        georep_sampling_s = time.monotonic() - sampling_began
         anchor_topics = leaves(anchor_bases)
         pulsar_lags = await pulsar_lag(
             a.service_url,
@@ -754,6 +762,9 @@ async def pulsar_run(args, root: Path) -> dict:
         lag["fresh"]["georep_stages"] = {
             stage: lag_summary(georep_lags[stage], len(picks)) for stage in LAG_STAGES
         }
+        # How each gateway found its cluster's changes over the whole run: metrics pages
+        # read, and the hot topics read alone between them (the samples made them hot).
+        finding = {name: gateway_stats_changes(url) for name, url in urls.items()}
         return {
             "pulsar": PULSAR_VERSION,
             "deployment": (
@@ -769,6 +780,8 @@ async def pulsar_run(args, root: Path) -> dict:
             "start_until_every_topic_swept_s": round(swept_s, 1),
             "idle": idle,
             "sync_lag_ms": lag,
+            "change_finding": finding,
+            "georep_sampling_s": round(georep_sampling_s, 1),
         }
     finally:
         for process in gateways:

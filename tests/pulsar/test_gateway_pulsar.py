@@ -28,7 +28,7 @@ import pytest
 
 from georep.pulsar.admin import PulsarAdmin, link_geo_replication
 from georep.pulsar.cursor_text import acknowledged, parse_cursor
-from tests.integration.gateway_harness import GatewayProcess, wait_for
+from tests.integration.gateway_harness import GatewayProcess, http, wait_for
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
@@ -227,6 +227,12 @@ def test_failover_after_kill_9_zero_duplicates_beside_pulsar_which_has_them(puls
                     if not {copies[p] for p in lowest} & unacknowledged_on(b, leaf, copies):
                         break
                     time.sleep(0.5)
+        # How A's changes were found: pages, and the topics just acknowledged read alone.
+        changes = gateways["A"].get("/admin/georep/v1/stats?limit=0")["subscriptionSync"]["changes"]
+        assert changes["scans"] > 0 and changes["failures"] == 0
+        assert changes["hotRounds"] > 0 and changes["hotTopics"] <= changes["hotTopicsMax"]
+        _, metrics = http("GET", f"{gateways['A'].url}/metrics")
+        assert 'georep_subsync_hot_topics{local_cluster="A",of="hot"}' in str(metrics)
         a.kill()  # SIGKILL: the consumers move to B
         got: dict[str, list[bytes]] = {name: [] for name in namespaces}
         for name, topic in topics:
