@@ -454,7 +454,12 @@ class MetricsScan:
                 await self._hot_wake.wait()
                 continue
             began = time.monotonic()
-            moved = await self._look_at(topics)
+            try:
+                moved = await self._look_at(topics)
+            except Exception:  # the pages still see every topic: say so, and go on
+                log.exception("reading the stats of %d hot topics", len(topics))
+                await asyncio.sleep(self._interval_s)
+                continue
             self.stats["hotRounds"] += 1
             if moved:
                 self.stats["hotChanges"] += len(moved)

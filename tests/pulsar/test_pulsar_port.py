@@ -29,9 +29,11 @@ def quiet_client(url: str) -> pulsar.Client:
 async def with_port(standalone, work):
     admin = ClusterAdminClient(standalone.admin_url, cluster_name=standalone.name)
     link = PulsarLink(standalone.service_url)
+    port = PulsarPort(admin, link, local_cluster=standalone.name, instance="test")
     try:
-        return await work(PulsarPort(admin, link, local_cluster=standalone.name, instance="test"))
+        return await work(port)
     finally:
+        await port.stop()
         await link.close()
         await admin.close()
 
@@ -109,7 +111,12 @@ def test_an_acknowledgement_on_a_topic_that_moved_lately_is_found_between_pages(
     try:
         producer = client.create_producer(geo_topic, batching_enabled=False)
         producer.send(b"before")  # the topic exists before the namespace's first page
-        consumer = client.subscribe(geo_topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        consumer = client.subscribe(
+            geo_topic,
+            "s",
+            consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest,
+        )
 
         async def work(port: PulsarPort):
             scan = port.scan
