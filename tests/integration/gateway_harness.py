@@ -325,10 +325,16 @@ def local_positions(entries: Iterable[ReceivedEntry], cluster: str) -> set:
 
 
 def payloads_on(url: str, topic: str, quiet_ms: int = 1500) -> collections.Counter:
-    """payload -> times a pulsar-client reader from the earliest message sees it."""
+    """payload -> times a pulsar-client reader from the earliest message sees it: every
+    message the topic holds when read (``has_message_available`` asks the broker for its
+    last message), then whatever arrives until ``quiet_ms`` pass without one. Ending on
+    the quiet period alone cut reads short on a loaded machine, and counted messages that
+    were there as lost."""
     seen: collections.Counter = collections.Counter()
     with open_client(url) as client:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        while reader.has_message_available():
+            seen[reader.read_next(timeout_millis=60_000).data()] += 1
         with contextlib.suppress(pulsar.Timeout):
             while True:
                 seen[reader.read_next(timeout_millis=quiet_ms).data()] += 1

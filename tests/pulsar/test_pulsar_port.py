@@ -19,9 +19,11 @@ from georep.topic_name import TopicName
 
 
 def quiet_client(url: str) -> pulsar.Client:
+    # A first subscribe creates the topic: its ledger waits on the bookie's journal,
+    # which a disk shared with the rest of the suite has held past 30 s.
     return pulsar.Client(
         url,
-        operation_timeout_seconds=30,
+        operation_timeout_seconds=90,
         logger=pulsar.FileLogger(pulsar.LoggerLevel.Error, "/dev/null"),
     )
 
