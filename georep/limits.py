@@ -463,6 +463,7 @@ sync_pulsar_hot_interval_s = 0.2
 sync_pulsar_hot_topics_max = 64
 sync_pulsar_hot_topics_ceiling = 10_000
 sync_pulsar_hot_requests_per_s = 50.0
+sync_pulsar_hot_requests_per_s_ceiling = 10_000.0
 sync_pulsar_hot_requests_in_flight = 8
 #: Seconds a sync whose reader or writer cannot attach waits before trying again, at
 #: first and at most (doubling in between, with jitter).

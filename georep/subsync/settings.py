@@ -121,23 +121,18 @@ def parse_sync(table: Mapping[str, Any]) -> SyncSettings:
     timeout = _seconds(table, "snapshot_timeout_s", limits.snapshot_timeout_s_default)
     if timeout <= interval:
         raise ConfigError(f"{where} snapshot_timeout_s must exceed snapshot_interval_s")
-    cache = table.get("snapshot_cache_size", limits.snapshot_cache_count_default)
-    if isinstance(cache, bool) or not isinstance(cache, int):
-        raise ConfigError(f"{where} snapshot_cache_size must be an integer")
-    if not 2 <= cache <= limits.snapshot_cache_count_max:
-        raise ConfigError(
-            f"{where} snapshot_cache_size must be in 2..{limits.snapshot_cache_count_max}"
-        )
-    hot = table.get("pulsar_hot_topics_max", limits.sync_pulsar_hot_topics_max)
-    if isinstance(hot, bool) or not isinstance(hot, int):
-        raise ConfigError(f"{where} pulsar_hot_topics_max must be an integer")
-    if not 0 <= hot <= limits.sync_pulsar_hot_topics_ceiling:
-        raise ConfigError(
-            f"{where} pulsar_hot_topics_max must be in 0..{limits.sync_pulsar_hot_topics_ceiling}"
-        )
+    cache = _integer(
+        table, "snapshot_cache_size", limits.snapshot_cache_count_default,
+        2, limits.snapshot_cache_count_max,
+    )  # fmt: skip
+    hot = _integer(
+        table, "pulsar_hot_topics_max", limits.sync_pulsar_hot_topics_max,
+        0, limits.sync_pulsar_hot_topics_ceiling,
+    )  # fmt: skip
     pace = table.get("pulsar_hot_requests_per_s", limits.sync_pulsar_hot_requests_per_s)
-    if isinstance(pace, bool) or not isinstance(pace, int | float) or not 1 <= pace <= 10_000:
-        raise ConfigError(f"{where} pulsar_hot_requests_per_s must be a number in [1, 10000]")
+    ceiling = limits.sync_pulsar_hot_requests_per_s_ceiling
+    if isinstance(pace, bool) or not isinstance(pace, int | float) or not 1 <= pace <= ceiling:
+        raise ConfigError(f"{where} pulsar_hot_requests_per_s must be a number in [1, {ceiling:g}]")
     return SyncSettings(
         default=default,
         namespaces=namespaces,
@@ -173,6 +168,15 @@ def _enum(kind: type[_E], value: Any, what: str) -> _E:
     except ValueError:
         allowed = " | ".join(member.value for member in kind)
         raise ConfigError(f"{what} is {value!r}; use {allowed}") from None
+
+
+def _integer(table: Mapping[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"[subscription_sync] {key} must be an integer")
+    if not low <= value <= high:
+        raise ConfigError(f"[subscription_sync] {key} must be in {low}..{high}")
+    return value
 
 
 def _seconds(table: Mapping[str, Any], key: str, default: float) -> float:
