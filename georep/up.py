@@ -16,8 +16,7 @@ unrelated)::
 
 Every gateway knows every other cluster as a remote (so its policies can be changed to
 any of them at run time over its REST admin); ``replicate`` seeds its policies on first
-start. A port of 0 is chosen once when ``up`` starts and kept across restarts, so the
-gateways' view of their remotes stays true.
+start.
 
 Start: clusters first (``georep cluster``, waiting for ``CLUSTER_READY``), then gateways
 (``georep gateway``, ``GATEWAY_READY``). Supervision: a process that exits without being
@@ -27,6 +26,17 @@ one status line, printed when its state changes::
 
     [12:00:01] cluster A  running     pid 4242  pulsar://127.0.0.1:6650 http://127.0.0.1:8080
     [12:00:07] cluster A  restarting  exit -9; again in 0.5 s (restart 1)
+
+A port of 0 is chosen by the process that listens on it: up starts it with port 0, reads
+the port it got from its ready line (``CLUSTER_READY pulsar://HOST:PORT
+http://HOST:PORT``, ``GATEWAY_READY http://HOST:PORT``) and asks for that same port at
+every restart (a gateway's is written into its TOML file), so the gateways' view of
+their remotes stays true. The gateways' files are written once every cluster is ready,
+with the ports the clusters got. No port is picked ahead of time and left free until a
+process binds it: any outgoing connection on the machine could take it meanwhile. A
+ready line that names no port, or another port than the one asked for, is a bug: that
+process is stopped and not restarted; when that happens while the topology starts, up
+stops the others and exits with 1.
 
 SIGINT (Ctrl-C) or SIGTERM stops everything cleanly: gateways first (their replicators
 persist what they acknowledged), then clusters, each with SIGTERM and, after a grace
@@ -59,20 +69,21 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 import tomllib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from georep import console, limits
 from georep.console import ConfigError, check_keys
+from georep.decimal_text import parse_decimal
 from georep.gateway.config import cluster_name
 from georep.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.rest import tokens as token_sources
@@ -210,11 +221,71 @@ def _port(what: str, value: Any) -> int:
     return value
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+# --- ports learned from ready lines ---------------------------------------------------------
+class ReadyLineError(ValueError):
+    """A ready line that does not say which port its process listens on."""
+
+
+def cluster_ports(detail: str) -> tuple[int, int]:
+    """The broker and admin ports a ``CLUSTER_READY pulsar://HOST:PORT http://HOST:PORT``
+    line names (``detail``: what follows ``CLUSTER_READY``)."""
+    urls = detail.split()
+    if len(urls) != 2:
+        raise ReadyLineError(
+            f"CLUSTER_READY {detail!r}: expected a pulsar:// URL and an http:// URL"
+        )
+    return (
+        _url_port("CLUSTER_READY", urls[0], ("pulsar",)),
+        _url_port("CLUSTER_READY", urls[1], ("http", "https")),
+    )
+
+
+def gateway_port(detail: str) -> int:
+    """The port a ``GATEWAY_READY http://HOST:PORT`` line names (``detail``: what follows
+    ``GATEWAY_READY``)."""
+    urls = detail.split()
+    if len(urls) != 1:
+        raise ReadyLineError(f"GATEWAY_READY {detail!r}: expected one http:// URL")
+    return _url_port("GATEWAY_READY", urls[0], ("http", "https"))
+
+
+def _url_port(prefix: str, url: str, schemes: tuple[str, ...]) -> int:
+    scheme, separator, authority = url.partition("://")
+    host, colon, port_text = authority.rpartition(":")
+    port = parse_decimal(port_text, digits_max=5)
+    if not separator or scheme not in schemes or not colon or not host.strip("[]"):
+        raise ReadyLineError(f"{prefix} {url!r}: not {schemes[0]}://HOST:PORT")
+    if port is None or not 0 < port <= 65_535:
+        raise ReadyLineError(f"{prefix} {url!r}: no port 1..65535 after the host")
+    return port
+
+
+def _learned(what: str, asked: int, found: int) -> int:
+    if asked and found != asked:
+        raise ReadyLineError(f"{what}: asked for port {asked}, the ready line says {found}")
+    return found
+
+
+def with_cluster_ports(config: UpConfig, name: str, detail: str) -> UpConfig:
+    """``config`` with cluster ``name``'s ports those its ``CLUSTER_READY`` line names
+    (ReadyLineError when it names none, or not the ports asked for)."""
+    spec = config.clusters[name]
+    broker, admin = cluster_ports(detail)
+    learned = dataclasses.replace(
+        spec,
+        broker_port=_learned(f"cluster {name} broker", spec.broker_port, broker),
+        admin_port=_learned(f"cluster {name} admin", spec.admin_port, admin),
+    )
+    return dataclasses.replace(config, clusters={**config.clusters, name: learned})
+
+
+def with_gateway_port(config: UpConfig, name: str, detail: str) -> UpConfig:
+    """``config`` with gateway ``name``'s port the one its ``GATEWAY_READY`` line names
+    (ReadyLineError when it names none, or not the port asked for)."""
+    spec = config.gateways[name]
+    port = _learned(f"gateway {name}", spec.port, gateway_port(detail))
+    learned = dataclasses.replace(spec, port=port)
+    return dataclasses.replace(config, gateways={**config.gateways, name: learned})
 
 
 # --- processes -----------------------------------------------------------------------------
@@ -232,8 +303,14 @@ class Supervised:
         self.detail = ""
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
-        #: The one line a process that exited with code 2 said: it is not restarted.
-        self.config_error: str | None = None
+        #: Called with the ready line's detail at every start, before the process counts
+        #: as running; a ReadyLineError stops it for good.
+        self.on_ready: Callable[[Supervised, str], None] | None = None
+        #: Why the process is not restarted: the one line it said when it exited with
+        #: code 2 (its configuration is unusable), or its unreadable ready line.
+        self.failure: str | None = None
+        #: up's exit code for that failure.
+        self.failure_code = 0
 
     def status(self, state: str, detail: str = "") -> None:
         clock = time.strftime("%H:%M:%S")
@@ -250,13 +327,17 @@ class Supervised:
             started_at = time.monotonic()
             try:
                 self.detail = await self.process.start()
+                if self.on_ready is not None:
+                    self.on_ready(self, self.detail)
             except ProcessFailed as error:
                 if self.process.returncode == console.EXIT_CONFIG:
-                    self.config_error = _last_line(self.log_path) or str(error)
-                    self.status("failed", self.config_error)
-                    self.ready.set()
+                    self._fail(console.EXIT_CONFIG, _last_line(self.log_path) or str(error))
                     return
                 code = f"did not start: {error}"
+            except ReadyLineError as error:
+                await self.process.terminate(limits.up_stop_grace_s)
+                self._fail(1, str(error))
+                return
             else:
                 self.status("running", f"pid {self.process.pid}  {self.detail}")
                 self.ready.set()
@@ -272,6 +353,11 @@ class Supervised:
             self.status("restarting", f"{code}; again in {backoff:.1f} s (restart {self.restarts})")
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, limits.up_restart_backoff_s_max)
+
+    def _fail(self, code: int, why: str) -> None:
+        self.failure, self.failure_code = why, code
+        self.status("failed", why)
+        self.ready.set()
 
     async def stop(self) -> None:
         self.stopping = True
@@ -357,62 +443,90 @@ def _toml_table(name: str, table: dict[str, Any]) -> str:
     return "\n".join([f"[{name}]", *(f"{json.dumps(k)} = {value(v)}" for k, v in table.items())])
 
 
-def _with_ports(config: UpConfig) -> UpConfig:
-    """Ports of 0 replaced by free ports, chosen once, so that restarts keep them."""
-    clusters = {
-        name: ClusterSpec(
-            name,
-            spec.broker_port or _free_port(config.host),
-            spec.admin_port or _free_port(config.host),
-            spec.fsync,
-        )
-        for name, spec in config.clusters.items()
-    }
-    gateways = {
-        name: dataclasses.replace(spec, port=spec.port or _free_port(config.host))
-        for name, spec in config.gateways.items()
-    }
-    return dataclasses.replace(config, clusters=clusters, gateways=gateways)
+def cluster_args(config: UpConfig, name: str, *, insecure: bool = False) -> list[str]:
+    """``georep cluster`` for cluster ``name`` on the ports ``config`` gives it (0: the
+    cluster picks them)."""
+    spec = config.clusters[name]
+    args = georep_command(
+        "cluster",
+        "--name", name,
+        "--data", str(config.data_dir / f"cluster-{name}"),
+        "--host", config.host,
+        "--broker-port", str(spec.broker_port),
+        "--admin-port", str(spec.admin_port),
+        "--admin-host", config.host,
+    )  # fmt: skip
+    if config.admin_token_file is not None:
+        args += ["--admin-token-file", str(config.admin_token_file)]
+    if insecure:
+        args.append("--insecure")
+    if not spec.fsync:
+        args.append("--no-fsync")
+    return args
 
 
-def build(config: UpConfig, *, insecure: bool = False) -> tuple[list[Supervised], list[Supervised]]:
-    """The supervised clusters and gateways (not started)."""
-    logs = config.data_dir / "logs"
-    clusters = []
-    for name, spec in sorted(config.clusters.items()):
-        args = georep_command(
-            "cluster",
-            "--name", name,
-            "--data", str(config.data_dir / f"cluster-{name}"),
-            "--host", config.host,
-            "--broker-port", str(spec.broker_port),
-            "--admin-port", str(spec.admin_port),
-            "--admin-host", config.host,
-        )  # fmt: skip
-        if config.admin_token_file is not None:
-            args += ["--admin-token-file", str(config.admin_token_file)]
-        if insecure:
-            args.append("--insecure")
-        if not spec.fsync:
-            args.append("--no-fsync")
-        clusters.append(
-            Supervised(f"cluster {name}", args, "CLUSTER_READY", logs / f"cluster-{name}.log")
-        )
-    gateways = []
-    for name, gateway in sorted(config.gateways.items()):
-        home = config.data_dir / f"gateway-{name}"
-        home.mkdir(parents=True, exist_ok=True)
-        path = home / "gateway.toml"
-        path.write_text(_gateway_toml(config, gateway, home))
-        gateways.append(
-            Supervised(
-                f"gateway {name}",
-                georep_command("gateway", "--config", str(path), *(["--insecure"] * insecure)),
-                "GATEWAY_READY",
-                logs / f"gateway-{name}.log",
-            )
-        )
-    return clusters, gateways
+def cluster_process(config: UpConfig, name: str, *, insecure: bool = False) -> Supervised:
+    """Cluster ``name``, not started."""
+    return Supervised(
+        f"cluster {name}",
+        cluster_args(config, name, insecure=insecure),
+        "CLUSTER_READY",
+        config.data_dir / "logs" / f"cluster-{name}.log",
+    )
+
+
+def write_gateway_toml(config: UpConfig, name: str) -> Path:
+    """Gateway ``name``'s TOML file, written from ``config`` (its clusters' ports must be
+    known: not 0); its path."""
+    home = config.data_dir / f"gateway-{name}"
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "gateway.toml"
+    path.write_text(_gateway_toml(config, config.gateways[name], home))
+    return path
+
+
+def gateway_process(config: UpConfig, name: str, *, insecure: bool = False) -> Supervised:
+    """Gateway ``name``, not started; its TOML file written."""
+    path = write_gateway_toml(config, name)
+    return Supervised(
+        f"gateway {name}",
+        georep_command("gateway", "--config", str(path), *(["--insecure"] * insecure)),
+        "GATEWAY_READY",
+        config.data_dir / "logs" / f"gateway-{name}.log",
+    )
+
+
+class Supervision:
+    """The processes ``up`` supervises, and ``config`` as they run it: a port of 0 is
+    replaced by the port its process reported once ready, and every later start of that
+    process asks for that port."""
+
+    def __init__(self, config: UpConfig, *, insecure: bool = False) -> None:
+        self.config = config
+        self.insecure = insecure
+        self.clusters = [self._cluster(name) for name in sorted(config.clusters)]
+        self.gateways: list[Supervised] = []
+
+    def _cluster(self, name: str) -> Supervised:
+        process = cluster_process(self.config, name, insecure=self.insecure)
+        process.on_ready = functools.partial(self._cluster_ready, name)
+        return process
+
+    def _cluster_ready(self, name: str, process: Supervised, detail: str) -> None:
+        self.config = with_cluster_ports(self.config, name, detail)
+        process.args = cluster_args(self.config, name, insecure=self.insecure)
+
+    def add_gateways(self) -> None:
+        """The gateways, not started: once every cluster is ready, for their TOML files
+        name the clusters' ports."""
+        for name in sorted(self.config.gateways):
+            process = gateway_process(self.config, name, insecure=self.insecure)
+            process.on_ready = functools.partial(self._gateway_ready, name)
+            self.gateways.append(process)
+
+    def _gateway_ready(self, name: str, process: Supervised, detail: str) -> None:
+        self.config = with_gateway_port(self.config, name, detail)
+        write_gateway_toml(self.config, name)
 
 
 # --- the command -----------------------------------------------------------------------------
@@ -435,39 +549,41 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def serve(config: UpConfig, demo: bool, *, insecure: bool = False) -> int:
-    config = _with_ports(config)
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    clusters, gateways = build(config, insecure=insecure)
+    topology = Supervision(config, insecure=insecure)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     code = 0
     try:
-        starting = asyncio.gather(*(p.start() for p in clusters))
+        starting = asyncio.gather(*(p.start() for p in topology.clusters))
         await _unless_stopped(starting, stopping)
-        if not stopping.is_set() and not _failed(clusters):
-            await _unless_stopped(asyncio.gather(*(p.start() for p in gateways)), stopping)
-        failed = _failed([*clusters, *gateways])
+        if not stopping.is_set() and not _failed(topology.clusters):
+            topology.add_gateways()
+            starting = asyncio.gather(*(p.start() for p in topology.gateways))
+            await _unless_stopped(starting, stopping)
+        processes = [*topology.clusters, *topology.gateways]
+        failed = _failed(processes)
         if failed:
             for process in failed:
-                print(f"georep up: {process.label}: {process.config_error}", file=sys.stderr)
-            code = console.EXIT_CONFIG
+                print(f"georep up: {process.label}: {process.failure}", file=sys.stderr)
+            code = max(process.failure_code for process in failed)
         elif not stopping.is_set():
-            count = len(clusters) + len(gateways)
-            print(f"{UP_READY} {count} processes; data in {config.data_dir}", flush=True)
-            for process in [*clusters, *gateways]:
+            print(f"{UP_READY} {len(processes)} processes; data in {config.data_dir}", flush=True)
+            for process in processes:
                 print(f"  {process.label:<10} {process.detail}", flush=True)
             if demo:
                 from georep.up_demo import run_demo
 
-                code = await _unless_stopped(asyncio.to_thread(run_demo, config), stopping)
+                demo_run = asyncio.to_thread(run_demo, topology.config)
+                code = await _unless_stopped(demo_run, stopping)
             else:
                 await stopping.wait()
     finally:
         print("stopping: gateways first, then clusters", flush=True)
-        await asyncio.gather(*(p.stop() for p in gateways))
-        await asyncio.gather(*(p.stop() for p in clusters))
+        await asyncio.gather(*(p.stop() for p in topology.gateways))
+        await asyncio.gather(*(p.stop() for p in topology.clusters))
     return int(code or 0)
 
 
@@ -475,7 +591,7 @@ _T = TypeVar("_T")
 
 
 def _failed(processes: list[Supervised]) -> list[Supervised]:
-    return [p for p in processes if p.config_error is not None]
+    return [p for p in processes if p.failure is not None]
 
 
 async def _unless_stopped(awaitable: Awaitable[_T], stopping: asyncio.Event) -> _T | int:

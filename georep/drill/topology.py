@@ -3,12 +3,15 @@
 **Managed** (:class:`ManagedTopology`): ``georep up``'s own pieces — an
 :class:`~georep.up_config.UpConfig` with clusters A and B (``fsync = false``: a process crash
 loses nothing, only a power loss would) and gateways replicating the drill's namespace
-A→B and B→A, each with ``subscription_sync = {mode = <mode>, ...}``; ports chosen by
-``up._with_ports``, processes and gateway TOML files made by ``up.build``. The processes
-run as plain :class:`~georep.processes.ManagedProcess` children, not ``up``'s supervised
-ones: a drill wants a crash to show, not to be restarted, and ``up``'s status lines
-would mix with ``--json`` on stdout. A start that fails (a port taken meanwhile) is tried
-again on fresh ports, up to ``limits.drill_start_attempts_max`` times; each failed attempt
+A→B and B→A, each with ``subscription_sync = {mode = <mode>, ...}``; processes and
+gateway TOML files made by ``up.cluster_process`` and ``up.gateway_process``. Every
+process listens on port 0 and its port is read from its ready line, as ``up`` does
+(``up.with_cluster_ports``, ``up.with_gateway_port``): the gateways' files are written
+once both clusters are ready. The processes run as plain
+:class:`~georep.processes.ManagedProcess` children, not ``up``'s supervised ones: a drill
+wants a crash to show, not to be restarted, and ``up``'s status lines would mix with
+``--json`` on stdout. A start that fails is tried again in a fresh data directory, up to
+``limits.drill_start_attempts_max`` times; each failed attempt
 is kept as a :class:`StartFailure` (what failed, the logs of its processes) for the
 report's warnings, never printed over the progress bar. Failures:
 
@@ -41,7 +44,14 @@ from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.invariant import present
 from georep.processes import ManagedProcess, ProcessFailed
 from georep.topic_name import InvalidTopicName, TopicName
-from georep.up import _with_ports, build
+from georep.up import (
+    ReadyLineError,
+    Supervised,
+    cluster_process,
+    gateway_process,
+    with_cluster_ports,
+    with_gateway_port,
+)
 from georep.up_config import ClusterSpec, GatewaySpec, UpConfig
 
 log = logging.getLogger(__name__)
@@ -106,16 +116,15 @@ class Topology:
 
 
 def up_config(data_dir: Path, namespace: str, subscription_sync: dict[str, Any]) -> UpConfig:
-    """A↔B with the drill's namespace replicated both ways, on ports chosen now."""
-    return _with_ports(
-        UpConfig(
-            data_dir=data_dir,
-            clusters={name: ClusterSpec(name, 0, 0, fsync=False) for name in (A, B)},
-            gateways={
-                A: GatewaySpec(A, 0, {namespace: [B]}, dict(subscription_sync)),
-                B: GatewaySpec(B, 0, {namespace: [A]}, dict(subscription_sync)),
-            },
-        )
+    """A↔B with the drill's namespace replicated both ways, every port 0 (each process
+    picks its own)."""
+    return UpConfig(
+        data_dir=data_dir,
+        clusters={name: ClusterSpec(name, 0, 0, fsync=False) for name in (A, B)},
+        gateways={
+            A: GatewaySpec(A, 0, {namespace: [B]}, dict(subscription_sync)),
+            B: GatewaySpec(B, 0, {namespace: [A]}, dict(subscription_sync)),
+        },
     )
 
 
@@ -153,17 +162,26 @@ class ManagedTopology(Topology):
 
     async def _start_once(self, home: Path) -> None:
         config = up_config(home, self.namespace, self.subscription_sync)
-        clusters, gateways = build(config)
-        self.clusters = {
-            s.label.split()[-1]: ManagedProcess(s.args, s.ready_prefix, log_path=s.log_path)
-            for s in clusters
-        }
-        self.gateways = {
-            s.label.split()[-1]: ManagedProcess(s.args, s.ready_prefix, log_path=s.log_path)
-            for s in gateways
-        }
+        self.gateways = {}
+        self.clusters = {name: _unsupervised(cluster_process(config, name)) for name in (A, B)}
         await _start_all(self.clusters.values())
+        try:
+            for name, process in self.clusters.items():
+                config = with_cluster_ports(config, name, process.detail)
+        except ReadyLineError as error:
+            raise DrillError(str(error)) from None
         host = config.host
+        if self.namespace != "public/default":
+            for name in (A, B):
+                admin_url = f"http://{host}:{config.clusters[name].admin_port}"
+                await ensure_namespace(admin_url, self.namespace, name)
+        self.gateways = {name: _unsupervised(gateway_process(config, name)) for name in (A, B)}
+        await _start_all(self.gateways.values())
+        try:
+            for name, process in self.gateways.items():
+                config = with_gateway_port(config, name, process.detail)
+        except ReadyLineError as error:
+            raise DrillError(str(error)) from None
         self.urls = {
             name: ClusterUrls(
                 f"pulsar://{host}:{spec.broker_port}",
@@ -172,10 +190,6 @@ class ManagedTopology(Topology):
             )
             for name, spec in config.clusters.items()
         }
-        if self.namespace != "public/default":
-            for name in (A, B):
-                await ensure_namespace(self.urls[name].admin_url, self.namespace, name)
-        await _start_all(self.gateways.values())
 
     async def fail(self, kind: str, topic: str) -> None:
         if kind == KILL:
@@ -203,6 +217,10 @@ class ManagedTopology(Topology):
                 *(p.terminate(limits.up_stop_grace_s) for p in group.values()),
                 return_exceptions=True,
             )
+
+
+def _unsupervised(process: Supervised) -> ManagedProcess:
+    return ManagedProcess(process.args, process.ready_prefix, log_path=process.log_path)
 
 
 async def _start_all(processes: Iterable[ManagedProcess]) -> None:

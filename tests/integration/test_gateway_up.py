@@ -1,7 +1,8 @@
-"""``georep up``: the three-cluster example brought up on free ports with tokens on (from
-token files named in the file, or from the environment); its demo shows messages
-crossing as the policies say; a killed child is restarted; SIGTERM stops all; a mistake
-in the file or on the machine is one line and exit code 2, with nothing started."""
+"""``georep up``: the three-cluster example brought up with every port 0 (each process
+picks its own) and tokens on (from token files named in the file, or from the
+environment); its demo shows messages crossing as the policies say; a killed child is
+restarted on the ports it had; SIGTERM stops all; a mistake in the file or on the machine
+is one line and exit code 2, with nothing started."""
 
 from __future__ import annotations
 
@@ -128,15 +129,27 @@ def test_demo_shows_the_topology_with_tokens_from_files(tmp_path) -> None:
         up.kill()
 
 
-def test_children_are_restarted_and_stopped_with_tokens_from_the_environment(tmp_path):
+def test_children_are_restarted_on_their_ports_and_stopped_with_tokens_from_the_environment(
+    tmp_path,
+):
+    """Every port is 0 in the file: a killed child comes back on the ports it reported at
+    its first start, which its peers were told."""
     env = {"GEOREP_ADMIN_TOKENS": ADMIN_TOKEN, "GEOREP_GATEWAY_TOKENS": GATEWAY_TOKEN}
     up = Up(tmp_path, env=env)
     try:
-        pids = {}
+        pids, urls = {}, {}
         for _ in range(6):
-            match = up.expect(r"\] (cluster|gateway) (\w+)\s+running\s+pid (\d+)")
+            match = up.expect(r"\] (cluster|gateway) (\w+)\s+running\s+pid (\d+)\s+(\S.*)$")
             pids[f"{match[1]} {match[2]}"] = int(match[3])
+            urls[f"{match[1]} {match[2]}"] = match[4]
+        assert re.fullmatch(r"pulsar://127\.0\.0\.1:\d+ http://127\.0\.0\.1:\d+", urls["cluster B"])
+        assert not [url for url in urls.values() if re.search(r":0\b", url)], urls
         up.expect(r"^UP_READY")
+        gateway_toml = (tmp_path / "data" / "gateway-A" / "gateway.toml").read_text()
+        assert f'listen = "{urls["gateway A"].removeprefix("http://")}"' in gateway_toml
+        b_broker, b_admin = urls["cluster B"].split()
+        assert f'service_url = "{b_broker}"' in gateway_toml  # A's remote B
+        assert f'admin_url = "{b_admin}"' in gateway_toml
         cluster_b = up.expect(r"cluster B\s+pulsar://\S+ (http://\S+)")[1]
         gateway_a = up.expect(r"gateway A\s+(http://\S+)")[1]
         for url, token in ((gateway_a, GATEWAY_TOKEN), (cluster_b, ADMIN_TOKEN)):
@@ -158,12 +171,14 @@ def test_children_are_restarted_and_stopped_with_tokens_from_the_environment(tmp
                 )
                 == 200
             )
-        os.kill(pids["gateway A"], signal.SIGKILL)
-        up.expect(r"gateway A\s+restarting\s+exit -9")
-        pids["gateway A"] = int(up.expect(r"gateway A\s+running\s+pid (\d+)")[1])
-        os.kill(pids["cluster B"], signal.SIGKILL)
-        up.expect(r"cluster B\s+restarting\s+exit -9")
-        pids["cluster B"] = int(up.expect(r"cluster B\s+running\s+pid (\d+)")[1])
+        for label in ("gateway A", "cluster B"):
+            os.kill(pids[label], signal.SIGKILL)
+            up.expect(rf"{label}\s+restarting\s+exit -9")
+            match = up.expect(rf"{label}\s+running\s+pid (\d+)\s+(\S.*)$")
+            pids[label] = int(match[1])
+            assert match[2] == urls[label], f"{label} came back on other ports"
+        assert get(f"{gateway_a}/admin/georep/v1/stats", GATEWAY_TOKEN) == 200
+        assert get(f"{cluster_b}/admin/v2/tenants", ADMIN_TOKEN) == 200
 
         up.process.send_signal(signal.SIGTERM)
         assert up.process.wait(90) == 0

@@ -62,10 +62,10 @@ def test_georep_up_writes_a_gateways_table_into_its_toml(tmp_path):
     from pathlib import Path
 
     from georep.gateway.config import parse
-    from georep.up import _gateway_toml, _with_ports, load_config
+    from georep.up import _gateway_toml, load_config
 
     example = Path(__file__).parents[2] / "examples" / "three-clusters.toml"
-    config = _with_ports(load_config(example, tmp_path))
+    config = load_config(example, tmp_path)  # its ports are set: nothing binds them here
     written = _gateway_toml(config, config.gateways["C"], tmp_path)
     settings = parse(tomllib.loads(written)).sync
     assert "public/default" in settings.namespaces  # C applies what A sends
