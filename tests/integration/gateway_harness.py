@@ -7,8 +7,9 @@
 - :func:`produce` publishes with the official pulsar-client (batched by default) and
   returns the payloads it got receipts for;
 - :func:`read_entries` reads a topic's entries as stored, with the gateway's own link (a
-  non-durable reader from the earliest entry), so a test can see entry metadata — origin
-  cluster and position — that a client hides for batched messages;
+  non-durable reader from the earliest entry, up to the last message the cluster's admin
+  reports), so a test can see entry metadata — origin cluster and position — that a
+  client hides for batched messages;
 - :func:`payloads_on` reads the messages with pulsar-client, as an application would.
 
 Every wait is bounded; nothing here asserts timing.
@@ -34,14 +35,18 @@ import pulsar
 
 from georep.client.consumer import ReceivedEntry
 from georep.client.link import PulsarLink
+from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.origin import origin_of
 from tests.integration.broker_cluster import ChildProcess, ClusterProcess, free_port, open_client
 
 __all__ = ["ClusterProcess", "GatewayProcess", "free_port"]
 
-#: How long a reader waits for one more entry before it decides the topic is read.
+#: How long a reader, once it has read up to the topic's last message, waits for one
+#: more entry before it decides the topic is read.
 QUIET_S = 1.5
+#: How long a reader may take to reach the topic's last message before it fails.
+READ_TIMEOUT_S = 120.0
 
 
 # --- clusters ---------------------------------------------------------------------------
@@ -281,18 +286,45 @@ def produce(
     return sent
 
 
-async def _read_entries(url: str, topic: str, quiet_s: float) -> list[ReceivedEntry]:
-    link = PulsarLink(url)
+def last_message_position(cluster: ClusterProcess, topic: str) -> Position | None:
+    """Where ``topic``'s last message is, as the cluster's admin says (``lastMessageId``:
+    the last confirmed entry, markers at the end stepped over, as a reader is never
+    dispatched those); None if the topic holds none."""
+    path = topic.removeprefix("persistent://")
+    status, document = http("GET", f"{admin_url(cluster)}/admin/v2/persistent/{path}/lastMessageId")
+    assert status == 200, f"last message id of {topic}: {status} {document}"
+    ledger_id, entry_id = int(document["ledgerId"]), int(document["entryId"])
+    return None if entry_id < 0 else Position(ledger_id, entry_id)
+
+
+async def _read_entries(
+    cluster: ClusterProcess, topic: str, quiet_s: float, timeout_s: float
+) -> list[ReceivedEntry]:
+    deadline = time.monotonic() + timeout_s
+    link = PulsarLink(cluster.url)
     try:
         consumer = await link.subscribe(
             topic, f"check-{time.monotonic_ns()}", durable=False, initial_position=1
         )
-        entries: list[Any] = []
+        # asked once the reader exists: every entry up to here is the reader's to receive
+        end = await asyncio.to_thread(last_message_position, cluster, topic)
+        entries: list[ReceivedEntry] = []
+        furthest: Position | None = None
         while True:
+            reached = end is None or (furthest is not None and furthest >= end)
+            left = deadline - time.monotonic()
+            if not reached and left <= 0:
+                raise TimeoutError(
+                    f"read of {topic} on {cluster.name} did not reach its last message {end}"
+                    f" within {timeout_s} s: {len(entries)} entries read, up to {furthest}"
+                )
             try:
-                entry = await asyncio.wait_for(consumer.receive(), quiet_s)
+                entry = await asyncio.wait_for(consumer.receive(), quiet_s if reached else left)
             except TimeoutError:
-                return entries
+                if reached:
+                    return entries
+                continue  # the deadline has passed: the check above fails the read
+            furthest = entry.position if furthest is None else max(furthest, entry.position)
             entries.append(entry)
             # the broker stops dispatching past consumer_unacked_messages_max unacked
             consumer.ack_cumulative(entry.position)
@@ -300,9 +332,18 @@ async def _read_entries(url: str, topic: str, quiet_s: float) -> list[ReceivedEn
         await link.close()
 
 
-def read_entries(url: str, topic: str, quiet_s: float = QUIET_S) -> list[ReceivedEntry]:
-    """Every entry of ``topic`` as stored (until none arrives for ``quiet_s``)."""
-    return asyncio.run(_read_entries(url, topic, quiet_s))
+def read_entries(
+    cluster: ClusterProcess,
+    topic: str,
+    quiet_s: float = QUIET_S,
+    timeout_s: float = READ_TIMEOUT_S,
+) -> list[ReceivedEntry]:
+    """Every entry of ``topic`` on ``cluster`` as stored (markers aside, which only the
+    gateway's subscriptions are dispatched): all of them up to the topic's last message
+    when the read starts (ending on a quiet period alone cut reads short on a loaded
+    machine), then whatever arrives until none has for ``quiet_s``. Fails if the last
+    message has not arrived within ``timeout_s``."""
+    return asyncio.run(_read_entries(cluster, topic, quiet_s, timeout_s))
 
 
 def origin_counts(entries: Iterable[ReceivedEntry]) -> collections.Counter:

@@ -19,6 +19,7 @@ import pytest
 
 from tests.integration.broker_cluster import (
     ClusterProcess,
+    admin_call,
     open_client,
     receive_all,
     receive_none,
@@ -38,13 +39,34 @@ def process(tmp_path) -> Iterator[ClusterProcess]:
     cluster.kill()
 
 
-def drain_until_quiet(consumer: pulsar.Consumer, quiet_ms: int = 1500) -> list[pulsar.Message]:
+def drain(
+    process: ClusterProcess,
+    consumer: pulsar.Consumer,
+    topic: str,
+    subscription: str = "s",
+    quiet_ms: int = 1500,
+    timeout_s: float = 120,
+) -> list[pulsar.Message]:
+    """Receive and acknowledge what ``subscription`` holds: until none arrives for
+    ``quiet_ms`` and the cluster's admin reports the subscription's backlog empty (a
+    quiet period alone cut the read short on a loaded machine)."""
+    stats = f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/stats"
+    deadline = time.monotonic() + timeout_s
     out: list[Any] = []
     while True:
         try:
             message = consumer.receive(timeout_millis=quiet_ms)
         except pulsar.Timeout:
-            return out
+            status, document = admin_call(f"http://127.0.0.1:{process.admin_port}", "GET", stats)
+            assert status == 200, (status, document)
+            backlog = document["subscriptions"][subscription]["msgBacklog"]
+            if backlog == 0:
+                return out
+            assert time.monotonic() < deadline, (
+                f"{subscription} still has {backlog} entries unacknowledged after"
+                f" {timeout_s} s; {len(out)} messages received"
+            )
+            continue
         consumer.acknowledge(message)
         out.append(message)
 
@@ -168,7 +190,7 @@ def test_kill_9_under_load_loses_no_acknowledged_publish(process: ClusterProcess
     process.start()
     with open_client(process.url) as client:
         consumer = client.subscribe(topic, "s", receiver_queue_size=2000)
-        delivered = [m.data() for m in drain_until_quiet(consumer)]
+        delivered = [m.data() for m in drain(process, consumer, topic)]
         consumer.close()
     expected_first = {f"first-{n}".encode() for n in range(200)} - acked_before
     assert not set(delivered) & acked_before, "a persisted ack was forgotten"
@@ -211,7 +233,7 @@ def test_partially_acknowledged_batches_survive_kill_9(process: ClusterProcess) 
     process.start()
     with open_client(process.url) as client:
         consumer = client.subscribe(topic, "s", batch_index_ack_enabled=True)
-        delivered = [m.data() for m in drain_until_quiet(consumer)]
+        delivered = [m.data() for m in drain(process, consumer, topic)]
         consumer.close()
     assert delivered == [payload for payload in sent if payload not in acked]
 

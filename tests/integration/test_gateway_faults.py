@@ -83,7 +83,7 @@ def test_remote_killed_and_restarted(tmp_path) -> None:
 
         wait_for(lambda: caught_up(ga), timeout_s=120)
         wait_for(lambda: caught_up(gb), timeout_s=120)
-        on_a, on_b = read_entries(a.url, TOPIC), read_entries(b.url, TOPIC)
+        on_a, on_b = read_entries(a, TOPIC), read_entries(b, TOPIC)
         copies_on_b = {k: n for k, n in origin_counts(on_b).items() if k[0] == "A"}
         copies_on_a = {k: n for k, n in origin_counts(on_a).items() if k[0] == "B"}
         assert copies_on_b == {p: 1 for p in local_positions(on_a, "A")}

@@ -259,9 +259,9 @@ def check_exactly_once(world: Instances, acked: list[bytes]) -> None:
 
     wait_for(caught_up, timeout_s=120)
     on_b: collections.Counter = collections.Counter()
-    for topic in PARTITIONS:  # caught up: a short quiet period ends each read
-        copies = origin_counts(read_entries(world.b.url, topic, quiet_s=0.5))
-        origin = local_positions(read_entries(world.a.url, topic, quiet_s=0.5), "A")
+    for topic in PARTITIONS:  # each read reaches the last message, then waits 0.5 s more
+        copies = origin_counts(read_entries(world.b, topic, quiet_s=0.5))
+        origin = local_positions(read_entries(world.a, topic, quiet_s=0.5), "A")
         assert set(copies) == origin, topic
         assert [p for p, n in copies.items() if n > 1] == [], f"{topic}: stored twice"
         on_b.update(payloads_on(world.b.url, topic, quiet_ms=500))

@@ -74,8 +74,8 @@ def test_gateway_killed_mid_stream_loses_and_duplicates_nothing(tmp_path) -> Non
             return bool(found) and found[0]["replicationBacklog"] == 0 and found[0]["connected"]
 
         wait_for(caught_up, timeout_s=120)
-        on_a = read_entries(a.url, TOPIC)
-        on_b = read_entries(b.url, TOPIC)
+        on_a = read_entries(a, TOPIC)
+        on_b = read_entries(b, TOPIC)
         copies = origin_counts(on_b)
         assert set(copies) == local_positions(on_a, "A"), "every origin entry reached B"
         assert [p for p, n in copies.items() if n > 1] == [], "none twice"

@@ -96,8 +96,8 @@ def origin(copy: ReceivedEntry) -> Origin:
 def check_exactly_once(
     a: ClusterProcess, b: ClusterProcess, topic: str, count: int
 ) -> list[ReceivedEntry]:
-    on_a = read_entries(a.url, topic)
-    on_b = read_entries(b.url, topic)
+    on_a = read_entries(a, topic)
+    on_b = read_entries(b, topic)
     copies = origin_counts(on_b)
     assert set(copies) == local_positions(on_a, "A")
     assert set(copies.values()) == {1}
@@ -117,7 +117,7 @@ async def test_every_message_once_with_its_metadata(clusters) -> None:
         assert stats["replicationDelayInSeconds"] == 0.0
 
     on_b = await asyncio.to_thread(check_exactly_once, a, b, topic, 3000)
-    on_a = {e.position: e for e in await asyncio.to_thread(read_entries, a.url, topic)}
+    on_a = {e.position: e for e in await asyncio.to_thread(read_entries, a, topic)}
     assert any(e.messages > 1 for e in on_b), "batches were produced and kept whole"
     for copy in on_b:
         original = on_a[origin(copy).position]

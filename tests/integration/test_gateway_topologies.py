@@ -99,7 +99,7 @@ def test_both_ways_one_way_and_unrelated(world) -> None:
     wait_for(lambda: world.caught_up("A", topic, 2), timeout_s=90)
     wait_for(lambda: world.caught_up("B", topic, 1), timeout_s=90)
 
-    entries = {name: read_entries(cluster.url, topic) for name, cluster in world.clusters.items()}
+    entries = {name: read_entries(cluster, topic) for name, cluster in world.clusters.items()}
     local = {name: local_positions(entries[name], name) for name in entries}
     # A↔B: each side holds the other's messages once, and its own never come back.
     assert copies_from(entries["B"], "A") == {p: 1 for p in local["A"]}
@@ -161,7 +161,7 @@ def test_policy_change_at_run_time(world) -> None:
         lambda: [r["remoteCluster"] for r in gateway.replicators(topic)] == ["C"], timeout_s=30
     )
     wait_for(lambda: world.caught_up("A", topic, 1), timeout_s=60)
-    entries_on_c = read_entries(world.c.url, topic)
+    entries_on_c = read_entries(world.c, topic)
     assert set(origin_counts(entries_on_c).values()) == {1}
     assert payloads_on(world.c.url, topic) == {p: 1 for p in first + second}
 
@@ -178,8 +178,8 @@ def test_partitioned_topics_are_picked_up(world) -> None:
     assert (status, metadata) == (200, {"partitions": 3})
     for index in range(3):
         partition = f"{topic}-partition-{index}"
-        on_a = read_entries(world.a.url, partition)
-        on_b = read_entries(world.b.url, partition)
+        on_a = read_entries(world.a, partition)
+        on_b = read_entries(world.b, partition)
         assert on_a, "keys spread the messages over every partition"
         assert origin_counts(on_b) == {p: 1 for p in local_positions(on_a, "A")}
     assert payloads_on(world.b.url, topic) == {p: 1 for p in sent}

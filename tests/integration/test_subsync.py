@@ -211,7 +211,7 @@ def data_entries(world, cluster: str, topic: str, messages: int):
     """``topic``'s data entries on ``cluster`` once all ``messages`` have arrived."""
 
     def complete():
-        entries = read_entries(world.clusters[cluster].url, topic, quiet_s=0.5)
+        entries = read_entries(world.clusters[cluster], topic, quiet_s=0.5)
         return entries if sum(e.messages for e in entries) >= messages else None
 
     return wait_for(complete, timeout_s=60)
