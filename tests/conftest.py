@@ -26,6 +26,15 @@ from sqlalchemy.engine import make_url
 POSTGRES_URL_ENV = "GEOREP_TEST_POSTGRES_URL"
 METADATA_BACKENDS = ["sqlite", "postgresql"]
 
+#: JVM options for every JVM the tests start (Spark's driver, daemons and executors, the
+#: Pulsar standalones): each lives seconds to minutes on two cores that two workers share,
+#: so the client compiler alone and the serial collector. The server compiler's threads
+#: were most of a reconciliation's cost: tests/unit/test_reconcile_job.py took 194 CPU-s
+#: with the defaults and 108 with these. A value already set is kept.
+SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+for _variable in ("SPARK_SUBMIT_OPTS", "SPARK_DAEMON_JAVA_OPTS", "PULSAR_EXTRA_OPTS"):
+    os.environ.setdefault(_variable, SHORT_LIVED_JVM)
+
 
 class ManualClock:
     """A clock that moves only when told: ``clock()`` reads it, ``advance(s)`` moves it."""

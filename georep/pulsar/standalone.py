@@ -37,6 +37,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -60,6 +61,8 @@ STARTER_CLASS = "org.apache.pulsar.PulsarStandaloneStarter"
 #: JVM options Pulsar's own launcher (``bin/pulsar``) sets and a standalone needs:
 #: BookKeeper and Netty reach into JDK internals (fadvise, CRC32, direct buffers), and the
 #: bookie and the BookKeeper client find Pulsar's metadata store through these drivers.
+#: Extra JVM options for every standalone, as ``bin/pulsar`` takes them (shell words).
+EXTRA_OPTS_ENV = "PULSAR_EXTRA_OPTS"
 JVM_OPTIONS = (
     "--add-opens=java.base/java.io=ALL-UNNAMED",
     "--add-opens=java.base/java.util.zip=ALL-UNNAMED",
@@ -270,6 +273,8 @@ class PulsarStandalone:
             f"-Xmx{self.spec.heap_mb}m",
             f"-XX:MaxDirectMemorySize={self.spec.heap_mb}m",
             *JVM_OPTIONS,
+            # the variable Pulsar's own bin/pulsar reads for extra JVM options
+            *shlex.split(os.environ.get(EXTRA_OPTS_ENV, "")),
             f"-Dlog4j.configurationFile={data / 'log4j2.xml'}",
             "-cp",
             f"{self.lib_dir}/*",

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from georep.spark_reconcile import standalone
+from tests.conftest import SHORT_LIVED_JVM
 from tests.unit.test_reconcile_job import case_q, case_t, deliveries_for_t, write_cases
 
 pyspark = pytest.importorskip("pyspark")
@@ -90,6 +91,7 @@ def test_a_standalone_cluster_gives_the_same_audit_as_local(spark_master, tmp_pa
         "--master", spark_master,
         "--conf", "spark.executor.memory=512m", "--conf", "spark.executor.cores=1",
         "--conf", "spark.cores.max=2", "--conf", "spark.driver.host=127.0.0.1",
+        "--conf", f"spark.executor.extraJavaOptions={SHORT_LIVED_JVM}",
     )  # fmt: skip
     assert cluster.returncode == 0, cluster.stderr[-3000:]
 
