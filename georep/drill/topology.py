@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,11 +165,7 @@ class ManagedTopology(Topology):
         self.gateways = {}
         self.clusters = {name: _unsupervised(cluster_process(config, name)) for name in (A, B)}
         await _start_all(self.clusters.values())
-        try:
-            for name, process in self.clusters.items():
-                config = with_cluster_ports(config, name, process.detail)
-        except ReadyLineError as error:
-            raise DrillError(str(error)) from None
+        config = _learn_ports(config, self.clusters, with_cluster_ports)
         host = config.host
         if self.namespace != "public/default":
             for name in (A, B):
@@ -177,11 +173,7 @@ class ManagedTopology(Topology):
                 await ensure_namespace(admin_url, self.namespace, name)
         self.gateways = {name: _unsupervised(gateway_process(config, name)) for name in (A, B)}
         await _start_all(self.gateways.values())
-        try:
-            for name, process in self.gateways.items():
-                config = with_gateway_port(config, name, process.detail)
-        except ReadyLineError as error:
-            raise DrillError(str(error)) from None
+        config = _learn_ports(config, self.gateways, with_gateway_port)
         self.urls = {
             name: ClusterUrls(
                 f"pulsar://{host}:{spec.broker_port}",
@@ -221,6 +213,21 @@ class ManagedTopology(Topology):
 
 def _unsupervised(process: Supervised) -> ManagedProcess:
     return ManagedProcess(process.args, process.ready_prefix, log_path=process.log_path)
+
+
+def _learn_ports(
+    config: UpConfig,
+    processes: dict[str, ManagedProcess],
+    learn: Callable[[UpConfig, str, str], UpConfig],
+) -> UpConfig:
+    """``config`` with the ports each started process's ready line names (``learn``: up's
+    ``with_cluster_ports`` or ``with_gateway_port``)."""
+    try:
+        for name, process in processes.items():
+            config = learn(config, name, process.detail)
+    except ReadyLineError as error:
+        raise DrillError(str(error)) from None
+    return config
 
 
 async def _start_all(processes: Iterable[ManagedProcess]) -> None:

@@ -26,6 +26,7 @@ from tests.integration.broker_cluster import (
     unique_topic,
     wait_until,
 )
+from tests.integration.gateway_harness import admin_url
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -57,7 +58,7 @@ def drain(
         try:
             message = consumer.receive(timeout_millis=quiet_ms)
         except pulsar.Timeout:
-            status, document = admin_call(f"http://127.0.0.1:{process.admin_port}", "GET", stats)
+            status, document = admin_call(admin_url(process), "GET", stats)
             assert status == 200, (status, document)
             backlog = document["subscriptions"][subscription]["msgBacklog"]
             if backlog == 0:
