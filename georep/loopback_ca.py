@@ -27,22 +27,17 @@ from __future__ import annotations
 
 import datetime
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import trustme
 from cryptography.hazmat.primitives import serialization
 
+from georep.tls_files import TlsFiles
+
 #: What a loopback server's certificate names.
 LOOPBACK_NAMES = ("127.0.0.1", "::1", "localhost")
 
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """One party's certificate chain and private key (PEM files)."""
-
-    cert_file: Path
-    key_file: Path
+__all__ = ["LOOPBACK_NAMES", "LoopbackCa", "TlsFiles"]
 
 
 class LoopbackCa:

@@ -15,7 +15,9 @@ What the gateway needs of a cluster beyond the binary protocol:
 
 Every request has a deadline; a failure raises :class:`AdminRequestFailed` with the HTTP
 status (0: no answer), which says whether retrying may help. The token is sent as a
-bearer token and never logged.
+bearer token and never logged. An ``https://`` admin URL runs every request over TLS with
+the cluster's ``ssl.SSLContext`` (``client/tls.py``); a failed handshake is an
+AdminRequestFailed naming the TLS reason, never a retry in plaintext.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +34,7 @@ from urllib.parse import quote
 import aiohttp
 
 from georep import limits
+from georep.client import tls
 from georep.client.errors import AdminRequestFailed
 from georep.position import Position
 from georep.topic_name import TopicName
@@ -107,9 +111,16 @@ class ClusterAdminClient:
         *,
         cluster_name: str,
         token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         timeout_s: float = limits.cluster_admin_request_timeout_s_default,
     ) -> None:
         self.admin_url = admin_url.rstrip("/")
+        if tls.uses_tls(admin_url) and ssl_context is None:
+            raise AdminRequestFailed(f"{admin_url}: an https URL needs the cluster's TLS settings")
+        #: The context every https request is verified with; False for http.
+        self._ssl: ssl.SSLContext | bool = False
+        if ssl_context is not None and tls.uses_tls(admin_url):
+            self._ssl = ssl_context
         self.cluster_name = cluster_name
         self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -146,7 +157,11 @@ class ClusterAdminClient:
         anything else raises. ``extra_s``: seconds the server may hold the request on
         purpose (a long poll), added to the deadline."""
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(ssl=self._ssl),
+            )
         url = f"{self.admin_url}{path}"
         self.requests_by_kind[request_kind(method, path)] += 1
         timeout = None
@@ -160,6 +175,9 @@ class ClusterAdminClient:
             ) as response:
                 text = await response.text()
                 status = response.status
+        except aiohttp.ClientSSLError as error:  # the handshake: CA, expiry, name, client cert
+            reason = tls.describe(error.os_error)
+            raise AdminRequestFailed(f"{self.cluster_name}: {method} {path}: {reason}") from None
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             raise AdminRequestFailed(f"{self.cluster_name}: {method} {path}: {error!r}") from None
         if 200 <= status < 300 or status in allowed:

@@ -11,6 +11,13 @@ States and legal transitions (an illegal one is a bug and raises)::
     CONNECTING --close------> CLOSED
     READY -------close------> CLOSED
 
+TLS: a ``pulsar+ssl://`` URL runs the connection over TLS with the ``ssl.SSLContext``
+given (``client/tls.py``: the cluster's CA, hostname verification, a client certificate),
+the server's name checked against the URL's host; without a context such a URL is refused,
+and a failed handshake is a :class:`ConnectFailed` naming the reason (an unknown CA, an
+expired certificate, a name mismatch, a refused client certificate): never a fallback
+to plaintext.
+
 Handshake: CONNECT (with ``auth_method_name="token"`` and the token when one is
 configured), then CONNECTED, whose ``max_message_size`` bounds what we send. An
 AUTH_CHALLENGE is answered with the token again (Pulsar's token refresh).
@@ -42,12 +49,14 @@ import contextlib
 import enum
 import itertools
 import logging
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from georep import limits
-from georep.client.errors import LinkClosed, LinkError, RequestTimeout, ServerError
+from georep.client import tls
+from georep.client.errors import ConnectFailed, LinkClosed, LinkError, RequestTimeout, ServerError
 from georep.decimal_text import parse_decimal
 from georep.invariant import invariant, present
 from georep.protocol import commands, frames
@@ -102,11 +111,21 @@ _CONSUMER_FRAMES = {
 _FROM_BROKER = frozenset(t for t, spec in REGISTRY.items() if Sender.BROKER in spec.sender)
 
 
+#: Service URL schemes: plaintext and TLS (Pulsar's own spelling).
+PLAIN_SCHEME, TLS_SCHEME = "pulsar://", "pulsar+ssl://"
+
+
 def split_url(url: str) -> tuple[str, int]:
-    """(host, port) of ``pulsar://host:port``; LinkError for anything else."""
-    if not url.startswith("pulsar://"):
-        raise LinkError(f"unsupported service URL {url!r}: use pulsar://host:port")
-    host, _, port_text = url.removeprefix("pulsar://").rstrip("/").rpartition(":")
+    """(host, port) of ``pulsar://host:port`` or ``pulsar+ssl://host:port``; LinkError for
+    anything else."""
+    for scheme in (PLAIN_SCHEME, TLS_SCHEME):
+        if url.startswith(scheme):
+            break
+    else:
+        raise LinkError(
+            f"unsupported service URL {url!r}: use pulsar://host:port or pulsar+ssl://host:port"
+        )
+    host, _, port_text = url.removeprefix(scheme).rstrip("/").rpartition(":")
     port = parse_decimal(port_text)
     if not host or port is None or port > 65_535:
         raise LinkError(f"service URL {url!r} lacks host:port")
@@ -119,12 +138,14 @@ class LinkConnection:
         url: str,
         *,
         token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         request_timeout_s: float = limits.link_request_timeout_s_default,
         keepalive_s: float = limits.link_keepalive_interval_s_default,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url = url
         self._token = token
+        self._ssl_context = ssl_context
         self.request_timeout_s = request_timeout_s
         self.keepalive_s = keepalive_s
         self._clock = clock
@@ -174,9 +195,23 @@ class LinkConnection:
         except TimeoutError:
             connection.close(f"no handshake within {connect_timeout_s} s")
             raise RequestTimeout(f"{url}: no handshake within {connect_timeout_s} s") from None
-        except OSError as error:
-            connection.close(f"connect failed: {error}")
-            raise LinkError(f"{url}: cannot connect: {error}") from None
+        except OSError as error:  # refused, unreachable, or a TLS handshake that failed
+            reason = tls.describe(error)
+            connection.close(f"connect failed: {reason}")
+            raise ConnectFailed(
+                f"{url}: cannot connect: {reason}", tls_failed=_is_tls(error)
+            ) from None
+        except LinkClosed:
+            if connection._ssl_context is None or connection.server_version:
+                raise
+            # TLS 1.3 ends the handshake on the client's side before the server has checked
+            # the client's certificate; a refusal then arrives as the first read's failure.
+            raise ConnectFailed(
+                f"{url}: cannot connect: TLS: the server closed the connection before the"
+                f" Pulsar handshake ({connection.close_reason}): does it require a client"
+                " certificate (tls_cert_file) or refuse this one?",
+                tls_failed=True,
+            ) from None
         except BaseException:
             connection.close("handshake failed")
             raise
@@ -184,7 +219,21 @@ class LinkConnection:
 
     async def _open(self) -> None:
         host, port = split_url(self.url)
-        self._reader, self._writer = await asyncio.open_connection(host, port)
+        if tls.uses_tls(self.url):
+            if self._ssl_context is None:
+                raise ConnectFailed(f"{self.url}: a TLS URL needs the cluster's TLS settings")
+            try:
+                self._reader, self._writer = await asyncio.open_connection(
+                    host, port, ssl=self._ssl_context, server_hostname=host
+                )
+            except (ConnectionResetError, asyncio.IncompleteReadError) as error:
+                raise ConnectFailed(
+                    f"{self.url}: cannot connect: TLS: the server closed the connection in the"
+                    f" handshake ({tls.describe(error)}): does it serve TLS on this port?",
+                    tls_failed=True,
+                ) from None
+        else:
+            self._reader, self._writer = await asyncio.open_connection(host, port)
         loop = asyncio.get_running_loop()
         self._connected = loop.create_future()
         self._tasks.append(loop.create_task(self._read_loop(), name=f"link-read {self.url}"))
@@ -459,3 +508,8 @@ class LinkConnection:
                 self._ping_sent_at = now
                 with contextlib.suppress(LinkClosed):
                     self.send_command(commands.ping())
+
+
+def _is_tls(error: BaseException) -> bool:
+    """Whether a failed connect failed in the TLS handshake (retrying soon cannot help)."""
+    return isinstance(error, ssl.SSLError)

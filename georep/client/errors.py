@@ -34,6 +34,24 @@ class LinkError(Exception):
         return True
 
 
+class ConnectFailed(LinkError):
+    """A connection could not be opened: refused, unreachable, or a TLS handshake that
+    failed (an unknown CA, an expired certificate, a name mismatch, a refused client
+    certificate: ``tls_failed``), which the next attempt in a second would meet again.
+
+    The link that opened it says so once per cluster and cause (``PulsarLink``), so the
+    many producers and consumers that meet the same failure record it without logging it
+    again."""
+
+    def __init__(self, message: str, *, tls_failed: bool = False) -> None:
+        super().__init__(message)
+        self.tls_failed = tls_failed
+
+    @property
+    def retriable(self) -> bool:
+        return not self.tls_failed
+
+
 class LinkClosed(LinkError):
     """The connection, producer or consumer is closed (by us, the peer, or a fault)."""
 

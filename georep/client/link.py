@@ -21,7 +21,15 @@ consumer on it (as Pulsar's clients do)::
 
 Lookup: LOOKUP on the service URL's connection; CONNECT means "this broker" (or the
 URL named), REDIRECT means ask the named broker, at most
-``limits.link_lookup_redirects_max`` times. Reconnecting: a connection that closed is
+``limits.link_lookup_redirects_max`` times. A link whose service URL is
+``pulsar+ssl://`` follows the broker's TLS URL (``broker_service_url_tls``) and every
+connection it opens runs TLS with the one context it was given; a broker that names no
+TLS URL is an error, never a reason to connect in plaintext.
+
+A connection that cannot be opened (refused, a failed TLS handshake) is logged here once
+per cause, naming the cluster, however many producers and consumers wait on the link;
+:attr:`PulsarLink.connect_error` holds it until a connection opens again, for the
+gateway's ``/health``. Reconnecting: a connection that closed is
 replaced on next use; its producers and consumers have failed and are opened again by
 their owner (the replicator), which knows from where to resume.
 """
@@ -32,13 +40,15 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import zlib
 from typing import Any
 
 from georep import limits
+from georep.client import tls
 from georep.client.connection import LinkConnection, split_url
 from georep.client.consumer import InitialPosition, LinkConsumer, SubType
-from georep.client.errors import LinkError, ServerError
+from georep.client.errors import ConnectFailed, LinkError, ServerError
 from georep.client.producer import LinkProducer
 from georep.protocol import commands
 from georep.protocol import pulsar_wire_pb2 as pb
@@ -53,13 +63,24 @@ class PulsarLink:
         service_url: str,
         *,
         token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        cluster: str = "",
         connect_timeout_s: float = limits.link_connect_timeout_s_default,
         request_timeout_s: float = limits.link_request_timeout_s_default,
         keepalive_s: float = limits.link_keepalive_interval_s_default,
     ) -> None:
         split_url(service_url)  # LinkError now rather than at first use
         self.service_url = service_url
+        #: Whether every connection runs TLS: said by the service URL alone.
+        self.tls = tls.uses_tls(service_url)
+        if self.tls and ssl_context is None:
+            raise LinkError(f"{service_url}: a TLS URL needs the cluster's TLS settings")
+        #: The cluster's name, for what is logged and reported.
+        self.cluster = cluster or service_url
+        #: Why the last connection attempt failed; None once one opens.
+        self.connect_error: str | None = None
         self._token = token
+        self._ssl_context = ssl_context if self.tls else None
         self._connect_timeout_s = connect_timeout_s
         self._options = {"request_timeout_s": request_timeout_s, "keepalive_s": keepalive_s}
         self._connections: dict[str, LinkConnection] = {}
@@ -90,11 +111,28 @@ class PulsarLink:
         return await asyncio.shield(opening)
 
     async def _open(self, url: str, key: str) -> LinkConnection:
-        connection = await LinkConnection.open(
-            url, token=self._token, connect_timeout_s=self._connect_timeout_s, **self._options
-        )
+        try:
+            connection = await LinkConnection.open(
+                url,
+                token=self._token,
+                ssl_context=self._ssl_context,
+                connect_timeout_s=self._connect_timeout_s,
+                **self._options,
+            )
+        except ConnectFailed as error:
+            self._connect_failed(str(error).removeprefix(f"{url}: "))
+            raise
+        if self.connect_error is not None:
+            log.info("cluster %s: connected to %s again", self.cluster, url)
+            self.connect_error = None
         self._connections[key] = connection
         return connection
+
+    def _connect_failed(self, reason: str) -> None:
+        """One WARNING per cluster and cause, however many wait on the link."""
+        if reason != self.connect_error:
+            log.warning("cluster %s: %s", self.cluster, reason)
+        self.connect_error = reason
 
     @staticmethod
     def _slot(topic: str) -> int:
@@ -122,7 +160,7 @@ class PulsarLink:
                     f"{connection.url}: lookup of {topic} failed: {response.message}",
                     response.error,
                 )
-            target = response.broker_service_url or connection.url
+            target = self._target(response) or connection.url
             if response.proxy_through_service_url:
                 target = connection.url
             if response.response == pb.LookupResponse.CONNECT:
@@ -132,6 +170,20 @@ class PulsarLink:
         raise LinkError(
             f"lookup of {topic}: more than {limits.link_lookup_redirects_max} redirects"
         )
+
+    def _target(self, response: pb.LookupResponse) -> str:
+        """The broker URL a lookup names, in this link's kind: over TLS, its TLS URL."""
+        if not self.tls:
+            return str(response.broker_service_url)
+        if response.broker_service_url_tls:
+            return str(response.broker_service_url_tls)
+        if response.broker_service_url:
+            raise ConnectFailed(
+                f"lookup answered {response.broker_service_url} with no TLS URL:"
+                " the broker serves no pulsar+ssl:// port (brokerServicePortTls)",
+                tls_failed=True,
+            )
+        return ""
 
     # -- producers and consumers --
 

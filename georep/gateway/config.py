@@ -20,10 +20,13 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     admin_url = "http://127.0.0.1:8080"
     token_env = "CLUSTER_A_TOKEN"           # or token_file; none: GEOREP_ADMIN_TOKENS
 
-    [remotes.B]
-    service_url = "pulsar://10.0.0.2:6650"
-    admin_url = "http://10.0.0.2:8080"
+    [remotes.B]                             # across a WAN: TLS (client/tls.py)
+    service_url = "pulsar+ssl://pulsar-b.example:6651"
+    admin_url = "https://pulsar-b.example:8443"
     token_file = "/etc/georep/cluster-b-token"
+    tls_trust_certs_file = "/etc/georep/ca-b.pem"   # default: the system's CAs
+    # tls_hostname_verification = true      # default
+    # tls_cert_file / tls_key_file          # a client certificate (mutual TLS)
 
     [rate_limits]                           # per replicator; absent or 0: unlimited
     messages_per_s = 20000
@@ -50,6 +53,12 @@ deployment. The gateway's own REST tokens come from ``GEOREP_GATEWAY_TOKENS`` /
 are ``Token`` objects: they print as ``***``. Allowed ``Host`` names of the REST:
 ``allowed_hosts`` and ``GEOREP_ALLOWED_HOSTS``.
 
+TLS: a cluster is reached over TLS where its URLs say so (``pulsar+ssl://``,
+``https://``), with the keys of ``client/tls.py`` (named after Pulsar's client
+settings); TLS keys beside two plaintext URLs are refused, since they would protect
+nothing. The gateway's own REST serves https with ``[gateway] tls_cert_file`` and
+``tls_key_file``.
+
 Unknown keys are refused (a typo in ``rate_limit`` would otherwise silently mean
 "unlimited"), and every error names the key at fault.
 """
@@ -61,6 +70,7 @@ import enum
 import logging
 import os
 import re
+import ssl
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -70,6 +80,7 @@ from typing import Any
 import yarl
 
 from georep import limits, names
+from georep.client.tls import ClientTls, TlsSettingsError, uses_tls
 from georep.console import ConfigError, check_keys
 from georep.decimal_text import parse_decimal
 from georep.rest import tokens as token_sources
@@ -82,6 +93,7 @@ from georep.rest.tokens import (
     TokenError,
 )
 from georep.subsync.settings import SyncMode, SyncSettings, parse_sync
+from georep.tls_files import TlsFiles
 from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 
 log = logging.getLogger(__name__)
@@ -108,8 +120,27 @@ _GATEWAY_KEYS = {
     "instance",
     "lease_s",
     "heartbeat_s",
+    "tls_cert_file",
+    "tls_key_file",
 }
-_CLUSTER_KEYS = {"name", "kind", "service_url", "admin_url", "token", "token_file", "token_env"}
+#: A cluster table's TLS keys (client/tls.py), named after Pulsar's client settings.
+_TLS_KEYS = {
+    "tls_trust_certs_file",
+    "tls_hostname_verification",
+    "tls_cert_file",
+    "tls_key_file",
+    "tls_allow_insecure_connection",
+}
+_CLUSTER_KEYS = {
+    "name",
+    "kind",
+    "service_url",
+    "admin_url",
+    "token",
+    "token_file",
+    "token_env",
+    *_TLS_KEYS,
+}
 
 
 class ClusterKind(enum.Enum):
@@ -137,6 +168,11 @@ class ClusterEndpoint:
     #: ``georep`` (default) or ``pulsar``: a real Pulsar cluster, whose subscriptions are
     #: synced through admin v2 and an acknowledging consumer, markers on a side topic.
     kind: ClusterKind = ClusterKind.GEOREP
+    #: How TLS links to it are checked; None when neither URL runs TLS.
+    tls: ClientTls | None = None
+    #: The one context every TLS connection to it shares, made from ``tls`` when the
+    #: file is read (so a missing CA file stops the gateway at start, naming the key).
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
 
     @property
     def token_text(self) -> str | None:
@@ -172,6 +208,8 @@ class GatewayConfig:
     instance: str | None = None
     lease_s: float = limits.gateway_lease_s_default
     heartbeat_s: float = limits.gateway_heartbeat_s_default
+    #: The REST served over https with this certificate and key; None: plain http.
+    rest_tls: TlsFiles | None = None
 
     @property
     def open(self) -> bool:
@@ -294,8 +332,27 @@ def parse(
             limits.sync_topics_count_ceiling,
         ),
         instance=_instance(gateway.get("instance")),
+        rest_tls=_rest_tls(gateway, base_dir),
         **_lease(gateway),
     )
+
+
+def _rest_tls(gateway: Mapping[str, Any], base_dir: Path) -> TlsFiles | None:
+    """``[gateway] tls_cert_file`` / ``tls_key_file``: the REST over https, checked now."""
+    cert, key = gateway.get("tls_cert_file"), gateway.get("tls_key_file")
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ConfigError("[gateway] tls_cert_file and tls_key_file go together")
+    files = TlsFiles(_path("[gateway] tls_cert_file", cert, base_dir),
+                     _path("[gateway] tls_key_file", key, base_dir))  # fmt: skip
+    try:
+        files.server_context()
+    except (OSError, ssl.SSLError) as error:
+        raise ConfigError(
+            f"[gateway] tls_cert_file / tls_key_file: {error.strerror or error}"
+        ) from None
+    return files
 
 
 def with_overrides(
@@ -376,7 +433,7 @@ def _endpoint(
 ) -> ClusterEndpoint:
     check_keys(table, _CLUSTER_KEYS, f"[{where}]")
     name = cluster_name(f"[{where}] name", table.get("name"))
-    service_url = _url(f"[{where}] service_url", table.get("service_url"), ("pulsar",))
+    service_url = _url(f"[{where}] service_url", table.get("service_url"), ("pulsar", "pulsar+ssl"))
     admin_url = _url(f"[{where}] admin_url", table.get("admin_url"), ("http", "https"))
     sources = [key for key in ("token", "token_file", "token_env") if key in table]
     if len(sources) > 1:
@@ -398,7 +455,88 @@ def _endpoint(
             token = Token(shared) if shared is not None else None
     except (TokenError, IndexError) as error:
         raise ConfigError(f"[{where}] token: {str(error) or 'empty file'}") from None
-    return ClusterEndpoint(name, service_url, admin_url, token, _kind(where, table))
+    client_tls = _client_tls(where, table, service_url, admin_url, base_dir)
+    return ClusterEndpoint(
+        name,
+        service_url,
+        admin_url,
+        token,
+        _kind(where, table),
+        tls=client_tls,
+        ssl_context=_context(where, client_tls),
+    )
+
+
+def _client_tls(
+    where: str, table: Mapping[str, Any], service_url: str, admin_url: str, base_dir: Path
+) -> ClientTls | None:
+    """The cluster's TLS settings, where one of its URLs runs TLS."""
+    given = sorted(_TLS_KEYS & set(table))
+    tls_urls = [url for url in (service_url, admin_url) if uses_tls(url)]
+    if not tls_urls:
+        if given:
+            raise ConfigError(
+                f"[{where}] {', '.join(given)}: neither URL runs TLS; use pulsar+ssl:// and"
+                " https:// (the settings would protect nothing)"
+            )
+        return None
+    if len(tls_urls) == 1:
+        plain = "admin_url" if uses_tls(service_url) else "service_url"
+        log.warning(
+            "[%s] %s is plaintext while the other URL runs TLS: what crosses it, the token"
+            " too, is readable on the way",
+            where,
+            plain,
+        )
+    flags = {
+        key: _flag(f"[{where}] {key}", table.get(key, default))
+        for key, default in (
+            ("tls_hostname_verification", True),
+            ("tls_allow_insecure_connection", False),
+        )
+    }
+    if flags["tls_allow_insecure_connection"]:
+        log.warning(
+            "[%s] tls_allow_insecure_connection = true: the cluster's certificate is not"
+            " checked, so anyone on the way can pose as it",
+            where,
+        )
+    files = {
+        key: _path(f"[{where}] {key}", table[key], base_dir) if key in table else None
+        for key in ("tls_trust_certs_file", "tls_cert_file", "tls_key_file")
+    }
+    try:
+        return ClientTls(
+            trust_certs_file=files["tls_trust_certs_file"],
+            hostname_verification=flags["tls_hostname_verification"],
+            cert_file=files["tls_cert_file"],
+            key_file=files["tls_key_file"],
+            allow_insecure_connection=flags["tls_allow_insecure_connection"],
+        )
+    except TlsSettingsError as error:
+        raise ConfigError(f"[{where}] {error}") from None
+
+
+def _context(where: str, client_tls: ClientTls | None) -> ssl.SSLContext | None:
+    if client_tls is None:
+        return None
+    try:
+        return client_tls.context()
+    except TlsSettingsError as error:
+        raise ConfigError(f"[{where}] {error}") from None
+
+
+def _flag(what: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{what} must be true or false, got {value!r}")
+    return value
+
+
+def _path(what: str, value: Any, base_dir: Path) -> Path:
+    """A file the configuration names, relative to the file's own directory."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{what} must be a path")
+    return (base_dir / value).resolve()
 
 
 def _kind(where: str, table: Mapping[str, Any]) -> ClusterKind:

@@ -139,20 +139,10 @@ class ReplicationManager:
         self.discovery_interval_s = discovery_interval_s
         self._clock = clock
         self._replicator_factory = replicator_factory
-        self.local_link = PulsarLink(local.service_url, token=local.token_text)
-        self.local_admin = ClusterAdminClient(
-            local.admin_url, cluster_name=local.name, token=local.token_text
-        )
-        self.remote_links = {
-            name: PulsarLink(endpoint.service_url, token=endpoint.token_text)
-            for name, endpoint in self.remotes.items()
-        }
-        self.remote_admins = {
-            name: ClusterAdminClient(
-                endpoint.admin_url, cluster_name=name, token=endpoint.token_text
-            )
-            for name, endpoint in self.remotes.items()
-        }
+        self.local_link = _link(local)
+        self.local_admin = _admin(local)
+        self.remote_links = {name: _link(endpoint) for name, endpoint in self.remotes.items()}
+        self.remote_admins = {name: _admin(endpoint) for name, endpoint in self.remotes.items()}
         self.replicators: dict[Key, Replicator] = {}
         self.sync_settings = sync_settings or SyncSettings()
         #: How subscription sync reads and changes the local cluster's subscriptions, and
@@ -644,6 +634,9 @@ class ReplicationManager:
                 f"{self.syncs_over_limit} topic partitions not synced:"
                 f" more than {self.sync_topics_max} ([limits] sync_topics_max)"
             )
+        for link in [self.local_link, *self.remote_links.values()]:
+            if link.connect_error is not None:
+                out.append(f"cluster {link.cluster} unreachable: {link.connect_error}")
         failing = sum(1 for s in self.syncs.values() if s.failing)
         if failing:
             out.append(f"{failing} topic partitions' subscription sync cannot attach")
@@ -652,3 +645,23 @@ class ReplicationManager:
                 out.append(f"changes of {watch.namespace} unknown: {watch.last_error}")
         out += self.sync_port.problems()
         return out
+
+
+def _link(endpoint: ClusterEndpoint) -> PulsarLink:
+    """The binary-protocol link to a cluster, over TLS where its URL says so."""
+    return PulsarLink(
+        endpoint.service_url,
+        token=endpoint.token_text,
+        ssl_context=endpoint.ssl_context,
+        cluster=endpoint.name,
+    )
+
+
+def _admin(endpoint: ClusterEndpoint) -> ClusterAdminClient:
+    """The admin REST client of a cluster, over https where its URL says so."""
+    return ClusterAdminClient(
+        endpoint.admin_url,
+        cluster_name=endpoint.name,
+        token=endpoint.token_text,
+        ssl_context=endpoint.ssl_context,
+    )

@@ -69,7 +69,7 @@ from tenacity import (
 from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
-from georep.client.errors import LinkError
+from georep.client.errors import ConnectFailed, LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer, SendReceipt
 from georep.invariant import InvariantViolation
@@ -503,7 +503,9 @@ class Replicator:
         self.counters.errors += 1
         self.last_error = f"{side}: {type(error).__name__}: {error}"
         self.last_error_at = self._clock()
-        if self.last_error != self._logged_error:  # a retry storm is not a log storm
+        # A retry storm is not a log storm; a cluster that cannot be reached is said once
+        # by its link (client/link.py), not once per replicator.
+        if self.last_error != self._logged_error and not isinstance(error, ConnectFailed):
             self._logged_error = self.last_error
             log.warning("%s: %s", self, self.last_error)
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from georep import limits
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
-from georep.client.errors import LinkError
+from georep.client.errors import ConnectFailed, LinkError
 from georep.client.link import PulsarLink
 from georep.subsync.backoff import Backoff
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
@@ -146,7 +146,8 @@ class TopicSync:
             except asyncio.CancelledError:
                 raise
             except (LinkError, ConnectionError) as error:
-                self._failed(str(error))
+                # A cluster that cannot be reached is said once by its link, not per topic.
+                self._failed(str(error), quiet=isinstance(error, ConnectFailed))
             except Exception as error:  # a bug: say so, and do not spin on it
                 log.exception("%s: failed", self)
                 self._failed(repr(error))
@@ -158,11 +159,11 @@ class TopicSync:
                         await consumer.close()
             await backoff.wait()
 
-    def _failed(self, error: str) -> None:
+    def _failed(self, error: str, *, quiet: bool = False) -> None:
         self.attach_failures += 1
         if self.failing_since is None:
             self.failing_since = self._clock()
-        if error != self.last_error:
+        if error != self.last_error and not quiet:
             log.warning("%s: %s; retrying", self, error)
         self.last_error = error
 
