@@ -28,7 +28,6 @@ import functools
 import json
 import multiprocessing
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -37,21 +36,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from harness import cpu_seconds, machine, percentile, quiet_logger
+
 from georep.processes import ManagedProcess, georep_command
 
 SIZE = 1024
 BATCH_BYTES_MAX = int(os.environ.get("BENCH_BATCH_BYTES_MAX", 128 * 1024))
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    return values[min(len(values) - 1, int(fraction * len(values)))]
-
-
-def quiet_logger():
-    """The C++ client logs to stdout by default; keep stdout for the JSON."""
-    import pulsar
-
-    return pulsar.FileLogger(pulsar.LoggerLevel.Error, os.devnull)
 
 
 def consume(service_url: str, topic: str, count: int, ready, result) -> None:
@@ -181,11 +171,6 @@ def admin(url: str, method: str, path: str, body: object | None = None) -> None:
     urllib.request.urlopen(request, timeout=30).read()
 
 
-def process_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def scenario(
     service_url: str,
     admin_url: str,
@@ -207,11 +192,11 @@ def scenario(
     consumer.start()
     if not ready.wait(60):
         raise SystemExit("consumer did not subscribe")
-    broker_cpu_before = process_cpu_s(cluster_pid)
+    broker_cpu_before = cpu_seconds(cluster_pid)
     published = publish_all(service_url, topic, count, producers)
     count = published["messages"]
     last_received, consumer_cpu = result.get(timeout=300)
-    broker_cpu = process_cpu_s(cluster_pid) - broker_cpu_before
+    broker_cpu = cpu_seconds(cluster_pid) - broker_cpu_before
     consumer.join(30)
     end_to_end = last_received - published.pop("first_send_epoch")
     return {
@@ -324,12 +309,7 @@ def main(args: argparse.Namespace) -> dict:
             "warmup_messages": args.warmup_messages,
             "fsync": True,
         },
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_at_start": os.getloadavg(),
-        },
+        "machine": machine(),
     }
     try:
         if args.target in ("georep", "both"):

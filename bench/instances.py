@@ -29,8 +29,6 @@ import argparse
 import asyncio
 import collections
 import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -39,10 +37,10 @@ import time
 from pathlib import Path
 
 import pulsar
-from scale import (
-    TENANT,
+from harness import (
     cpu_seconds,
     http,
+    machine,
     percentile,
     progress,
     put_quietly,
@@ -51,6 +49,8 @@ from scale import (
 
 from georep.processes import ManagedProcess, georep_command
 
+#: The tenant of bench/scale.py, whose layout this bench follows.
+TENANT = "scale"
 NAMESPACE = f"{TENANT}/instances"
 PER_TOPIC = 8
 
@@ -209,7 +209,8 @@ async def run(args: argparse.Namespace, root: Path) -> dict:
         clusters = {}
         for name in ("A", "B"):
             progress(f"starting cluster {name}")
-            process, url, admin = await start_cluster(root, name, fsync=False)
+            cluster = await start_cluster(root, name, fsync=False)
+            process, url, admin = cluster.process, cluster.url, cluster.admin_url
             processes.append(process)
             clusters[name] = {"name": name, "url": url, "admin": admin}
             put_quietly(f"{admin}/admin/v2/tenants/{TENANT}", {"allowedClusters": [name]})
@@ -323,7 +324,7 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     print(file=sys.stderr)
-    result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    result["machine"] = machine()
     print(json.dumps(result, indent=2))
 
 

@@ -31,157 +31,35 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
-import os
-import platform
-import shutil
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+from harness import (
+    SIZE,
+    add_scratch_arguments,
+    consume_lags,
+    cpu_seconds,
+    cpu_shares,
+    http,
+    machine,
+    percentile,
+    progress,
+    publish_at_rate,
+    publish_backlog,
+    replicator_of,
+    run_in_scratch,
+    start_clusters,
+)
 
 from georep.processes import ManagedProcess, georep_command
 
-SIZE = 1024
 NAMESPACE_SATURATION = "bench/saturation"
 NAMESPACE_LAG = "bench/lag"
 
 
-def progress(text: str) -> None:
-    print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_shares(pids: dict[str, int], before: dict[str, float], elapsed: float) -> dict:
-    """Share of one core each process used over ``elapsed`` seconds."""
-    return {
-        name: round((cpu_seconds(pid) - before[name]) / elapsed, 2) for name, pid in pids.items()
-    }
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    return values[min(len(values) - 1, int(fraction * len(values)))]
-
-
-def quiet_logger():
-    import pulsar
-
-    return pulsar.FileLogger(pulsar.LoggerLevel.Error, os.devnull)
-
-
-def http(method: str, url: str, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    if data is not None or method != "GET":
-        request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=30) as response:
-        text = response.read().decode()
-    return json.loads(text) if text else None
-
-
-def create_namespace(admin_url: str, namespace: str, cluster: str) -> None:
-    tenant = namespace.partition("/")[0]
-    for url, body in (
-        (f"{admin_url}/admin/v2/tenants/{tenant}", {"allowedClusters": [cluster]}),
-        (f"{admin_url}/admin/v2/namespaces/{namespace}", None),
-    ):
-        try:
-            http("PUT", url, body)
-        except urllib.error.HTTPError as error:
-            if error.code != 409:
-                raise
-
-
-# --- child processes (pulsar-client blocks; each runs in its own process) --------------------
-def publish_backlog(service_url: str, topic: str, count: int, batching: bool) -> None:
-    import pulsar
-
-    client = pulsar.Client(service_url, operation_timeout_seconds=60, logger=quiet_logger())
-    producer = client.create_producer(
-        topic,
-        batching_enabled=batching,
-        batching_max_messages=1000,
-        batching_max_publish_delay_ms=5,
-        max_pending_messages=20000,
-        block_if_queue_full=True,
-        send_timeout_millis=0,
-    )
-    payload = os.urandom(SIZE)
-    for _ in range(count):
-        producer.send_async(payload, None)
-    producer.flush()
-    client.close()
-
-
-def publish_at_rate(service_url: str, topic: str, rate: int, seconds: float, result) -> None:
-    import pulsar
-
-    client = pulsar.Client(service_url, operation_timeout_seconds=60, logger=quiet_logger())
-    producer = client.create_producer(
-        topic,
-        batching_enabled=True,
-        batching_max_publish_delay_ms=1,
-        max_pending_messages=20000,
-        block_if_queue_full=True,
-    )
-    payload = os.urandom(SIZE)
-    tick_s = 0.01
-    per_tick = max(1, int(rate * tick_s))
-    started = time.monotonic()
-    sent = 0
-    while (elapsed := time.monotonic() - started) < seconds:
-        due = int(elapsed / tick_s) * per_tick + per_tick
-        while sent < due:
-            producer.send_async(payload, None)
-            sent += 1
-        time.sleep(max(0.0, started + (sent // per_tick) * tick_s - time.monotonic()))
-    producer.flush()
-    result.put((sent, time.monotonic() - started))
-    client.close()
-
-
-def consume_lags(service_url: str, topic: str, ready, result, quiet_s: float) -> None:
-    import pulsar
-
-    client = pulsar.Client(service_url, operation_timeout_seconds=60, logger=quiet_logger())
-    consumer = client.subscribe(
-        topic, "bench", receiver_queue_size=5000, initial_position=pulsar.InitialPosition.Earliest
-    )
-    ready.set()
-    samples: list[tuple[int, float]] = []
-    received = 0
-    timeout_ms = 120_000  # until the first message; then ``quiet_s`` ends it
-    while True:
-        try:
-            message = consumer.receive(timeout_millis=timeout_ms)
-        except pulsar.Timeout:
-            break
-        now_ms = time.time() * 1000
-        published = message.publish_timestamp()
-        samples.append((published, now_ms - published))
-        received += 1
-        timeout_ms = int(quiet_s * 1000)
-        if received % 1000 == 0:
-            consumer.acknowledge_cumulative(message)
-    result.put(samples)
-    client.close()
-
-
 # --- the scenarios ------------------------------------------------------------------------------
-def replicator_of(gateway_url: str, topic: str) -> dict | None:
-    stats = http("GET", f"{gateway_url}/admin/georep/v1/stats")
-    found = [r for r in stats["replicators"] if r["topic"] == topic]
-    return found[0] if found else None
-
-
 async def saturation(
     a, b, gateway_url: str, messages: int, batching: bool, tag: str, pids: dict[str, int]
 ) -> dict:
@@ -325,43 +203,8 @@ async def pulsar_lag(root: Path, rate: int, seconds: float, warmup_s: float) -> 
             await asyncio.to_thread(standalone.stop)
 
 
-class Cluster:
-    def __init__(self, process: ManagedProcess) -> None:
-        self.process = process
-        self.url, self.admin_url = process.detail.split()
-
-
-async def start_clusters(
-    root: Path, no_fsync: bool, namespaces, processes: list[ManagedProcess]
-) -> tuple[Cluster, Cluster]:
-    """Clusters A and B as processes (appended to ``processes``), with ``namespaces``."""
-    clusters = {}
-    for name in ("A", "B"):
-        extra = ["--no-fsync"] if no_fsync else []
-        process = ManagedProcess(
-            georep_command(
-                "cluster", "--name", name, "--data", str(root / name), "--broker-port", "0",
-                "--admin-port", "0", *extra,
-            ),
-            "CLUSTER_READY",
-            log_path=root / f"cluster-{name}.log",
-        )  # fmt: skip
-        await process.start()
-        processes.append(process)
-        clusters[name] = Cluster(process)
-        for namespace in namespaces:
-            create_namespace(clusters[name].admin_url, namespace, name)
-    return clusters["A"], clusters["B"]
-
-
 async def main(args: argparse.Namespace, root: Path) -> dict:
-    machine = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_average_at_start": os.getloadavg(),
-    }
-    result: dict = {"machine": machine, "message_bytes": SIZE}
+    result: dict = {"machine": machine(), "message_bytes": SIZE}
     if args.target in ("georep", "both"):
         result.update(await georep_run(args, root))
     if args.target in ("pulsar", "both"):
@@ -447,17 +290,8 @@ def cli() -> None:
         default="both",
         help="georep's gateway, real Pulsar's replicator (lag only), or both back to back",
     )
-    parser.add_argument("--dir", default="bench/out")
-    parser.add_argument("--keep", action="store_true", help="keep the data directories")
-    args = parser.parse_args()
-    base = Path(args.dir).resolve()
-    base.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(dir=base))
-    try:
-        print(json.dumps(asyncio.run(main(args, root)), indent=2))
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+    add_scratch_arguments(parser)
+    run_in_scratch(parser.parse_args(), main)
 
 
 if __name__ == "__main__":

@@ -43,18 +43,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import platform
 import random
-import shutil
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+from harness import (
+    add_scratch_arguments,
+    http,
+    machine,
+    percentile,
+    progress,
+    put_quietly,
+    rss_mib,
+    run_in_scratch,
+    start_cluster,
+    tree_cpu_seconds,
+)
 
 from georep import limits
 from georep.client.consumer import InitialPosition, SubType
@@ -64,60 +72,9 @@ from georep.processes import ManagedProcess, georep_command
 from georep.protocol import pulsar_wire_pb2 as wire
 
 TENANT = "scale"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def progress(text: str) -> None:
-    print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
-def http(method: str, url: str, body=None, timeout_s: float = 60):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
-    if data is not None or method == "POST":
-        request.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-        text = answer.read()
-    return json.loads(text) if text and text[:1] in b"[{" else text
-
-
-def put_quietly(url: str, body=None) -> None:
-    try:
-        http("PUT", url, body)
-    except urllib.error.HTTPError as error:
-        if error.code != 409:
-            raise
 
 
 # --- processes -------------------------------------------------------------------------
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """A process and its children (a Pulsar standalone runs in one JVM; a cluster's
-    bookies run inside it too)."""
-    total = cpu_seconds(pid)
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        for child in children.read_text().split():
-            total += tree_cpu_seconds(int(child))
-    return total
-
-
 async def idle_costs(pids: dict[str, int], seconds: float, counters) -> dict:
     """CPU share of one core and RSS per process, and ``counters()`` per second, over
     ``seconds`` of nothing happening."""
@@ -196,21 +153,6 @@ async def produce_one_each(service_url: str, topics: list[str], tag: str) -> Non
 
 
 # --- georep ----------------------------------------------------------------------------
-async def start_cluster(root: Path, name: str, fsync: bool) -> tuple[ManagedProcess, str, str]:
-    extra = [] if fsync else ["--no-fsync"]
-    process = ManagedProcess(
-        georep_command(
-            "cluster", "--name", name, "--data", str(root / name), "--broker-port", "0",
-            "--admin-port", "0", *extra,
-        ),
-        "CLUSTER_READY",
-        log_path=root / f"cluster-{name}.log",
-    )  # fmt: skip
-    await process.start(timeout_s=120)
-    url, admin = process.detail.split()
-    return process, url, admin
-
-
 def gateway_toml(
     root: Path,
     local: dict,
@@ -378,7 +320,8 @@ async def georep_run(args, root: Path) -> dict:
         clusters = {}
         for name in ("A", "B"):
             progress(f"starting cluster {name}")
-            process, url, admin = await start_cluster(root, name, args.fsync)
+            cluster = await start_cluster(root, name, args.fsync)
+            process, url, admin = cluster.process, cluster.url, cluster.admin_url
             processes.append(process)
             clusters[name] = {"name": name, "kind": "georep", "url": url, "admin": admin}
             put_quietly(f"{admin}/admin/v2/tenants/{TENANT}", {"allowedClusters": [name]})
@@ -795,12 +738,7 @@ async def main(args, root: Path) -> dict:
     result: dict = {
         "bench": "scale",
         "target": args.target,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_average_at_start": os.getloadavg()[0],
-        },
+        "machine": machine(),
     }
     if args.target == "georep":
         result["georep"] = await georep_run(args, root)
@@ -833,17 +771,8 @@ def cli() -> None:
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--sample", type=int, default=20)
     parser.add_argument("--fsync", action="store_true", help="bookies sync their journals")
-    parser.add_argument("--dir", default="bench/out")
-    parser.add_argument("--keep", action="store_true", help="keep the data directories")
-    args = parser.parse_args()
-    base = Path(args.dir).resolve()
-    base.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(dir=base))
-    try:
-        print(json.dumps(asyncio.run(main(args, root)), indent=2))
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+    add_scratch_arguments(parser)
+    run_in_scratch(parser.parse_args(), main)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,12 @@ import asyncio
 import functools
 import json
 import os
-import platform
 import shutil
 import tempfile
 import time
 from pathlib import Path
+
+from harness import machine, percentile
 
 from georep.processes import start_bookie
 from georep.storage import entry as entry_format
@@ -31,11 +32,6 @@ from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.meta.store import MetadataStore
 
 IN_FLIGHT_MAX = 2000
-
-
-def percentile(sorted_values: list[float], fraction: float) -> float:
-    index = min(len(sorted_values) - 1, int(fraction * len(sorted_values)))
-    return sorted_values[index]
 
 
 async def journal_stats(addresses: list[str]) -> dict[str, dict]:
@@ -138,11 +134,7 @@ async def main(args: argparse.Namespace) -> dict:
             "bookies": "3 processes",
             "in_flight_max": IN_FLIGHT_MAX,
         },
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": machine(),
         "sizes": {},
     }
     try:

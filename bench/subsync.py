@@ -68,32 +68,30 @@ import bisect
 import itertools
 import json
 import multiprocessing
-import os
-import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 from http.client import HTTPConnection, HTTPException
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import replication  # bench/replication.py: the shared helpers
-from replication import (
+import harness
+from harness import (
     SIZE,
     Cluster,
+    add_scratch_arguments,
     cpu_seconds,
     cpu_shares,
     http,
+    machine,
     percentile,
     publish_at_rate,
     publish_backlog,
     quiet_logger,
     replicator_of,
+    run_in_scratch,
+    start_clusters,
 )
 
 from georep import limits
@@ -114,7 +112,7 @@ _quiet = False
 
 def progress(text: str) -> None:
     if not _quiet:
-        replication.progress(text)
+        harness.progress(text)
 
 
 # --- child processes (pulsar-client blocks; each runs in its own process) --------------------
@@ -569,7 +567,7 @@ class World:
         self.pids: dict[str, int] = {}
 
     async def start(self, root: Path, args: argparse.Namespace) -> World:
-        self.a, self.b = await replication.start_clusters(
+        self.a, self.b = await start_clusters(
             root, args.no_fsync, (NAMESPACE_LAG, NAMESPACE_OFF, NAMESPACE_FULL), self.processes
         )
         clusters = {"A": self.a, "B": self.b}
@@ -652,11 +650,7 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
     try:
         await world.start(root, args)
         result: dict = {
-            "machine": {
-                "cpus": os.cpu_count(),
-                "python": platform.python_version(),
-                "platform": platform.platform(),
-            },
+            "machine": machine(),
             "message_bytes": SIZE,
             "fsync": not args.no_fsync,
             "subscription_sync": {
@@ -712,19 +706,11 @@ def cli() -> None:
     )
     parser.add_argument("--no-fsync", action="store_true")
     parser.add_argument("--json-only", action="store_true", help="no progress on stderr")
-    parser.add_argument("--dir", default="bench/out")
-    parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    add_scratch_arguments(parser)
     args = parser.parse_args()
     args.scenarios = set(args.scenarios.split(","))
     _quiet = args.json_only
-    base = Path(args.dir).resolve()
-    base.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(dir=base))
-    try:
-        print(json.dumps(asyncio.run(main(args, root)), indent=2))
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+    run_in_scratch(args, main)
 
 
 if __name__ == "__main__":

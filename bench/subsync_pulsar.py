@@ -36,16 +36,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
-import json
 import multiprocessing
 import os
-import platform
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from harness import add_scratch_arguments, machine, percentile, run_in_scratch
 
 from georep.processes import ManagedProcess, georep_command
 from georep.pulsar.cursor_text import acknowledged, parse_cursor, parse_position
@@ -58,10 +56,6 @@ SOURCE_POSITION = "__MSG_PROP_REPL_SOURCE_POSITION"
 
 def progress(text: str) -> None:
     print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    return values[min(len(values) - 1, int(fraction * len(values)))]
 
 
 def quiet_client(url: str):
@@ -291,7 +285,7 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
         return {
             "bench": "subsync_pulsar",
             "pulsar": PULSAR_VERSION,
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "machine": machine(),
             "load_average_at_start": args.load_at_start,
             "rate": args.rate,
             "seconds": args.seconds,
@@ -315,18 +309,10 @@ def cli() -> None:
     parser.add_argument("--poll-interval", type=float, default=0.2)
     parser.add_argument("--monitor-interval", type=float, default=0.05)
     parser.add_argument("--targets", default="georep,pulsar")
-    parser.add_argument("--dir", default="bench/out")
-    parser.add_argument("--keep", action="store_true", help="keep the data directories")
+    add_scratch_arguments(parser)
     args = parser.parse_args()
     args.load_at_start = round(os.getloadavg()[0], 1)
-    base = Path(args.dir).resolve()
-    base.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(dir=base))
-    try:
-        print(json.dumps(asyncio.run(main(args, root)), indent=2))
-    finally:
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+    run_in_scratch(args, main)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,258 @@
+"""What every bench shares: figures (percentiles, CPU shares, RSS), the machine they ran
+on, a blocking admin client, georep clusters as processes, the official client's
+producers and consumers run in child processes (the client blocks), and the command-line
+tail that prints one JSON object and cleans up.
+
+A bench is run as a script (``python bench/x.py``), so this directory is on its import
+path and each bench imports ``harness``; no bench imports another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from georep.processes import ManagedProcess, georep_command
+
+#: Payload of the benches' messages.
+SIZE = 1024
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --- figures ---------------------------------------------------------------------------
+def progress(text: str) -> None:
+    """One line on stderr, rewritten in place: stdout is for the JSON alone."""
+    print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The value at ``fraction`` (0.99: p99) of ``values``, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """A process and its children (a Pulsar standalone runs in one JVM; a cluster's
+    bookies run inside it too)."""
+    total = cpu_seconds(pid)
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        for child in children.read_text().split():
+            total += tree_cpu_seconds(int(child))
+    return total
+
+
+def cpu_shares(pids: dict[str, int], before: dict[str, float], elapsed: float) -> dict:
+    """Share of one core each process used over ``elapsed`` seconds."""
+    return {
+        name: round((cpu_seconds(pid) - before[name]) / elapsed, 2) for name, pid in pids.items()
+    }
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def machine() -> dict[str, Any]:
+    """What a figure ran on, recorded beside it."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_start": os.getloadavg(),
+    }
+
+
+# --- admin REST ------------------------------------------------------------------------
+def http(method: str, url: str, body: Any = None, timeout_s: float = 60) -> Any:
+    """One request; a JSON answer parsed, any other answer as bytes."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if data is not None or method == "POST":  # every POST must say JSON (rest/access.py)
+        request.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+        text = answer.read()
+    return json.loads(text) if text and text[:1] in b"[{" else (text or None)
+
+
+def put_quietly(url: str, body: Any = None) -> None:
+    """PUT that takes 409 (it exists already) as done."""
+    try:
+        http("PUT", url, body)
+    except urllib.error.HTTPError as error:
+        if error.code != 409:
+            raise
+
+
+def create_namespace(admin_url: str, namespace: str, cluster: str) -> None:
+    tenant = namespace.partition("/")[0]
+    put_quietly(f"{admin_url}/admin/v2/tenants/{tenant}", {"allowedClusters": [cluster]})
+    put_quietly(f"{admin_url}/admin/v2/namespaces/{namespace}")
+
+
+def replicator_of(gateway_url: str, topic: str) -> dict | None:
+    stats = http("GET", f"{gateway_url}/admin/georep/v1/stats")
+    found = [r for r in stats["replicators"] if r["topic"] == topic]
+    return found[0] if found else None
+
+
+# --- georep clusters -------------------------------------------------------------------
+class Cluster:
+    """A ``georep cluster`` process and its URLs (from its ready line)."""
+
+    def __init__(self, process: ManagedProcess) -> None:
+        self.process = process
+        self.url, self.admin_url = process.detail.split()
+
+
+async def start_cluster(root: Path, name: str, fsync: bool) -> Cluster:
+    """One ``georep cluster`` on ports of its own choosing; its data under ``root/name``."""
+    extra = [] if fsync else ["--no-fsync"]
+    process = ManagedProcess(
+        georep_command(
+            "cluster", "--name", name, "--data", str(root / name), "--broker-port", "0",
+            "--admin-port", "0", *extra,
+        ),
+        "CLUSTER_READY",
+        log_path=root / f"cluster-{name}.log",
+    )  # fmt: skip
+    await process.start(timeout_s=120)
+    return Cluster(process)
+
+
+async def start_clusters(
+    root: Path, no_fsync: bool, namespaces: Iterable[str], processes: list[ManagedProcess]
+) -> tuple[Cluster, Cluster]:
+    """Clusters A and B as processes (appended to ``processes``), with ``namespaces``."""
+    clusters = {}
+    for name in ("A", "B"):
+        cluster = await start_cluster(root, name, fsync=not no_fsync)
+        processes.append(cluster.process)
+        clusters[name] = cluster
+        for namespace in namespaces:
+            create_namespace(cluster.admin_url, namespace, name)
+    return clusters["A"], clusters["B"]
+
+
+# --- the official client, in child processes (it blocks) -------------------------------
+def quiet_logger() -> Any:
+    """The C++ client logs to stdout by default; keep stdout for the JSON."""
+    import pulsar
+
+    return pulsar.FileLogger(pulsar.LoggerLevel.Error, os.devnull)
+
+
+def publish_backlog(service_url: str, topic: str, count: int, batching: bool) -> None:
+    import pulsar
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=60, logger=quiet_logger())
+    producer = client.create_producer(
+        topic,
+        batching_enabled=batching,
+        batching_max_messages=1000,
+        batching_max_publish_delay_ms=5,
+        max_pending_messages=20000,
+        block_if_queue_full=True,
+        send_timeout_millis=0,
+    )
+    payload = os.urandom(SIZE)
+    for _ in range(count):
+        producer.send_async(payload, None)
+    producer.flush()
+    client.close()
+
+
+def publish_at_rate(service_url: str, topic: str, rate: int, seconds: float, result: Any) -> None:
+    import pulsar
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=60, logger=quiet_logger())
+    producer = client.create_producer(
+        topic,
+        batching_enabled=True,
+        batching_max_publish_delay_ms=1,
+        max_pending_messages=20000,
+        block_if_queue_full=True,
+    )
+    payload = os.urandom(SIZE)
+    tick_s = 0.01
+    per_tick = max(1, int(rate * tick_s))
+    started = time.monotonic()
+    sent = 0
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed / tick_s) * per_tick + per_tick
+        while sent < due:
+            producer.send_async(payload, None)
+            sent += 1
+        time.sleep(max(0.0, started + (sent // per_tick) * tick_s - time.monotonic()))
+    producer.flush()
+    result.put((sent, time.monotonic() - started))
+    client.close()
+
+
+def consume_lags(service_url: str, topic: str, ready: Any, result: Any, quiet_s: float) -> None:
+    import pulsar
+
+    client = pulsar.Client(service_url, operation_timeout_seconds=60, logger=quiet_logger())
+    consumer = client.subscribe(
+        topic, "bench", receiver_queue_size=5000, initial_position=pulsar.InitialPosition.Earliest
+    )
+    ready.set()
+    samples: list[tuple[int, float]] = []
+    received = 0
+    timeout_ms = 120_000  # until the first message; then ``quiet_s`` ends it
+    while True:
+        try:
+            message = consumer.receive(timeout_millis=timeout_ms)
+        except pulsar.Timeout:
+            break
+        now_ms = time.time() * 1000
+        published = message.publish_timestamp()
+        samples.append((published, now_ms - published))
+        received += 1
+        timeout_ms = int(quiet_s * 1000)
+        if received % 1000 == 0:
+            consumer.acknowledge_cumulative(message)
+    result.put(samples)
+    client.close()
+
+
+# --- the command line's tail -----------------------------------------------------------
+def add_scratch_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", default="bench/out")
+    parser.add_argument("--keep", action="store_true", help="keep the data directories")
+
+
+def run_in_scratch(
+    args: argparse.Namespace, main: Callable[[argparse.Namespace, Path], Awaitable[dict]]
+) -> None:
+    """Run ``main`` in a new directory under ``--dir``, print its JSON on stdout, and
+    remove the directory unless ``--keep``."""
+    base = Path(args.dir).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(dir=base))
+    try:
+        print(json.dumps(asyncio.run(main(args, root)), indent=2))
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
