@@ -130,6 +130,14 @@ class ClusterAdminClient:
         #: Requests sent by kind (:func:`request_kind`): the gateway's ``/stats``, what it
         #: costs the cluster.
         self.requests_by_kind: collections.Counter[str] = collections.Counter()
+        #: Why the last request found no connection; None once one is answered.
+        self.connect_error: str | None = None
+
+    def _unreachable(self, reason: str) -> None:
+        """One WARNING per cluster and cause, however many requests meet it."""
+        if reason != self.connect_error:
+            log.warning("cluster %s: admin REST %s: %s", self.cluster_name, self.admin_url, reason)
+        self.connect_error = reason
 
     @property
     def requests_sent(self) -> int:
@@ -175,11 +183,20 @@ class ClusterAdminClient:
             ) as response:
                 text = await response.text()
                 status = response.status
-        except aiohttp.ClientSSLError as error:  # the handshake: CA, expiry, name, client cert
-            reason = tls.describe(error.os_error)
-            raise AdminRequestFailed(f"{self.cluster_name}: {method} {path}: {reason}") from None
+        except aiohttp.ClientConnectorError as error:  # no connection: refused, or TLS
+            tls_failed = isinstance(error, aiohttp.ClientSSLError)
+            reason = tls.describe(error.os_error) if tls_failed else f"cannot connect: {error}"
+            self._unreachable(reason)
+            raise AdminRequestFailed(
+                f"{self.cluster_name}: {method} {path}: {reason}",
+                unreachable=True,
+                tls_failed=tls_failed,
+            ) from None
         except (aiohttp.ClientError, TimeoutError, OSError) as error:
             raise AdminRequestFailed(f"{self.cluster_name}: {method} {path}: {error!r}") from None
+        if self.connect_error is not None:
+            log.info("cluster %s: admin REST reachable again", self.cluster_name)
+            self.connect_error = None
         if 200 <= status < 300 or status in allowed:
             try:
                 return status, (json.loads(text) if text else None)

@@ -80,15 +80,32 @@ class ServerError(LinkError):
 
 
 class AdminRequestFailed(LinkError):
-    """A cluster's admin REST answered with an error status (or not at all: status 0)."""
+    """A cluster's admin REST answered with an error status (or not at all: status 0).
+    ``unreachable``: no connection could be opened (refused, or a TLS handshake that
+    failed: ``tls_failed``), which the admin client says once per cluster and cause."""
 
-    def __init__(self, message: str, status: int = 0) -> None:
+    def __init__(
+        self, message: str, status: int = 0, *, unreachable: bool = False, tls_failed: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.unreachable = unreachable or tls_failed
+        self.tls_failed = tls_failed
 
     @property
     def retriable(self) -> bool:
+        if self.tls_failed:
+            return False
         return self.status == 0 or self.status >= 500 or self.status == 429
+
+
+def said_once_per_cluster(error: BaseException) -> bool:
+    """Whether ``error`` is a cluster that cannot be reached, which its link or admin
+    client logs once per cluster and cause: the many replicators and syncs that meet it
+    record it without a line each (at 10,000 topics, 10,000 lines for one cause)."""
+    return isinstance(error, ConnectFailed) or (
+        isinstance(error, AdminRequestFailed) and error.unreachable
+    )
 
 
 class MessageTooLarge(LinkError):

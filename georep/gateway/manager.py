@@ -621,6 +621,23 @@ class ReplicationManager:
         admins = {self.local.name: self.local_admin, **self.remote_admins}
         return {name: dict(admin.requests_by_kind) for name, admin in admins.items()}
 
+    def unreachable(self) -> dict[str, list[str]]:
+        """Per cluster, why its brokers or admin REST could not be reached last time (a
+        refused connection, a TLS handshake that failed); empty where both answer."""
+        links = {self.local.name: self.local_link, **self.remote_links}
+        admins = {self.local.name: self.local_admin, **self.remote_admins}
+        return {
+            name: [
+                f"{where}: {reason}"
+                for where, reason in (
+                    ("brokers", links[name].connect_error),
+                    ("admin REST", admins[name].connect_error),
+                )
+                if reason is not None
+            ]
+            for name in links
+        }
+
     def problems(self) -> list[str]:
         """What keeps this gateway from doing all it was asked (``/health`` degraded)."""
         out = []
@@ -634,9 +651,8 @@ class ReplicationManager:
                 f"{self.syncs_over_limit} topic partitions not synced:"
                 f" more than {self.sync_topics_max} ([limits] sync_topics_max)"
             )
-        for link in [self.local_link, *self.remote_links.values()]:
-            if link.connect_error is not None:
-                out.append(f"cluster {link.cluster} unreachable: {link.connect_error}")
+        for name, reasons in self.unreachable().items():
+            out += [f"cluster {name} unreachable: {reason}" for reason in reasons]
         failing = sum(1 for s in self.syncs.values() if s.failing)
         if failing:
             out.append(f"{failing} topic partitions' subscription sync cannot attach")

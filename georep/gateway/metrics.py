@@ -126,6 +126,13 @@ class ReplicationCollector:
             [([local, manager.instance], len(members) if members is not None else 1)],
         )
         yield _gauge(
+            "georep_gateway_cluster_reachable",
+            "0 while the last connection to a cluster's brokers or admin REST failed"
+            " (refused, a TLS handshake that failed: /health says why), else 1",
+            ["local_cluster", "cluster"],
+            [([local, name], not reasons) for name, reasons in manager.unreachable().items()],
+        )
+        yield _gauge(
             "georep_gateway_problems",
             "Reasons /health answers degraded",
             ["local_cluster"],

@@ -69,7 +69,7 @@ from tenacity import (
 from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
-from georep.client.errors import ConnectFailed, LinkError
+from georep.client.errors import LinkError, said_once_per_cluster
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer, SendReceipt
 from georep.invariant import InvariantViolation
@@ -505,7 +505,7 @@ class Replicator:
         self.last_error_at = self._clock()
         # A retry storm is not a log storm; a cluster that cannot be reached is said once
         # by its link (client/link.py), not once per replicator.
-        if self.last_error != self._logged_error and not isinstance(error, ConnectFailed):
+        if self.last_error != self._logged_error and not said_once_per_cluster(error):
             self._logged_error = self.last_error
             log.warning("%s: %s", self, self.last_error)
 

@@ -243,6 +243,10 @@ async def test_the_admin_client_speaks_https_and_names_a_refused_certificate(ca,
             with pytest.raises(AdminRequestFailed) as failed:
                 await bad.cluster_names()
             assert "B: GET /admin/v2/clusters: TLS: certificate verify failed" in str(failed.value)
+            assert failed.value.tls_failed and not failed.value.retriable
+            assert bad.connect_error is not None
+            assert bad.connect_error.startswith("TLS: certificate verify failed")
+            assert good.connect_error is None
         finally:
             await good.close()
             await bad.close()
