@@ -105,7 +105,7 @@ class GatewayProcess(ChildProcess):
         directory: Path,
         *,
         local: ClusterProcess,
-        remotes: Iterable[ClusterProcess],
+        remotes: Iterable[Any],  # georep clusters or real Pulsar (endpoint_urls)
         policies: dict[str, list[str]] | None = None,
         token: str | None = None,
         extra_toml: str = "",
