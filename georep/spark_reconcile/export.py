@@ -53,7 +53,11 @@ stays bounded by a row group and the client's queue. A copy still unresolved aft
 counted as ``unmapped``, and the reconciliation reports it apart rather than guess.
 
 The admin token, if the cluster requires one, is the first of ``GEOREP_ADMIN_TOKENS``
-(the variable every georep process reads: ``rest/tokens.py``), never a flag. The
+(the variable every georep process reads: ``rest/tokens.py``), never a flag; it goes to
+the admin REST and, as Pulsar's token authentication, to the brokers. A cluster reached
+over TLS (``https://`` and ``pulsar+ssl://`` URLs) is verified against
+``--tls-trust-certs-file`` (default: the system's CAs) and its host name, as the gateway
+verifies it (``client/tls.py``); nothing is sent in plaintext to a TLS URL. The
 summary is one JSON line on stdout; progress lines go to stderr.
 """
 
@@ -63,6 +67,7 @@ import argparse
 import fnmatch
 import json
 import os
+import ssl
 import sys
 import time
 import urllib.error
@@ -71,17 +76,21 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from georep import limits
+from georep.client.tls import ClientTls, TlsSettingsError, uses_tls
 from georep.position import Position
 from georep.pulsar.cursor_text import parse_cursor, parse_position
 from georep.rest.tokens import ADMIN_TOKENS_ENV, TokenError, client_token
 from georep.spark_reconcile import schema
 from georep.spark_reconcile.errors import ExportError
+
+if TYPE_CHECKING:
+    from georep.client.link import PulsarLink
 
 ORIGIN_CLUSTER_PROPERTY = "georep.origin.cluster"
 ORIGIN_POSITION_PROPERTY = "georep.origin.position"
@@ -122,6 +131,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="cluster name (default: asked from the admin REST)",
     )
+    parser.add_argument(
+        "--tls-trust-certs-file",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help="the CA a TLS cluster's certificates chain to (default: the system's CAs)",
+    )
     parser.add_argument("--progress-interval", type=float,
                         default=limits.export_progress_interval_s_default, metavar="S",
                         help="seconds between progress lines on stderr (0: none)")  # fmt: skip
@@ -136,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             pattern=args.topics,
             cluster=args.cluster,
             progress_interval_s=args.progress_interval,
+            tls=ClientTls(trust_certs_file=args.tls_trust_certs_file),
         )
     except ExportError as error:
         print(f"georep export: error: {error}", file=sys.stderr)
@@ -151,8 +168,11 @@ def run(args: argparse.Namespace) -> int:
 class AdminClient:
     """The few GETs of the Pulsar admin v2 REST the export needs (blocking, urllib)."""
 
-    def __init__(self, base_url: str, token: str | None = None) -> None:
+    def __init__(
+        self, base_url: str, token: str | None = None, context: ssl.SSLContext | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._context = context
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -161,7 +181,9 @@ class AdminClient:
         url = self.base_url + path
         request = urllib.request.Request(url, headers=self._headers)
         try:
-            with urllib.request.urlopen(request, timeout=ADMIN_TIMEOUT_S) as answer:
+            with urllib.request.urlopen(
+                request, timeout=ADMIN_TIMEOUT_S, context=self._context
+            ) as answer:
                 body = answer.read(limits.export_admin_answer_bytes_max + 1)
         except urllib.error.HTTPError as error:
             if error.code == 404:
@@ -349,14 +371,22 @@ def export(
     pattern: str = "*",
     cluster: str | None = None,
     progress_interval_s: float = limits.export_progress_interval_s_default,
+    tls: ClientTls | None = None,
 ) -> dict[str, Any]:
     import pulsar  # the official client; imported here so `georep --help` stays light
+
+    from georep.client.link import PulsarLink
 
     try:
         token = client_token(os.environ, TOKEN_ENV)
     except TokenError as error:
         raise ExportError(f"{TOKEN_ENV}: {error}") from None
-    admin = AdminClient(admin_url, token)
+    tls = tls or ClientTls()
+    try:
+        context = tls.context() if uses_tls(admin_url) or uses_tls(service_url) else None
+    except TlsSettingsError as error:
+        raise ExportError(str(error)) from None
+    admin = AdminClient(admin_url, token, context)
     cluster = cluster or admin.cluster_name()
     partitions = sorted(
         name
@@ -385,6 +415,9 @@ def export(
             service_url,
             operation_timeout_seconds=30,
             logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+            authentication=pulsar.AuthenticationToken(token) if token else None,
+            tls_trust_certs_file_path=str(tls.trust_certs_file) if tls.trust_certs_file else None,
+            tls_validate_hostname=tls.hostname_verification,
         )
     except Exception as error:  # the client raises its own types for a bad URL
         messages.abandon()
@@ -401,7 +434,8 @@ def export(
                 set_aside.buffer.flush()
                 set_aside.writer.close()
                 if set_aside.buffer.written:
-                    _resolve_set_aside(service_url, name, set_aside.partial, messages.buffer,
+                    _resolve_set_aside(PulsarLink(service_url, token=token, ssl_context=context),
+                                       name, set_aside.partial, messages.buffer,
                                        counts)  # fmt: skip
             finally:
                 set_aside.partial.unlink(missing_ok=True)
@@ -565,17 +599,15 @@ def batch_acks_of(
 
 
 def _resolve_set_aside(
-    service_url: str, name: str, side_file: Path, rows: RowBuffer, counts: dict[str, int]
+    link: PulsarLink, name: str, side_file: Path, rows: RowBuffer, counts: dict[str, int]
 ) -> None:
     """Fill the origin of the set-aside rows (position order) from the entries' metadata,
     read in the same order, and append them to ``rows``."""
     import asyncio
 
-    from georep.client.link import PulsarLink
     from georep.replicator.origin import origin_of as entry_origin_of
 
     loop = asyncio.new_event_loop()
-    link = PulsarLink(service_url)
     try:
         consumer = loop.run_until_complete(
             link.subscribe(name, f"georep-export-{os.getpid()}-{time.monotonic_ns()}",
