@@ -12,10 +12,11 @@ Start order (stop is the reverse):
 3. the ledger client (BookKeeper) and the managed-ledger factory, whose ledgers use the
    configured ensemble and quorums;
 4. the broker service (catalog with tenant ``public`` and namespace ``public/default``)
-   and the Pulsar protocol server;
+   and the Pulsar protocol server, over TLS only when ``tls`` is given (``server.py``);
 5. the admin REST (``broker/admin``), if an admin port or admin settings are given: its
    ``AdminServer`` serves Pulsar's admin v2 over ``cluster.admin``, the broker's
-   ``ClusterAdmin`` (``topic_admin.BrokerAdmin``), sharing the cluster's metadata store.
+   ``ClusterAdmin`` (``topic_admin.BrokerAdmin``), sharing the cluster's metadata store;
+   with ``tls`` and no admin settings of its own, over https with the same certificate.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from georep.storage.meta.bookies import BookieRepository
 from georep.storage.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
 from georep.storage.meta.managed_ledgers import ManagedLedgerInfo, ManagedLedgerRepository
 from georep.storage.meta.store import MetadataStore
+from georep.tls_files import TlsFiles
 
 if TYPE_CHECKING:
     from georep.broker.admin import AdminServer, AdminSettings
@@ -62,6 +64,10 @@ class ClusterConfig:
     admin_port: int | None = None
     admin_settings: AdminSettings | None = None
     metadata_url: str | None = None
+    #: The broker's certificate and key: the Pulsar protocol is then served over TLS only
+    #: (``pulsar+ssl://``), and the admin REST, unless ``admin_settings`` say otherwise,
+    #: over https. None: plaintext.
+    tls: TlsFiles | None = None
     #: Addresses of external bookies; empty: run ``bookie_count`` in-process bookies.
     bookies: list[str] = field(default_factory=list)
     bookie_count: int = 3
@@ -142,7 +148,12 @@ class Cluster:
                 self.factory,
                 BrokerStore(store.catalog, store.managed_ledgers),
             )
-            self.server = BrokerServer(service, config.broker_host, config.broker_port)
+            self.server = BrokerServer(
+                service,
+                config.broker_host,
+                config.broker_port,
+                tls=config.tls.server_context() if config.tls is not None else None,
+            )
             await self.server.start()
             service.config.service_url = self.server.url
             if config.admin_port is not None or config.admin_settings is not None:
@@ -214,6 +225,8 @@ class Cluster:
             metadata_url=config.metadata,
             host=config.broker_host,
             port=config.admin_port or 0,
+            tls_cert_file=str(config.tls.cert_file) if config.tls is not None else None,
+            tls_key_file=str(config.tls.key_file) if config.tls is not None else None,
         )
         self.admin = BrokerAdmin(service)
         server = self._admin_server = await AdminServer.start(

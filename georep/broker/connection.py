@@ -440,10 +440,16 @@ class ServerConnection:
         # A cluster has one broker: it owns every topic, and the client is connected to it
         # already, at an address that works from where the client is (a published
         # container port, say), which our own listening address may not (0.0.0.0).
+        # A TLS broker serves TLS only (server.py), so it names its URL as Pulsar names a
+        # TLS port, in broker_service_url_tls, and no plaintext URL: a client over TLS
+        # reads that field alone (the official one and ours).
+        url = self.service.config.service_url
+        tls = url.startswith("pulsar+ssl://")
         self.send_command(
             commands.lookup_response(
                 lookup.request_id,
-                self.service.config.service_url,
+                None if tls else url,
+                broker_service_url_tls=url if tls else None,
                 proxy_through_service_url=True,
             )
         )

@@ -2,7 +2,10 @@
 
 Once the broker and the admin REST serve it prints one line to stdout,
 ``CLUSTER_READY pulsar://HOST:BROKER_PORT http://HOST:ADMIN_PORT``, so a parent process
-(a test harness, ``georep up``) learns the ports it got with port 0. Admin tokens come
+(a test harness, ``georep up``) learns the ports it got with port 0. With
+``--tls-cert-file`` and ``--tls-key-file`` the broker speaks TLS only on its port and the
+admin REST https with the same certificate (unless ``--admin-tls-cert`` names another):
+``CLUSTER_READY pulsar+ssl://HOST:PORT https://HOST:PORT``. Admin tokens come
 from the environment or files, never from a flag's value (``rest/tokens.py``).
 SIGTERM and SIGINT stop it cleanly: connections closed, acknowledgements and
 deduplication state persisted, ledgers closed, bookies checkpointed.
@@ -18,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
+import ssl
 from pathlib import Path
 
 from georep import console
@@ -30,6 +35,7 @@ from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.rest.access import ExposureError, check_exposure
 from georep.storage.errors import InvalidArgument
 from georep.storage.meta.migrate import database_url
+from georep.tls_files import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +48,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
     parser.add_argument("--broker-port", type=int, default=6650, help="Pulsar protocol port")
     AdminSettings.add_arguments(parser)  # --admin-port, --admin-host, tokens, TLS
+    parser.add_argument(
+        "--tls-cert-file",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help="certificate chain: serve the Pulsar protocol over TLS only (pulsar+ssl://),"
+        " and the admin REST over https",
+    )
+    parser.add_argument(
+        "--tls-key-file", type=Path, default=None, metavar="PEM", help="its private key"
+    )
     parser.add_argument(
         "--metadata",
         default=None,
@@ -73,6 +90,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     bookies = [b.strip() for b in args.bookies.split(",") if b.strip()]
+    if (args.tls_cert_file is None) != (args.tls_key_file is None):
+        raise ValueError("TLS needs both --tls-cert-file and --tls-key-file")
+    tls = None
+    if args.tls_cert_file is not None:
+        tls = TlsFiles(args.tls_cert_file.resolve(), args.tls_key_file.resolve())
     config = ClusterConfig(
         name=args.name,
         data_dir=args.data,
@@ -84,10 +106,16 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         write_quorum=args.write_quorum,
         ack_quorum=args.ack_quorum,
         fsync=not args.no_fsync,
+        tls=tls,
     )
-    config.admin_settings = AdminSettings.from_args(
+    admin = AdminSettings.from_args(
         args, os.environ, cluster_name=args.name, metadata_url=config.metadata
     )
+    if tls is not None and admin.tls_cert_file is None:
+        admin = dataclasses.replace(
+            admin, tls_cert_file=str(tls.cert_file), tls_key_file=str(tls.key_file)
+        )
+    config.admin_settings = admin
     return config
 
 
@@ -122,6 +150,14 @@ def check(config: ClusterConfig, *, insecure: bool) -> None:
         database_url(config.metadata)
     except InvalidArgument as error:
         raise ValueError(str(error)) from None
+    if config.tls is not None:
+        where = f"--tls-cert-file {config.tls.cert_file} / --tls-key-file {config.tls.key_file}"
+        try:
+            config.tls.server_context()
+        except ssl.SSLError as error:  # not PEM, or a key of another certificate
+            raise ValueError(f"{where}: {error.reason or error}") from None
+        except OSError as error:  # a file missing or unreadable
+            raise ValueError(f"{where}: {error.strerror or error}") from None
     console.check_distinct({"--broker-port": config.broker_port, "--admin-port": admin.port})
     console.check_bind("--broker-port", config.broker_host, config.broker_port)
     console.check_bind("--admin-port", admin.host, admin.port)

@@ -6,6 +6,14 @@ that connection's consumers pauses until the client reads). One ticker task call
 connection's ``tick`` each second (handshake deadline, keep-alive). Past
 ``limits.broker_connections_max`` connections a new socket is closed at once.
 
+TLS: given an ``ssl.SSLContext`` the server speaks the protocol over TLS only, on its one
+port (``pulsar+ssl://``), instead of plaintext. Pulsar can serve both on two ports
+(``brokerServicePort`` beside ``brokerServicePortTls``); a georep broker has one
+listener, so it is one or the other: an operator who turns TLS on has no plaintext port
+left open by mistake, and a plaintext client fails the handshake rather than being
+served. A connection counts (``limits.broker_connections_max``) once its handshake is
+done; asyncio gives up a handshake after 60 s.
+
 Stopping: stop accepting, close every connection ("broker stopping"), and wait for their
 producers and consumers to be detached.
 """
@@ -15,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import time
 import typing
 from collections.abc import Callable
@@ -74,8 +83,11 @@ class BrokerServer:
         port: int = 0,
         *,
         clock: Callable[[], float] = time.monotonic,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.service = service
+        #: The server context: None serves plaintext (``pulsar://``).
+        self.tls = tls
         self.host = host
         self.port = port
         self.clock = clock
@@ -87,15 +99,21 @@ class BrokerServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _PulsarProtocol(self), self.host, self.port, reuse_address=True
+            lambda: _PulsarProtocol(self),
+            self.host,
+            self.port,
+            reuse_address=True,
+            ssl=self.tls,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._ticker = loop.create_task(self._tick())
-        log.info("Pulsar protocol on %s:%d", self.host, self.port)
+        log.info("Pulsar protocol on %s", self.url)
 
     @property
     def url(self) -> str:
-        return f"pulsar://{self.host}:{self.port}"
+        """What a client connects to: ``pulsar+ssl://`` when the server speaks TLS."""
+        scheme = "pulsar+ssl" if self.tls is not None else "pulsar"
+        return f"{scheme}://{self.host}:{self.port}"
 
     def forget(self, connection: ServerConnection) -> None:
         self.connections.discard(connection)

@@ -274,7 +274,7 @@ def error(request_id: int, server_error: pb.ServerError, message: str) -> pb.Bas
 
 def lookup_response(
     request_id: int,
-    broker_service_url: str,
+    broker_service_url: str | None,
     *,
     redirect: bool = False,
     authoritative: bool = True,
@@ -282,16 +282,18 @@ def lookup_response(
     proxy_through_service_url: bool = False,
 ) -> pb.BaseCommand:
     """CONNECT (this broker owns the topic) or REDIRECT (ask ``broker_service_url``).
-    ``proxy_through_service_url``: the client keeps using the address it connected to."""
+    ``proxy_through_service_url``: the client keeps using the address it connected to.
+    A URL that is None is left out (a broker with no plaintext port names none)."""
     outcome = pb.LookupResponse.REDIRECT if redirect else pb.LookupResponse.CONNECT
     command = build(
         Type.LOOKUP_RESPONSE,
         request_id=request_id,
         response=outcome,
-        broker_service_url=broker_service_url,
         authoritative=authoritative,
         proxy_through_service_url=proxy_through_service_url,
     )
+    if broker_service_url is not None:
+        command.lookup_response.broker_service_url = broker_service_url
     if broker_service_url_tls is not None:
         command.lookup_response.broker_service_url_tls = broker_service_url_tls
     return command
