@@ -47,7 +47,8 @@ class Gateway:
 
     @property
     def url(self) -> str:
-        return f"http://{self.config.listen_host}:{self.port}"
+        scheme = "https" if self.config.rest_tls is not None else "http"
+        return f"{scheme}://{self.config.listen_host}:{self.port}"
 
     async def start(self) -> Gateway:
         config = self.config
@@ -81,7 +82,11 @@ class Gateway:
                 create_app(Served(config, store.replication_policies, self.manager, self.ownership))
             )
             await self._runner.setup()
-            site = web.TCPSite(self._runner, config.listen_host, config.listen_port)
+            # [gateway] tls_cert_file / tls_key_file: https only, on the one port.
+            tls = config.rest_tls.server_context() if config.rest_tls is not None else None
+            site = web.TCPSite(
+                self._runner, config.listen_host, config.listen_port, ssl_context=tls
+            )
             await site.start()
             self.port = int(self._runner.addresses[0][1])  # the port chosen for 0
             if config.open:

@@ -1,10 +1,11 @@
 """``georep gateway --config FILE``: run the gateway beside one cluster (on uvloop).
 
 Once its REST admin serves it prints one line to stdout, ``GATEWAY_READY
-http://HOST:PORT``, so a parent process (a test harness, ``georep up``) learns the port it
-got with port 0. SIGTERM and SIGINT stop it cleanly: replicators stop with their
-acknowledgements persisted (their subscriptions stay, and replication resumes from them
-at the next start), links close, the metadata store closes.
+http://HOST:PORT`` (``https://`` with ``[gateway] tls_cert_file``), so a parent process
+(a test harness, ``georep up``) learns the port it got with port 0. SIGTERM and SIGINT
+stop it cleanly: replicators stop with their acknowledgements persisted (their
+subscriptions stay, and replication resumes from them at the next start), links close,
+the metadata store closes.
 
 Several instances for one cluster run from one file and one metadata store
 (``ownership.py``): ``--listen`` and ``--instance`` give each its own address and name.
