@@ -58,6 +58,19 @@ free and the host an address here; a mistake is one line and exit code 2 (``cons
 A process that exits with code 2 (its configuration is unusable) is not restarted: up
 prints its last log line, stops the others and exits with 2.
 
+TLS (``examples/three-clusters-tls.toml``)::
+
+    [tls]
+    enabled = true
+
+makes up create a CA for this machine (``loopback_ca.py``) under ``<data_dir>/tls`` at
+every start, and give each cluster and each gateway a server certificate of it for
+loopback (and ``host``). The clusters then serve the Pulsar protocol over TLS only
+(``pulsar+ssl://``) and their admin REST over https, the gateways their REST over https,
+and each gateway's file names its clusters by those URLs with ``tls_trust_certs_file``
+set to the CA, hostname verification on: no link of the topology is plaintext. Without
+the table (the default) everything is plaintext.
+
 ``--demo`` runs a short scripted exchange with the official pulsar-client once all is up
 (messages produced on each cluster, then read back from each), prints which messages
 crossed where, and stops everything; exit code 0 when the topology behaved.
@@ -85,6 +98,7 @@ from georep import console, limits
 from georep.console import ConfigError, check_keys
 from georep.decimal_text import parse_decimal
 from georep.gateway.config import cluster_name
+from georep.invariant import invariant
 from georep.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.rest import tokens as token_sources
 from georep.rest.access import ExposureError, check_exposure
@@ -104,7 +118,8 @@ def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
         raise ConfigError(f"cannot read {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    unknown = sorted(set(document) - {"data_dir", "host", "clusters", "gateways", "tokens"})
+    known = {"data_dir", "host", "clusters", "gateways", "tokens", "tls"}
+    unknown = sorted(set(document) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) {unknown}")
     clusters = {}
@@ -146,6 +161,11 @@ def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
         if value is not None and (not isinstance(value, str) or not value):
             raise ConfigError(f"[tokens] {key} must be a path")
         files[key] = (path.parent / value).resolve() if value else None
+    tls_table = document.get("tls", {})
+    _only(tls_table, {"enabled"}, "[tls]")
+    tls = tls_table.get("enabled", False)
+    if not isinstance(tls, bool):
+        raise ConfigError(f"[tls] enabled must be true or false, got {tls!r}")
     host = document.get("host", "127.0.0.1")
     if not isinstance(host, str) or not host:
         raise ConfigError(f"host must be an address, got {host!r}")
@@ -156,6 +176,7 @@ def load_config(path: Path, data_dir: Path | None = None) -> UpConfig:
         host=host,
         admin_token_file=files["admin_file"],
         gateway_token_file=files["gateway_file"],
+        tls=tls,
     )
 
 
@@ -228,14 +249,15 @@ class ReadyLineError(ValueError):
 
 def cluster_ports(detail: str) -> tuple[int, int]:
     """The broker and admin ports a ``CLUSTER_READY pulsar://HOST:PORT http://HOST:PORT``
-    line names (``detail``: what follows ``CLUSTER_READY``)."""
+    line names (``detail``: what follows ``CLUSTER_READY``; ``pulsar+ssl://`` and
+    ``https://`` over TLS)."""
     urls = detail.split()
     if len(urls) != 2:
         raise ReadyLineError(
             f"CLUSTER_READY {detail!r}: expected a pulsar:// URL and an http:// URL"
         )
     return (
-        _url_port("CLUSTER_READY", urls[0], ("pulsar",)),
+        _url_port("CLUSTER_READY", urls[0], ("pulsar", "pulsar+ssl")),
         _url_port("CLUSTER_READY", urls[1], ("http", "https")),
     )
 
@@ -388,18 +410,27 @@ def _gateway_toml(config: UpConfig, spec: GatewaySpec, home: Path) -> str:
     ]
     if config.gateway_token_file is not None:
         lines.append(f"token_file = {json.dumps(str(config.gateway_token_file))}")
+    rest_tls = config.server_files(f"gateway-{spec.cluster}")
+    if rest_tls is not None:
+        lines.append(f"tls_cert_file = {json.dumps(str(rest_tls.cert_file))}")
+        lines.append(f"tls_key_file = {json.dumps(str(rest_tls.key_file))}")
     # Without a token source the gateway sends the first of GEOREP_ADMIN_TOKENS.
     token = (
         [f"token_file = {json.dumps(str(config.admin_token_file))}"]
         if config.admin_token_file is not None
         else []
     )
+    # Over TLS: the clusters' TLS URLs, their certificates checked against up's CA and
+    # their names against the URL's host (the default, tls_hostname_verification).
+    broker, admin = ("pulsar+ssl", "https") if config.tls else ("pulsar", "http")
+    if config.ca_file is not None:
+        token.append(f"tls_trust_certs_file = {json.dumps(str(config.ca_file))}")
     lines += [
         "",
         "[local]",
         f'name = "{local.name}"',
-        f'service_url = "pulsar://{_address(host, local.broker_port)}"',
-        f'admin_url = "http://{_address(host, local.admin_port)}"',
+        f'service_url = "{broker}://{_address(host, local.broker_port)}"',
+        f'admin_url = "{admin}://{_address(host, local.admin_port)}"',
         *token,
     ]
     for name, remote in sorted(config.clusters.items()):
@@ -408,8 +439,8 @@ def _gateway_toml(config: UpConfig, spec: GatewaySpec, home: Path) -> str:
         lines += [
             "",
             f"[remotes.{name}]",
-            f'service_url = "pulsar://{_address(host, remote.broker_port)}"',
-            f'admin_url = "http://{_address(host, remote.admin_port)}"',
+            f'service_url = "{broker}://{_address(host, remote.broker_port)}"',
+            f'admin_url = "{admin}://{_address(host, remote.admin_port)}"',
             *token,
         ]
     if spec.replicate:
@@ -458,6 +489,9 @@ def cluster_args(config: UpConfig, name: str, *, insecure: bool = False) -> list
     )  # fmt: skip
     if config.admin_token_file is not None:
         args += ["--admin-token-file", str(config.admin_token_file)]
+    tls = config.server_files(f"cluster-{name}")
+    if tls is not None:
+        args += ["--tls-cert-file", str(tls.cert_file), "--tls-key-file", str(tls.key_file)]
     if insecure:
         args.append("--insecure")
     if not spec.fsync:
@@ -548,8 +582,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def issue_certificates(config: UpConfig) -> None:
+    """A new CA under ``config.tls_dir`` and a server certificate of it for every cluster
+    and gateway, naming loopback and ``config.host`` (what the URLs of the topology name).
+    Made anew at every start of up, before any process starts with its files."""
+    from georep.loopback_ca import LOOPBACK_NAMES, LoopbackCa
+
+    ca = LoopbackCa.create(config.tls_dir)
+    names = tuple(dict.fromkeys((*LOOPBACK_NAMES, config.host)))
+    processes = [f"cluster-{name}" for name in config.clusters]
+    processes += [f"gateway-{name}" for name in config.gateways]
+    for process in processes:
+        written = ca.server_files(process, names=names)
+        invariant(written == config.server_files(process), f"{process}'s TLS files moved")
+
+
 async def serve(config: UpConfig, demo: bool, *, insecure: bool = False) -> int:
     config.data_dir.mkdir(parents=True, exist_ok=True)
+    if config.tls:
+        await asyncio.to_thread(issue_certificates, config)  # RSA keys: a second or two
     topology = Supervision(config, insecure=insecure)
     loop = asyncio.get_running_loop()
     stopping = asyncio.Event()

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from georep.tls_files import TlsFiles
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -36,3 +38,23 @@ class UpConfig:
     #: Token files ([tokens] admin_file, gateway_file), absolute; None: the environment.
     admin_token_file: Path | None = None
     gateway_token_file: Path | None = None
+    #: ``[tls] enabled``: every link runs TLS, from a CA up makes under ``tls_dir``.
+    tls: bool = False
+
+    @property
+    def tls_dir(self) -> Path:
+        """Where up's CA (``loopback_ca.py``) writes its files: the CA certificate and one
+        certificate and key per server, named after the process (``cluster-A``)."""
+        return self.data_dir / "tls"
+
+    @property
+    def ca_file(self) -> Path | None:
+        """What every client trusts (``tls_trust_certs_file``); None without TLS."""
+        return self.tls_dir / "ca.pem" if self.tls else None
+
+    def server_files(self, process: str) -> TlsFiles | None:
+        """The certificate and key ``process`` (``cluster-A``, ``gateway-A``) serves TLS
+        with, as ``LoopbackCa.server_files(process)`` writes them; None without TLS."""
+        if not self.tls:
+            return None
+        return TlsFiles(self.tls_dir / f"{process}.cert.pem", self.tls_dir / f"{process}.key.pem")

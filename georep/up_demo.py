@@ -11,6 +11,9 @@ Then a failover: an application consumes the topic on A with a replicated subscr
 of order. Consumers of the same subscription that fail over to each cluster A replicates
 to must receive exactly those few (and, on C, C's own messages, which A never had): on
 C first (A→C is one way), then on B. Returns 0 when every check holds.
+
+Over TLS (``[tls] enabled``) every client of the demo, the official one and its REST
+reads, trusts up's CA alone and checks the servers' names (``UpConfig.ca_file``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import collections
 import contextlib
 import json
 import os
+import ssl
 import time
 import urllib.request
 from typing import Any
@@ -61,13 +65,16 @@ def run_demo(config: UpConfig) -> int:
         DEFAULT_NAMESPACE if DEFAULT_NAMESPACE in namespaces or not namespaces else namespaces[0]
     )
     topic = f"persistent://{namespace}/georep-up-demo-{int(time.time())}"
-    urls = {n: f"pulsar://{config.host}:{c.broker_port}" for n, c in config.clusters.items()}
-    logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    app = (
-        pulsar.Client(urls["A"], operation_timeout_seconds=30, logger=logger)
-        if "A" in urls
-        else None
-    )
+    scheme = "pulsar+ssl" if config.tls else "pulsar"
+    urls = {n: f"{scheme}://{config.host}:{c.broker_port}" for n, c in config.clusters.items()}
+    options: dict[str, Any] = {
+        "operation_timeout_seconds": 30,
+        "logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    }
+    if config.ca_file is not None:
+        options["tls_trust_certs_file_path"] = str(config.ca_file)
+        options["tls_validate_hostname"] = True
+    app = pulsar.Client(urls["A"], **options) if "A" in urls else None
     consumer = None
     if app is not None:  # subscribed before anything is produced: it sees every message
         consumer = app.subscribe(
@@ -79,7 +86,7 @@ def run_demo(config: UpConfig) -> int:
         )
     print(f"demo: producing {MESSAGES_PER_CLUSTER} messages on each cluster to {topic}", flush=True)
     for name, url in sorted(urls.items()):
-        client = pulsar.Client(url, operation_timeout_seconds=30, logger=logger)
+        client = pulsar.Client(url, **options)
         try:
             producer = client.create_producer(topic)
             for index in range(MESSAGES_PER_CLUSTER):
@@ -95,7 +102,7 @@ def run_demo(config: UpConfig) -> int:
     }
     deadline = time.monotonic() + WAIT_S
     while True:
-        seen = {name: _read_all(pulsar, url, topic, logger) for name, url in urls.items()}
+        seen = {name: _read_all(pulsar, url, topic, options) for name, url in urls.items()}
         if seen == want or time.monotonic() > deadline:
             break
         time.sleep(1.0)
@@ -110,7 +117,7 @@ def run_demo(config: UpConfig) -> int:
     print(f"demo: {'every cluster holds what its policies say' if ok else 'MISMATCH'}", flush=True)
     if app is not None and consumer is not None:
         try:
-            ok = _failover(pulsar, config, urls, topic, consumer, expected, logger) and ok
+            ok = _failover(pulsar, config, urls, topic, consumer, expected, options) and ok
         finally:
             app.close()
     return 0 if ok else 1
@@ -123,7 +130,7 @@ def _failover(
     topic: str,
     consumer: _Pulsar,
     expected: dict[str, set[str]],
-    logger: _Pulsar,
+    options: dict[str, Any],
 ) -> bool:
     """Consume on A, leave LEFT_UNACKED, and check what fails over to each remote."""
     received = []
@@ -143,7 +150,7 @@ def _failover(
     ok = True
     for name in targets:  # one-way targets first: what B acks would flow back through A
         settled = _wait_synced(config, name, topic)
-        got = _drain(pulsar, urls[name], topic, logger)
+        got = _drain(pulsar, urls[name], topic, options)
         # the target's own messages that never reached A are new to the subscription
         own = {f"from-{name}-{i}" for i in range(MESSAGES_PER_CLUSTER)}
         want = LEFT_UNACKED | (set() if name in expected["A"] else own)
@@ -161,13 +168,15 @@ def _stats(config: UpConfig, name: str) -> dict[str, Any] | None:
     gateway = config.gateways.get(name)
     if gateway is None:
         return None
-    url = f"http://{config.host}:{gateway.port}/admin/georep/v1/stats"
+    scheme = "https" if config.tls else "http"
+    url = f"{scheme}://{config.host}:{gateway.port}/admin/georep/v1/stats"
     request = urllib.request.Request(url)
     token = _gateway_token(config)
     if token is not None:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=5) as response:
+        context = ssl.create_default_context(cafile=config.ca_file) if config.ca_file else None
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:
             stats: dict[str, Any] = json.load(response)
             return stats
     except OSError:
@@ -210,8 +219,8 @@ def _wait_synced(config: UpConfig, name: str, topic: str) -> bool:
     return False
 
 
-def _drain(pulsar: _Pulsar, url: str, topic: str, logger: _Pulsar) -> list[str]:
-    client = pulsar.Client(url, operation_timeout_seconds=30, logger=logger)
+def _drain(pulsar: _Pulsar, url: str, topic: str, options: dict[str, Any]) -> list[str]:
+    client = pulsar.Client(url, **options)
     got = []
     try:
         consumer = client.subscribe(topic, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared)
@@ -226,9 +235,9 @@ def _drain(pulsar: _Pulsar, url: str, topic: str, logger: _Pulsar) -> list[str]:
     return got
 
 
-def _read_all(pulsar: _Pulsar, url: str, topic: str, logger: _Pulsar) -> dict[str, int]:
+def _read_all(pulsar: _Pulsar, url: str, topic: str, options: dict[str, Any]) -> dict[str, int]:
     seen: collections.Counter[str] = collections.Counter()
-    client = pulsar.Client(url, operation_timeout_seconds=30, logger=logger)
+    client = pulsar.Client(url, **options)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         with contextlib.suppress(pulsar.Timeout):

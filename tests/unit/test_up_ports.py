@@ -35,6 +35,7 @@ def topology(tmp_path: Path, *, a_broker_port: int = 0) -> UpConfig:
     [
         ("pulsar://127.0.0.1:60911 http://127.0.0.1:43043", (60911, 43043)),
         ("pulsar://127.0.0.1:1 https://127.0.0.1:65535", (1, 65535)),
+        ("pulsar+ssl://127.0.0.1:6651 https://127.0.0.1:8443", (6651, 8443)),
         ("pulsar://::1:6650 http://::1:8080", (6650, 8080)),
         ("pulsar://[::1]:6650 http://[::1]:8080", (6650, 8080)),
         ("  pulsar://localhost:6650   http://localhost:8080 ", (6650, 8080)),
@@ -51,6 +52,7 @@ def test_a_cluster_ready_line_names_its_broker_and_admin_ports(detail, ports) ->
         ("pulsar://127.0.0.1:6650", "expected a pulsar:// URL and an http:// URL"),
         ("pulsar://h:1 http://h:2 http://h:3", "expected a pulsar:// URL and an http:// URL"),
         ("http://127.0.0.1:8080 pulsar://127.0.0.1:6650", "not pulsar://HOST:PORT"),
+        ("pulsar+tls://127.0.0.1:6651 https://127.0.0.1:8443", "not pulsar://HOST:PORT"),
         ("pulsar://127.0.0.1:6650 pulsar://127.0.0.1:8080", "not http://HOST:PORT"),
         ("127.0.0.1:6650 http://127.0.0.1:8080", "not pulsar://HOST:PORT"),
         ("pulsar://127.0.0.1 http://127.0.0.1:8080", "not pulsar://HOST:PORT"),
