@@ -232,6 +232,7 @@ def run_up(tmp_path: Path, toml: str, *extra: str, env: dict[str, str] | None = 
         ("[clusters.A]\nbroker_port = 99999\n", "port number 0..65535"),
         ('[tokens]\nadmin_file = "missing"\n[clusters.A]\n', "cannot read token file"),
         ("[clusters.A]\n[gateways.B]\n", "there is no [clusters.B]"),
+        ('[tls]\nenabled = "yes"\n[clusters.A]\n', "[tls] enabled must be true or false"),
     ],
 )
 def test_mistakes_are_one_line_and_exit_2(tmp_path, toml, words) -> None:
