@@ -106,7 +106,8 @@ _SETTINGS = """<settings>
 </settings>
 """
 
-_LOG4J2 = """<?xml version="1.0" encoding="UTF-8"?>
+#: The log4j2 file every Pulsar JVM of ours runs with (``{log}``: its log file).
+LOG4J2_TEMPLATE = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
   <Appenders>
     <File name="file" fileName="{log}">
@@ -292,7 +293,7 @@ class PulsarStandalone:
         data.mkdir(parents=True, exist_ok=True)
         lines = [f"{key}={value}" for key, value in standalone_settings(self.spec).items()]
         (data / "standalone.conf").write_text("\n".join(lines) + "\n")
-        (data / "log4j2.xml").write_text(_LOG4J2.format(log=self.log_path))
+        (data / "log4j2.xml").write_text(LOG4J2_TEMPLATE.format(log=self.log_path))
 
     def start(self, timeout_s: float = 180.0) -> None:
         """Start the JVM (data kept from an earlier run is reused) and wait until it serves."""
@@ -329,8 +330,8 @@ class PulsarStandalone:
 
     def _serves(self) -> bool:
         try:
-            clusters = _get_json(f"{self.admin_url}/admin/v2/clusters")
-            namespaces = _get_json(f"{self.admin_url}/admin/v2/namespaces/public")
+            clusters = get_json(f"{self.admin_url}/admin/v2/clusters")
+            namespaces = get_json(f"{self.admin_url}/admin/v2/namespaces/public")
         except (OSError, ValueError):
             return False
         return self.name in clusters and "public/default" in namespaces
@@ -360,7 +361,7 @@ class PulsarStandalone:
         self.stop()
 
 
-def _get_json(url: str) -> Any:
+def get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.load(response)
 
