@@ -39,6 +39,7 @@ from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import NotEnoughBookies
 from georep.storage.meta.bookies import BookieRepository
+from georep.broker.schema_registry import SchemaRegistry
 from georep.storage.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
 from georep.storage.meta.managed_ledgers import ManagedLedgerInfo, ManagedLedgerRepository
 from georep.storage.meta.store import MetadataStore
@@ -68,6 +69,9 @@ class ClusterConfig:
     #: (``pulsar+ssl://``), and the admin REST, unless ``admin_settings`` say otherwise,
     #: over https. None: plaintext.
     tls: TlsFiles | None = None
+    #: With ``tls``: clients of both must present a certificate of this CA (mutual TLS,
+    #: Pulsar's ``tlsRequireTrustedClientCertOnConnect`` with ``tlsTrustCertsFilePath``).
+    tls_client_ca_file: Path | None = None
     #: Addresses of external bookies; empty: run ``bookie_count`` in-process bookies.
     bookies: list[str] = field(default_factory=list)
     bookie_count: int = 3
@@ -147,12 +151,17 @@ class Cluster:
                 ),
                 self.factory,
                 BrokerStore(store.catalog, store.managed_ledgers),
+                SchemaRegistry(store.schemas),
             )
             self.server = BrokerServer(
                 service,
                 config.broker_host,
                 config.broker_port,
-                tls=config.tls.server_context() if config.tls is not None else None,
+                tls=(
+                    config.tls.server_context(client_ca_file=config.tls_client_ca_file)
+                    if config.tls is not None
+                    else None
+                ),
             )
             await self.server.start()
             service.config.service_url = self.server.url
@@ -227,6 +236,9 @@ class Cluster:
             port=config.admin_port or 0,
             tls_cert_file=str(config.tls.cert_file) if config.tls is not None else None,
             tls_key_file=str(config.tls.key_file) if config.tls is not None else None,
+            tls_client_ca_file=(
+                str(config.tls_client_ca_file) if config.tls_client_ca_file is not None else None
+            ),
         )
         self.admin = BrokerAdmin(service)
         server = self._admin_server = await AdminServer.start(

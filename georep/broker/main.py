@@ -5,7 +5,8 @@ Once the broker and the admin REST serve it prints one line to stdout,
 (a test harness, ``georep up``) learns the ports it got with port 0. With
 ``--tls-cert-file`` and ``--tls-key-file`` the broker speaks TLS only on its port and the
 admin REST https with the same certificate (unless ``--admin-tls-cert`` names another):
-``CLUSTER_READY pulsar+ssl://HOST:PORT https://HOST:PORT``. Admin tokens come
+``CLUSTER_READY pulsar+ssl://HOST:PORT https://HOST:PORT``. ``--tls-trust-certs-file``
+then asks every client of both for a certificate of that CA (mutual TLS). Admin tokens come
 from the environment or files, never from a flag's value (``rest/tokens.py``).
 SIGTERM and SIGINT stop it cleanly: connections closed, acknowledgements and
 deduplication state persisted, ledgers closed, bookies checkpointed.
@@ -60,6 +61,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--tls-key-file", type=Path, default=None, metavar="PEM", help="its private key"
     )
     parser.add_argument(
+        "--tls-trust-certs-file",
+        type=Path,
+        default=None,
+        metavar="PEM",
+        help="CA bundle: over TLS, clients of the broker and the admin REST must present a"
+        " certificate of it (mutual TLS)",
+    )
+    parser.add_argument(
         "--metadata",
         default=None,
         metavar="URL",
@@ -92,7 +101,10 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
     bookies = [b.strip() for b in args.bookies.split(",") if b.strip()]
     if (args.tls_cert_file is None) != (args.tls_key_file is None):
         raise ValueError("TLS needs both --tls-cert-file and --tls-key-file")
+    if args.tls_trust_certs_file is not None and args.tls_cert_file is None:
+        raise ValueError("--tls-trust-certs-file needs --tls-cert-file and --tls-key-file")
     tls = None
+    client_ca = args.tls_trust_certs_file.resolve() if args.tls_trust_certs_file else None
     if args.tls_cert_file is not None:
         tls = TlsFiles(args.tls_cert_file.resolve(), args.tls_key_file.resolve())
     config = ClusterConfig(
@@ -107,6 +119,7 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         ack_quorum=args.ack_quorum,
         fsync=not args.no_fsync,
         tls=tls,
+        tls_client_ca_file=client_ca,
     )
     admin = AdminSettings.from_args(
         args, os.environ, cluster_name=args.name, metadata_url=config.metadata
@@ -115,6 +128,8 @@ def config_from_args(args: argparse.Namespace) -> ClusterConfig:
         admin = dataclasses.replace(
             admin, tls_cert_file=str(tls.cert_file), tls_key_file=str(tls.key_file)
         )
+    if client_ca is not None:
+        admin = dataclasses.replace(admin, tls_client_ca_file=str(client_ca))
     config.admin_settings = admin
     return config
 
@@ -151,13 +166,7 @@ def check(config: ClusterConfig, *, insecure: bool) -> None:
     except InvalidArgument as error:
         raise ValueError(str(error)) from None
     if config.tls is not None:
-        where = f"--tls-cert-file {config.tls.cert_file} / --tls-key-file {config.tls.key_file}"
-        try:
-            config.tls.server_context()
-        except ssl.SSLError as error:  # not PEM, or a key of another certificate
-            raise ValueError(f"{where}: {error.reason or error}") from None
-        except OSError as error:  # a file missing or unreadable
-            raise ValueError(f"{where}: {error.strerror or error}") from None
+        _check_tls(config.tls, config.tls_client_ca_file)
     console.check_distinct({"--broker-port": config.broker_port, "--admin-port": admin.port})
     console.check_bind("--broker-port", config.broker_host, config.broker_port)
     console.check_bind("--admin-port", admin.host, admin.port)
@@ -171,3 +180,20 @@ def check(config: ClusterConfig, *, insecure: bool) -> None:
             )
         except ExposureError as error:
             raise ValueError(str(error)) from None
+
+
+def _check_tls(files: TlsFiles, client_ca_file: Path | None) -> None:
+    """Whether the TLS files make a server context: ValueError naming the flag at fault."""
+    checks: list[tuple[str, Path | None]] = [
+        (f"--tls-cert-file {files.cert_file} / --tls-key-file {files.key_file}", None)
+    ]
+    if client_ca_file is not None:
+        checks.append((f"--tls-trust-certs-file {client_ca_file}", client_ca_file))
+    for where, client_ca in checks:
+        try:
+            files.server_context(client_ca_file=client_ca)
+        except ssl.SSLError as error:  # not PEM, or a key of another certificate
+            reason = (error.reason or str(error)).replace("_", " ").lower()
+            raise ValueError(f"{where}: {reason}") from None
+        except OSError as error:  # a file missing or unreadable
+            raise ValueError(f"{where}: {error.strerror or error}") from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 from aiohttp import web
 
@@ -39,6 +40,7 @@ from georep.broker.admin.tenants import ensure_defaults
 from georep.rest.middleware import application, register
 from georep.rest.server import RestRunner
 from georep.storage.meta.store import MetadataStore
+from georep.tls_files import TlsFiles
 
 log = logging.getLogger("georep.broker.admin")
 
@@ -148,7 +150,6 @@ class AdminServer:
 def _tls_context(settings: AdminSettings) -> ssl.SSLContext | None:
     if settings.tls_cert_file is None or settings.tls_key_file is None:
         return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
-    return context
+    files = TlsFiles(Path(settings.tls_cert_file), Path(settings.tls_key_file))
+    client_ca = settings.tls_client_ca_file
+    return files.server_context(client_ca_file=Path(client_ca) if client_ca else None)

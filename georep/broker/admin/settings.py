@@ -60,6 +60,8 @@ class AdminSettings:
     #: PEM files; both or neither. With them the server speaks HTTPS only.
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    #: PEM CA bundle: over TLS, a client must present a certificate of it (mutual TLS).
+    tls_client_ca_file: str | None = None
     request_body_bytes_max: int = limits.admin_request_body_bytes_max
     #: ``Host`` names allowed beside the defaults (``rest/access.py``); ``*``: any.
     allowed_hosts: tuple[str, ...] = ()
@@ -91,6 +93,8 @@ class AdminSettings:
             raise AdminSettingsError("a token is both an admin and a read-only token")
         if (self.tls_cert_file is None) != (self.tls_key_file is None):
             raise AdminSettingsError("TLS needs both --admin-tls-cert and --admin-tls-key")
+        if self.tls_client_ca_file is not None and self.tls_cert_file is None:
+            raise AdminSettingsError("client certificates are asked for over TLS only")
         if not 1 <= self.request_body_bytes_max <= limits.admin_request_body_bytes_max:
             raise AdminSettingsError(
                 f"request body limit {self.request_body_bytes_max} is not"
