@@ -1,8 +1,9 @@
 """TLS on the embedded cluster and through ``georep up``: the official pulsar-client
 produces and consumes over ``pulsar+ssl://`` with the broker's name checked, lookups
 name the TLS URL, the admin REST serves https with the same certificate, a client that
-trusts another CA is refused with no plaintext fallback, and ``georep up --demo`` holds
-its checks with every link of the topology over TLS."""
+trusts another CA is refused with no plaintext fallback, a cluster that asks for client
+certificates serves only clients that present one of its CA, and ``georep up --demo``
+holds its checks with every link of the topology over TLS."""
 
 from __future__ import annotations
 
@@ -53,6 +54,24 @@ def cluster(ca, tmp_path_factory) -> Iterator[InProcessCluster]:
     assert not running.errors
 
 
+@pytest.fixture(scope="module")
+def mutual(ca, tmp_path_factory) -> Iterator[InProcessCluster]:
+    """A cluster that asks every client for a certificate of ``ca``."""
+    running = InProcessCluster(
+        tmp_path_factory.mktemp("mutual"),
+        tls=ca.server_files("mutual-broker"),
+        tls_client_ca_file=ca.ca_file,
+        admin_port=0,
+    ).start()
+    yield running
+    running.stop()
+    assert not running.errors
+
+
+#: How long a client that is refused tries before it says so.
+REFUSED_TIMEOUT_S = 2
+
+
 def tls_options(ca_file: Path) -> dict[str, object]:
     return {"tls_trust_certs_file_path": str(ca_file), "tls_validate_hostname": True}
 
@@ -77,7 +96,7 @@ def test_a_lookup_over_tls_names_the_tls_url_alone(cluster, ca) -> None:
         raw.send(connect_frame())
         lookup = commands.build(Type.LOOKUP, topic=unique_topic("lookup"), request_id=7)
         raw.send(frames.encode_command(lookup))
-        replies, _ = raw.replies(wait_s=2)
+        replies, _ = raw.replies(wait_s=1)
     finally:
         raw.close()
     answers = [reply.lookup_response for reply in replies if reply.type == Type.LOOKUP_RESPONSE]
@@ -97,13 +116,17 @@ def test_a_client_trusting_another_ca_is_refused_and_plaintext_is_not_served(
         with pytest.raises(ssl.SSLCertVerificationError):
             context.wrap_socket(sock, server_hostname=host)
     topic = unique_topic("refused")
-    with open_client(cluster.url, **tls_options(other.ca_file)) as client:
+    with open_client(
+        cluster.url, operation_timeout_seconds=REFUSED_TIMEOUT_S, **tls_options(other.ca_file)
+    ) as client:
         with pytest.raises(pulsar.PulsarException):
-            client.create_producer(topic, send_timeout_millis=3_000)
+            client.create_producer(topic)
     # The same port spoken to in plaintext: the handshake fails, nothing is served.
-    with open_client(f"pulsar://{host}:{port}") as client:
+    with open_client(
+        f"pulsar://{host}:{port}", operation_timeout_seconds=REFUSED_TIMEOUT_S
+    ) as client:
         with pytest.raises(pulsar.PulsarException):
-            client.create_producer(topic, send_timeout_millis=3_000)
+            client.create_producer(topic)
     assert cluster.call(lambda running: str(topic) not in running.service.topics) is True
 
 
@@ -121,6 +144,39 @@ def test_the_admin_rest_serves_https_with_the_same_certificate(cluster, ca, tmp_
     plain = cluster.admin_url.replace("https://", "http://")
     with pytest.raises((urllib.error.URLError, ConnectionError)):
         urllib.request.urlopen(f"{plain}/admin/v2/clusters", timeout=10)
+
+
+def test_with_client_certificates_asked_for_only_a_client_of_the_ca_is_served(
+    mutual, ca, tmp_path
+) -> None:
+    app = ca.client_files("app")
+    topic = unique_topic("mutual")
+    with open_client(
+        mutual.url,
+        authentication=pulsar.AuthenticationTLS(str(app.cert_file), str(app.key_file)),
+        **tls_options(ca.ca_file),
+    ) as client:
+        client.create_producer(topic).send(b"with a certificate")
+    refused = {"operation_timeout_seconds": REFUSED_TIMEOUT_S, **tls_options(ca.ca_file)}
+    with open_client(mutual.url, **refused) as client:
+        with pytest.raises(pulsar.PulsarException):
+            client.create_producer(unique_topic("anonymous"))
+    stranger = LoopbackCa.create(tmp_path / "stranger").client_files("app")
+    with open_client(
+        mutual.url,
+        authentication=pulsar.AuthenticationTLS(str(stranger.cert_file), str(stranger.key_file)),
+        **refused,
+    ) as client:
+        with pytest.raises(pulsar.PulsarException):
+            client.create_producer(unique_topic("stranger"))
+
+    url = f"{mutual.admin_url}/admin/v2/clusters"
+    context = ssl.create_default_context(cafile=ca.ca_file)
+    with pytest.raises((urllib.error.URLError, ConnectionError, ssl.SSLError)):
+        urllib.request.urlopen(url, timeout=10, context=context)
+    context.load_cert_chain(app.cert_file, app.key_file)
+    with urllib.request.urlopen(url, timeout=10, context=context) as answer:
+        assert answer.status == 200
 
 
 def test_a_cluster_given_unusable_tls_files_is_one_line_and_exit_2(ca, tmp_path) -> None:
@@ -155,7 +211,14 @@ def test_up_demo_holds_over_tls(tmp_path) -> None:
         assert "pulsar://" not in ready and "http://" not in ready, ready
         gateway_toml = (tmp_path / "data" / "gateway-A" / "gateway.toml").read_text()
         assert "pulsar://" not in gateway_toml and "http://" not in gateway_toml
-        assert f'tls_trust_certs_file = "{tmp_path / "data" / "tls" / "ca.pem"}"' in gateway_toml
+        ca_file = tmp_path / "data" / "tls" / "ca.pem"
+        assert f'tls_trust_certs_file = "{ca_file}"' in gateway_toml
+        gateway_a = up.expect(r"gateway A\s+(https://\S+)")[1]
+        context = ssl.create_default_context(cafile=ca_file)
+        with urllib.request.urlopen(
+            f"{gateway_a}/admin/georep/v1/openapi.json", timeout=10, context=context
+        ) as answer:
+            assert answer.status == 200
         up.expect(r"demo: cluster A holds from-A x5, from-B x5  \[ok\]")
         up.expect(r"demo: cluster B holds from-A x5, from-B x5  \[ok\]")
         up.expect(r"demo: cluster C holds from-A x5, from-C x5  \[ok\]")
