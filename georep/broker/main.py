@@ -14,8 +14,10 @@ deduplication state persisted, ledgers closed, bookies checkpointed.
 Before anything starts it checks what it was told (``console.py``): a bad flag, a host
 that is not an address here, a port in use or given twice, a metadata URL it cannot
 use, and a listener beyond loopback without admin tokens (unless ``--insecure``;
-``rest/access.py``) are one line on stderr and exit code 2. The binary protocol has no
-authentication: beyond loopback, firewall it to the clients and gateways that need it.
+``rest/access.py``), and TLS files that make no server context, are one line on stderr
+and exit code 2. The binary protocol authenticates nobody unless
+``--tls-trust-certs-file`` asks for client certificates: beyond loopback, firewall it to
+the clients and gateways that need it, or ask for their certificates.
 """
 
 from __future__ import annotations
