@@ -745,3 +745,17 @@ invariant(drill_settle_s_default > snapshot_interval_s_default + sync_poll_inter
 invariant(drill_settle_s_default <= drill_settle_s_max)
 invariant(drill_drain_quiet_s_default < drill_drain_quiet_incomplete_s < drill_drain_timeout_s_max)
 # --- end of failover drill ---------------------------------------------------------
+
+# --- schema registry (broker/schema_registry.py, storage/meta/schemas.py) ------------
+#: Bytes of one schema's definition (an Avro record's JSON, say). Pulsar sets no limit of
+#: its own below its frame; a PRODUCER command carrying it must fit a frame with room.
+schema_data_bytes_max = 256 * KIB
+#: Properties one schema carries, and the characters of each key and value.
+schema_properties_count_max = 64
+schema_property_chars_max = 1024
+#: Versions one topic's schema may reach (deletions count: each is a version, as in
+#: Pulsar); past it a new schema is refused, an existing one still matches.
+schema_versions_per_topic_max = 1000
+
+invariant(schema_data_bytes_max + pulsar_send_command_bytes_max < pulsar_frame_bytes_max)
+# --- end of schema registry ----------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from georep import limits
 from georep.broker.ports import TopicLogFactory
+from georep.broker.schema_registry import SchemaRegistry
 from georep.broker.server import BrokerServer
 from georep.broker.service import BrokerConfig, BrokerService
 from georep.invariant import present
@@ -39,7 +40,6 @@ from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import NotEnoughBookies
 from georep.storage.meta.bookies import BookieRepository
-from georep.broker.schema_registry import SchemaRegistry
 from georep.storage.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
 from georep.storage.meta.managed_ledgers import ManagedLedgerInfo, ManagedLedgerRepository
 from georep.storage.meta.store import MetadataStore

@@ -25,7 +25,8 @@ the process, and nothing reaches storage before it was validated.
 
 Handlers that only touch memory (SEND, FLOW, ACK, REDELIVER, PING) run inline, in
 arrival order; handlers that wait for storage or metadata (LOOKUP, PARTITIONED_METADATA,
-PRODUCER, SUBSCRIBE, SEEK, CLOSE_*, UNSUBSCRIBE, GET_LAST_MESSAGE_ID) run as tasks so
+PRODUCER, SUBSCRIBE, SEEK, CLOSE_*, UNSUBSCRIBE, GET_LAST_MESSAGE_ID, GET_SCHEMA,
+GET_OR_CREATE_SCHEMA) run as tasks so
 one slow topic does not stall the other producers and consumers multiplexed on the
 connection. The client never sends a SEND or
 FLOW for a producer or consumer before the broker confirmed it, so this keeps each
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from georep import limits
+from georep.broker import schema_registry
 from georep.broker.consumer import Consumer
 from georep.broker.errors import (
     BrokerError,
@@ -88,8 +90,6 @@ PROTOCOL_VERSION = pb.PROTOCOL_V20
 #: request_id of commands the broker starts itself (CLOSE_PRODUCER/CLOSE_CONSUMER), as in
 #: Pulsar: -1 as a uint64.
 _BROKER_REQUEST_ID = 2**64 - 1
-#: Schema version answered to schema requests: the broker keeps no schema registry.
-_SCHEMA_VERSION = bytes(8)
 
 
 class State(enum.Enum):
@@ -496,7 +496,14 @@ class ServerConnection:
                 raise NotAllowed(
                     f"producer name longer than {limits.producer_name_chars_max} characters"
                 )
-            topic = await self.service.get_topic(TopicName.parse(request.topic))
+            topic_name = TopicName.parse(request.topic)
+            topic = await self.service.get_topic(topic_name)
+            schema_version = None
+            if request.HasField("schema") and request.schema.type != pb.Schema.NONE:
+                schema = await self.service.schemas.register(
+                    topic_name, *schema_registry.record_of(request.schema)
+                )
+                schema_version = schema_registry.encode_version(schema.version)
             name = request.producer_name or self.service.new_producer_name()
             producer = Producer(
                 topic=topic,
@@ -518,7 +525,6 @@ class ServerConnection:
             producer.close()
             raise ServiceNotReady(f"producer {producer_id} was closed while being created")
         self.producers[producer_id] = producer
-        schema_version = _SCHEMA_VERSION if request.HasField("schema") else None
         self.send_command(
             commands.producer_success(
                 request.request_id,
@@ -579,6 +585,8 @@ class ServerConnection:
         self._creating_consumers.add(consumer_id)
         try:
             topic = await self.service.get_topic(name)
+            if request.HasField("schema"):
+                await self.service.schemas.for_consumer(name, request.schema)
             subscription, consumer = await topic.subscribe(new_consumer, request)
         finally:
             self._creating_consumers.discard(consumer_id)
@@ -700,15 +708,36 @@ class ServerConnection:
             )
         )
 
-    # -- handlers: schemas and transactions, refused or stubbed --
+    # -- handlers: schemas (``schema_registry.py``) and transactions (refused) --
 
-    def _on_get_schema(self, frame: frames.Frame) -> None:
-        raise _NoSchema("the broker keeps no schemas")
-
-    def _on_get_or_create_schema(self, frame: frames.Frame) -> None:
-        request = frame.command.get_or_create_schema
+    async def _on_get_schema(self, frame: frames.Frame) -> None:
+        request = frame.command.get_schema
+        name = TopicName.parse(request.topic)
+        version = None
+        if request.HasField("schema_version"):
+            version = schema_registry.decode_version(request.schema_version)
+            if version is None:
+                raise _NoSchema(f"{name}: {request.schema_version.hex()} is no schema version")
+        record = await self.service.schemas.get(name, version)
+        if record is None:
+            raise _NoSchema(f"{name} has no schema" + ("" if version is None else f" {version}"))
         self.send_command(
-            commands.get_or_create_schema_response(request.request_id, _SCHEMA_VERSION)
+            commands.get_schema_response(
+                request.request_id,
+                schema_registry.wire_schema(name, record),
+                schema_registry.encode_version(record.version),
+            )
+        )
+
+    async def _on_get_or_create_schema(self, frame: frames.Frame) -> None:
+        request = frame.command.get_or_create_schema
+        record = await self.service.schemas.register(
+            TopicName.parse(request.topic), *schema_registry.record_of(request.schema)
+        )
+        self.send_command(
+            commands.get_or_create_schema_response(
+                request.request_id, schema_registry.encode_version(record.version)
+            )
         )
 
     def _on_tc_client_connect_request(self, frame: frames.Frame) -> None:

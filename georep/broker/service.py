@@ -38,6 +38,7 @@ from georep.broker.errors import (
 )
 from georep.broker.namespaces import Namespaces
 from georep.broker.ports import BrokerMetadata, TopicLogFactory
+from georep.broker.schema_registry import SchemaRegistry
 from georep.broker.topic import PersistentTopic
 from georep.storage.managed_ledger import ManagedLedgerConfig
 from georep.topic_name import TopicName
@@ -70,8 +71,11 @@ class BrokerService:
         catalog: Catalog,
         namespaces: Namespaces,
         store: BrokerMetadata,
+        schemas: SchemaRegistry,
     ) -> None:
         self.config = config
+        #: Topics' schemas (``schema_registry.py``).
+        self.schemas = schemas
         self.factory = factory
         #: The metadata store (managed-ledger rows, tenants and namespaces).
         self.factory_store = store
@@ -93,13 +97,18 @@ class BrokerService:
 
     @classmethod
     async def start(
-        cls, config: BrokerConfig, factory: TopicLogFactory, store: BrokerMetadata
+        cls,
+        config: BrokerConfig,
+        factory: TopicLogFactory,
+        store: BrokerMetadata,
+        schemas: SchemaRegistry,
     ) -> BrokerService:
-        """``store`` is the metadata store holding tenants and namespaces."""
+        """``store`` is the metadata store holding tenants and namespaces, ``schemas``
+        the topics' schemas."""
         namespaces = Namespaces(store)
         await namespaces.ensure_defaults(config.cluster_name)
         catalog = await Catalog.open(store, factory, config.managed_ledger_config)
-        return cls(config, factory, catalog, namespaces, store)
+        return cls(config, factory, catalog, namespaces, store, schemas)
 
     # -- names --
 

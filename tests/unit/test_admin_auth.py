@@ -60,7 +60,7 @@ async def test_every_mutation_needs_the_admin_token(sqlite_url: str) -> None:
         for route in ROUTES:
             path = route.path.format(
                 tenant="public", namespace="default", topic="t", subscription="s",
-                timestamp="0", numMessages="1",
+                timestamp="0", numMessages="1", version="0",
             )  # fmt: skip
             answer = await admin.request(route.method, path, token=READ_TOKEN)
             expected = {Role.ADMIN: 403, Role.READ: None, Role.PUBLIC: None}[route.role]

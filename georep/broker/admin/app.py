@@ -32,11 +32,13 @@ from georep.broker.admin.state import (
     CLUSTER,
     METRICS,
     OPENAPI,
+    SCHEMAS,
     SETTINGS,
     STORAGE_HEALTH,
     StorageHealth,
 )
 from georep.broker.admin.tenants import ensure_defaults
+from georep.broker.schema_registry import SchemaRegistry
 from georep.rest.middleware import application, register
 from georep.rest.server import RestRunner
 from georep.storage.meta.store import MetadataStore
@@ -80,6 +82,7 @@ def _metadata_store(
         store = given or await MetadataStore.open(settings.metadata_url)
         try:
             app[CATALOG] = store.catalog
+            app[SCHEMAS] = SchemaRegistry(store.schemas)
             await ensure_defaults(store.catalog, settings.cluster_name)
             app[METRICS].watch_store(store.engine.stats)
             _log_access(settings)

@@ -50,6 +50,10 @@ PATH_PARAMETERS: dict[str, tuple[str, dict[str, Any]]] = {
         {"type": "integer", "minimum": 0},
     ),
     "numMessages": ("Messages to skip", {"type": "integer", "minimum": 1}),
+    "version": (
+        "A schema version",
+        {"type": "integer", "minimum": 0, "maximum": limits.schema_versions_per_topic_max},
+    ),
 }
 
 _STATUS_TEXT = {

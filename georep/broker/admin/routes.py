@@ -14,7 +14,7 @@ one's) have no Pulsar equivalent, so they live under georep's own prefix,
 
 from __future__ import annotations
 
-from georep.broker.admin import service, tenants, topics
+from georep.broker.admin import schema_admin, service, tenants, topics
 from georep.rest.auth import Role
 from georep.rest.routes import Handler, Route
 
@@ -26,6 +26,7 @@ _NAMESPACE = f"{V2}/namespaces/{{tenant}}/{{namespace}}"
 _TOPICS = f"{V2}/persistent/{{tenant}}/{{namespace}}"
 _TOPIC = f"{_TOPICS}/{{topic}}"
 _SUBSCRIPTION = f"{_TOPIC}/subscription/{{subscription}}"
+_SCHEMAS = f"{V2}/schemas/{{tenant}}/{{namespace}}/{{topic}}"
 _GEOREP_TOPIC = f"{GEOREP_V1}/persistent/{{tenant}}/{{namespace}}/{{topic}}"
 
 
@@ -101,6 +102,31 @@ ROUTES: tuple[Route, ...] = (
             "Set the message TTL (seconds)", "namespaces", "MessageTTL"),
     _change("DELETE", f"{_NAMESPACE}/messageTTL", tenants.remove_message_ttl,
             "Remove the message TTL", "namespaces"),
+    _get(f"{_NAMESPACE}/schemaCompatibilityStrategy", schema_admin.get_strategy,
+         "Get the schema compatibility strategy", "schemas", "SchemaCompatibilityStrategy"),
+    _change("PUT", f"{_NAMESPACE}/schemaCompatibilityStrategy", schema_admin.set_strategy,
+            "Set the schema compatibility strategy", "schemas", "SchemaCompatibilityStrategy"),
+    _change("POST", f"{_NAMESPACE}/schemaCompatibilityStrategy", schema_admin.post_strategy,
+            "Set the schema compatibility strategy", "schemas", "SchemaCompatibilityStrategy"),
+    # --- schemas ------------------------------------------------------------------------
+    _get(f"{_SCHEMAS}/schema", schema_admin.get_schema, "Get a topic's latest schema",
+         "schemas", "GetSchemaResponse"),
+    _get(f"{_SCHEMAS}/schema/{{version}}", schema_admin.get_schema_version,
+         "Get a version of a topic's schema", "schemas", "GetSchemaResponse"),
+    _get(f"{_SCHEMAS}/schemas", schema_admin.get_all_schemas,
+         "Get every version of a topic's schema", "schemas", "GetAllVersionsSchemaResponse"),
+    Route("POST", f"{_SCHEMAS}/schema", schema_admin.post_schema, Role.ADMIN,
+          "Register a schema (checked by the namespace's strategy)", "schemas",
+          request="PostSchemaPayload", response="PostSchemaResponse"),
+    Route("DELETE", f"{_SCHEMAS}/schema", schema_admin.delete_schema, Role.ADMIN,
+          "Delete a topic's schema (a deletion is a version)", "schemas",
+          response="DeleteSchemaResponse"),
+    Route("POST", f"{_SCHEMAS}/compatibility", schema_admin.test_compatibility, Role.READ,
+          "Test a schema against the topic's schemas", "schemas",
+          request="PostSchemaPayload", response="IsCompatibilityResponse"),
+    Route("POST", f"{_SCHEMAS}/version", schema_admin.get_version_by_schema, Role.READ,
+          "The version of a schema in the topic's history", "schemas",
+          request="PostSchemaPayload", response="LongSchemaVersion"),
     # --- topics -------------------------------------------------------------------------
     _get(_TOPICS, topics.list_topics, "List a namespace's topics (partitions included)",
          "topics", "Names"),

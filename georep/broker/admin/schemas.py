@@ -13,7 +13,7 @@ import typing
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from georep import limits
-from georep.broker.admin import cluster_admin, shapes
+from georep.broker.admin import cluster_admin, schema_admin, shapes
 from georep.position import ID_MAX
 
 Schema = dict[str, Any]
@@ -262,6 +262,7 @@ def component_schemas() -> dict[str, Schema]:
     return {
         **REQUEST_SCHEMAS,
         **RESPONSE_SCHEMAS,
+        **schema_admin.OPENAPI_SCHEMAS,
         **typeddict_schemas(
             cluster_admin.TopicStats,
             cluster_admin.PersistentTopicInternalStats,

@@ -12,6 +12,7 @@ from aiohttp import web
 from georep.broker.admin.cluster_admin import ClusterAdmin
 from georep.broker.admin.metrics import AdminMetrics
 from georep.broker.admin.settings import AdminSettings
+from georep.broker.schema_registry import SchemaRegistry
 from georep.storage.bookie.ledger_dirs_monitor import BookieAvailability
 from georep.storage.meta.catalog import CatalogRepository
 
@@ -33,6 +34,9 @@ SETTINGS = web.AppKey("settings", AdminSettings)
 CLUSTER = web.AppKey("cluster", ClusterAdmin)
 #: Tenants and namespaces (``storage/meta/catalog.py``).
 CATALOG = web.AppKey("catalog", CatalogRepository)
+#: Topics' schemas and namespaces' strategies (``broker/schema_registry.py``), set with
+#: the catalog.
+SCHEMAS = web.AppKey("schemas", SchemaRegistry)
 METRICS = web.AppKey("metrics", AdminMetrics)
 #: The OpenAPI document, built once from the route table.
 OPENAPI = web.AppKey("openapi", dict)

@@ -22,11 +22,13 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     Double,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
 )
@@ -251,6 +253,35 @@ class PartitionedTopicRow(Base):
     name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
     partitions: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class TopicSchemaRow(Base):
+    """One version of a topic's schema (``storage/meta/schemas.py``): per base topic name
+    (a partitioned topic's partitions share it), versions 0, 1, 2, ... never reused. A
+    deletion is a version too (``deleted``, no data), as in Pulsar: versions before it no
+    longer count, and the next schema starts a new history at the next number."""
+
+    __tablename__ = "topic_schemas"
+    __table_args__ = (CheckConstraint("version >= 0", name="version"),)
+
+    topic: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    version: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    schema_type: Mapped[str] = mapped_column(String(32))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON)
+    deleted: Mapped[bool] = mapped_column(Boolean)
+    created_at: Mapped[float] = mapped_column(Double)
+
+
+class SchemaCompatibilityRow(Base):
+    """A namespace's schema compatibility strategy (absent: Pulsar's default, FULL)."""
+
+    __tablename__ = "schema_compatibility"
+    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
+
+    namespace: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    strategy: Mapped[str] = mapped_column(String(32))
     version: Mapped[int] = mapped_column(Integer)
 
 

@@ -10,7 +10,8 @@ repository; a process opens it once and hands each component the repository it u
 - ``managed_ledgers.py``: managed ledgers and cursors (``storage/managed_ledger``);
 - ``catalog.py``: tenants and namespaces (the admin REST, the broker);
 - ``replication_policies.py``: the gateway's remote clusters and policies;
-- ``gateway_members.py``: the gateway instances of a cluster (``gateway/ownership.py``).
+- ``gateway_members.py``: the gateway instances of a cluster (``gateway/ownership.py``);
+- ``schemas.py``: topics' schema versions and namespaces' compatibility strategies.
 
 How a call runs (one short transaction in a worker thread, CAS on versions, retries,
 time from an injected clock) is the engine's docstring, and so is the interface a
@@ -45,6 +46,7 @@ from georep.storage.meta.replication_policies import (
     ReplicationPolicyRecord,
     ReplicationPolicyRepository,
 )
+from georep.storage.meta.schemas import SchemaRepository
 from georep.storage.meta.under_replication import (
     UnderReplicatedLedger,
     UnderReplicationRepository,
@@ -71,6 +73,7 @@ __all__ = [
     "RemoteClusterRecord",
     "ReplicationPolicyRecord",
     "ReplicationPolicyRepository",
+    "SchemaRepository",
     "TenantRecord",
     "UnderReplicatedLedger",
     "UnderReplicationRepository",
@@ -91,6 +94,7 @@ class MetadataStore:
         self.catalog = CatalogRepository(engine)
         self.replication_policies = ReplicationPolicyRepository(engine)
         self.gateway_members = GatewayMemberRepository(engine)
+        self.schemas = SchemaRepository(engine)
 
     @classmethod
     async def open(cls, url: str, *, migrate: bool = True, clock: Clock = time.time) -> Self:
