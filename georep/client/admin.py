@@ -35,8 +35,10 @@ import aiohttp
 
 from georep import limits
 from georep.client import tls
-from georep.client.errors import AdminRequestFailed
+from georep.client.errors import REFUSING_STATUSES, AdminRequestFailed
+from georep.client.refusals import Refusals
 from georep.position import Position
+from georep.protocol import pulsar_wire_pb2 as pb
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -90,6 +92,8 @@ def request_kind(method: str, path: str) -> str:
     'GET /admin/v2/persistent/{topic}/internalStats'
     >>> request_kind("GET", "/admin/v2/namespaces/t/ns/topics")
     'GET /admin/v2/namespaces/{namespace}/topics'
+    >>> request_kind("GET", "/admin/v2/persistent/t/ns")
+    'GET /admin/v2/persistent/{namespace}'
     >>> request_kind("GET", "/admin/georep/v1/namespaces/t/ns/sync-changes")
     'GET /admin/georep/v1/namespaces/{namespace}/sync-changes'
     """
@@ -97,6 +101,9 @@ def request_kind(method: str, path: str) -> str:
     for index, part in enumerate(parts):
         if part in ("persistent", "non-persistent") and len(parts) >= index + 4:
             parts[index + 1 : index + 4] = ["{topic}"]
+            break
+        if part in ("persistent", "non-persistent") and len(parts) == index + 3:
+            parts[index + 1 : index + 3] = ["{namespace}"]  # the namespace's topics
             break
         if part == "namespaces" and len(parts) >= index + 3:
             parts[index + 1 : index + 3] = ["{namespace}"]
@@ -132,6 +139,8 @@ class ClusterAdminClient:
         self.requests_by_kind: collections.Counter[str] = collections.Counter()
         #: Why the last request found no connection; None once one is answered.
         self.connect_error: str | None = None
+        #: What this cluster refused the gateway's role (401, 403), by request kind.
+        self.refusals = Refusals(cluster_name)
 
     def _unreachable(self, reason: str) -> None:
         """One WARNING per cluster and cause, however many requests meet it."""
@@ -171,7 +180,8 @@ class ClusterAdminClient:
                 connector=aiohttp.TCPConnector(ssl=self._ssl),
             )
         url = f"{self.admin_url}{path}"
-        self.requests_by_kind[request_kind(method, path)] += 1
+        kind = request_kind(method, path)
+        self.requests_by_kind[kind] += 1
         timeout = None
         if extra_s:
             timeout = aiohttp.ClientTimeout(total=(self._timeout.total or 0) + extra_s)
@@ -197,6 +207,10 @@ class ClusterAdminClient:
         if self.connect_error is not None:
             log.info("cluster %s: admin REST reachable again", self.cluster_name)
             self.connect_error = None
+        if status in REFUSING_STATUSES and status not in allowed:
+            self.refusals.refused(kind, f"{status} {_refusal_reason(status, text)}")
+        elif 200 <= status < 300:
+            self.refusals.allowed(kind)
         if 200 <= status < 300 or status in allowed:
             try:
                 return status, (json.loads(text) if text else None)
@@ -298,10 +312,24 @@ class ClusterAdminClient:
             ) from None
 
     async def metrics_text(self) -> str:
-        """The broker's Prometheus page (``/metrics/``), as text."""
+        """Every active broker's Prometheus page (``/metrics/``), joined as text. A
+        broker's page shows only the topics it owns, and a cluster of several brokers
+        spreads them (``GET /admin/v2/brokers/<cluster>`` names each by its web
+        address: one request more per read). A role that may not list the brokers (401,
+        403) reads the admin URL's page alone, which is the whole cluster only when it
+        has one broker."""
+        status, brokers = await self._request(
+            "GET", f"{V2}/brokers/{_segment(self.cluster_name)}", allowed=(401, 403)
+        )
+        scheme = self.admin_url.partition("://")[0]
+        listed = brokers if status == 200 and isinstance(brokers, list) else []
+        urls = [f"{scheme}://{broker}" for broker in listed] or [self.admin_url]
+        return "\n".join([await self._metrics_page(url) for url in urls])
+
+    async def _metrics_page(self, base_url: str) -> str:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
-        url = f"{self.admin_url}/metrics/"
+        url = f"{base_url}/metrics/"
         self.requests_by_kind[request_kind("GET", "/metrics/")] += 1
         try:
             async with self._session.get(url) as response:
@@ -323,17 +351,46 @@ class ClusterAdminClient:
         )
         return document if isinstance(document, dict) else {}
 
+    async def schema(self, topic: TopicName, version: int) -> pb.Schema | None:
+        """Version ``version`` of ``topic``'s schema (``/admin/v2/schemas/.../schema/{v}``,
+        the base name's), as the protocol's Schema; None if the cluster does not hold it."""
+        base = topic.base
+        path = (
+            f"{V2}/schemas/{_segment(base.tenant)}/{_segment(base.namespace_local)}"
+            f"/{_segment(base.local_name)}/schema/{version}"
+        )
+        status, document = await self._request("GET", path, allowed=(404,))
+        if status == 404 or not isinstance(document, dict):
+            return None
+        try:
+            schema = pb.Schema(
+                name=str(base),
+                type=pb.Schema.Type.Name(pb.Schema.Type.Value(str(document["type"]))),
+                data=str(document["data"]).encode(),
+            )
+            for key, value in sorted(dict(document.get("properties") or {}).items()):
+                schema.properties.add(key=str(key), value=str(value))
+        except (KeyError, ValueError, TypeError) as error:
+            raise AdminRequestFailed(
+                f"{self.cluster_name}: GET {path}: not a schema document: {error!r}"
+            ) from None
+        return schema
+
     # -- changes --
 
     async def ensure_topic(self, topic: TopicName, partitions: int) -> None:
         """Make sure ``topic``'s tenant and namespace exist here and, when ``partitions``
-        is above 0, that ``topic`` (a base name) is partitioned that many ways."""
+        is above 0, that ``topic`` (a base name) is partitioned that many ways.
+
+        A role that may not read the namespace's policies (Pulsar: only a tenant's
+        admins may, 403) may not create it either: the namespace is then the operator's
+        to create, and the partitioned topic too (docs/PULSAR.md "Least privilege")."""
         key = str(topic)
         if self._ensured.get(key) == partitions:
             return
         status, _ = await self._request(
             "GET", f"{V2}/namespaces/{_segment(topic.tenant)}/{_segment(topic.namespace_local)}",
-            allowed=(404,),
+            allowed=(404, *REFUSING_STATUSES),
         )  # fmt: skip
         if status == 404:
             await self._request(
@@ -405,6 +462,20 @@ class ClusterAdminClient:
             "DELETE", f"{_path(topic)}/subscription/{_segment(subscription)}", allowed=(404,)
         )
         return status != 404
+
+
+def _refusal_reason(status: int, text: str) -> str:
+    """Pulsar's reason for a refusal (``{"reason": ...}``); its authentication filter
+    answers 401 with an HTML page instead, which says only that the token was refused."""
+    try:
+        reason = json.loads(text).get("reason")
+    except (ValueError, AttributeError):
+        reason = None
+    if isinstance(reason, str) and reason:
+        return reason[:300]
+    if status == 401:
+        return "authentication failed: the token is missing, expired or not the cluster's"
+    return "forbidden"
 
 
 # --- subscription sync documents ---------------------------------------------------------

@@ -208,6 +208,27 @@ class LinkProducer:
         await self.connection.drain()
         return future
 
+    async def get_or_create_schema(self, schema: pb.Schema) -> bytes:
+        """GET_OR_CREATE_SCHEMA on this producer's topic: the broker's version of
+        ``schema`` (8 bytes), which it registers if new and compatible there; ServerError
+        with INCOMPATIBLE_SCHEMA when its namespace's strategy refuses it."""
+        request_id = self.connection.next_request_id()
+        command = commands.build(
+            Type.GET_OR_CREATE_SCHEMA,
+            request_id=request_id,
+            topic=self.topic,
+            schema=schema,
+            producer_name=self.name,
+        )
+        frame = await self.connection.request(command, request_id)
+        response = frame.command.get_or_create_schema_response
+        if response.HasField("error_code"):
+            raise ServerError(
+                f"{self.connection.url}: {self.topic}: {response.error_message}",
+                response.error_code,
+            )
+        return response.schema_version
+
     # -- frames from the connection --
 
     def on_frame(self, frame: frames.Frame) -> None:

@@ -51,8 +51,9 @@ from typing import Any
 from georep import limits
 from georep.awaiting import awaiting
 from georep.client.admin import ClusterAdminClient
-from georep.client.errors import LinkError
+from georep.client.errors import LinkError, said_once_per_cluster
 from georep.client.link import PulsarLink
+from georep.client.refusals import RIGHTS_DOCUMENT, Refusal
 from georep.gateway.config import ClusterEndpoint, ClusterKind
 from georep.gateway.errors import GatewayError
 from georep.gateway.ownership import Shares, Sole
@@ -264,7 +265,8 @@ class ReplicationManager:
     def _record(self, error: BaseException) -> None:
         self.stats.errors += 1
         self.stats.last_error = f"{type(error).__name__}: {error}"
-        log.warning("discovery: %s", self.stats.last_error)
+        if not said_once_per_cluster(error):  # its client said it, once per cluster
+            log.warning("discovery: %s", self.stats.last_error)
 
     # -- one pass --
 
@@ -638,6 +640,16 @@ class ReplicationManager:
             for name in links
         }
 
+    def refused(self) -> dict[str, dict[str, Refusal]]:
+        """Per cluster, what its brokers or admin REST refused the gateway's role (a
+        right not granted, a token refused), by operation, until it succeeds again."""
+        links = {self.local.name: self.local_link, **self.remote_links}
+        admins = {self.local.name: self.local_admin, **self.remote_admins}
+        return {
+            name: {**links[name].refusals.current(), **admins[name].refusals.current()}
+            for name in links
+        }
+
     def problems(self) -> list[str]:
         """What keeps this gateway from doing all it was asked (``/health`` degraded)."""
         out = []
@@ -653,6 +665,18 @@ class ReplicationManager:
             )
         for name, reasons in self.unreachable().items():
             out += [f"cluster {name} unreachable: {reason}" for reason in reasons]
+        for name, refusals in self.refused().items():
+            out += [
+                f"cluster {name} refused the gateway's role: {operation}: {refusal.reason}"
+                f" ({refusal.count} times; rights: {RIGHTS_DOCUMENT})"
+                for operation, refusal in sorted(refusals.items())
+            ]
+        refused = [r for r in self.replicators.values() if r.schema_refused is not None]
+        if refused:
+            out.append(
+                f"{len(refused)} topic partitions' replication stopped: the remote refused"
+                f" a schema (first {refused[0]!r}: {refused[0].schema_refused})"
+            )
         failing = sum(1 for s in self.syncs.values() if s.failing)
         if failing:
             out.append(f"{failing} topic partitions' subscription sync cannot attach")

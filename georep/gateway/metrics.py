@@ -70,6 +70,11 @@ class ReplicationCollector:
             "1 when both the local subscription and the remote producer are connected",
             labels=_LABELS,
         )
+        schema_refused = GaugeMetricFamily(
+            "georep_replication_schema_refused",
+            "1 while the remote refuses the schema of the topic's next entry (replication stopped)",
+            labels=_LABELS,
+        )
         counters = {
             name: CounterMetricFamily(name, text, labels=_LABELS)
             for name, (text, _) in _COUNTERS.items()
@@ -80,10 +85,12 @@ class ReplicationCollector:
                 if item[key] is not None:
                     gauges[name].add_metric(labels, float(item[key]))
             connected.add_metric(labels, 1.0 if item["connected"] else 0.0)
+            schema_refused.add_metric(labels, 0.0 if item.get("schemaRefused") is None else 1.0)
             for name, (_, key) in _COUNTERS.items():
                 counters[name].add_metric(labels, float(item[key]))
         yield from gauges.values()
         yield connected
+        yield schema_refused
         yield from counters.values()
         replicators = GaugeMetricFamily(
             "georep_gateway_replicators", "Replicators running", labels=["local_cluster"]
@@ -131,6 +138,17 @@ class ReplicationCollector:
             " (refused, a TLS handshake that failed: /health says why), else 1",
             ["local_cluster", "cluster"],
             [([local, name], not reasons) for name, reasons in manager.unreachable().items()],
+        )
+        yield _gauge(
+            "georep_gateway_cluster_refused",
+            "Operations a cluster refused the gateway's role (401, 403, AuthorizationError,"
+            " AuthenticationError) since each last succeeded: /health names them",
+            ["local_cluster", "cluster", "operation"],
+            [
+                ([local, name, operation], refusal.count)
+                for name, refusals in manager.refused().items()
+                for operation, refusal in refusals.items()
+            ],
         )
         yield _gauge(
             "georep_gateway_problems",

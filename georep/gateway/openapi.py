@@ -63,6 +63,7 @@ _REPLICATOR = {
         "msgOutCounter": {"type": "integer"},
         "duplicatesCounter": {"type": "integer"},
         "lastError": {"type": ["string", "null"]},
+        "schemaRefused": {"type": ["string", "null"]},
     },
     "additionalProperties": True,
 }

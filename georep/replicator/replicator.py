@@ -42,6 +42,21 @@ largest message) stops the replicator at that entry with ``last_error`` saying w
 retries at the longest backoff, and never skips the entry.
 
 Rate limits (``rate_limiter.py``): messages and bytes per second, taken before each send.
+
+Schemas: an entry's ``schema_version`` names a schema in the local cluster's registry,
+which the remote numbers its own way (Pulsar's replicator carries the schema too). Before
+the first entry carrying a local version it has not mapped, the replicator reads that
+version's schema over the local admin REST and asks the remote's producer for it
+(GET_OR_CREATE_SCHEMA: the remote registers it if new and compatible there), and stamps
+the remote's version on the copy; the copy is otherwise verbatim. Example: A holds v0
+and v1 of a topic's schema; B, where an operator registered A's v1 first, answers 0 for
+A's v1 and, asked for A's v0 next, registers it as its v1: entries carrying A's v0 reach
+B carrying 1, those carrying A's v1 carry 0, and every one decodes. The map lives as
+long as the replicator (at most ``limits.schema_versions_per_topic_max`` versions). A
+remote that refuses the schema (incompatible under its strategy) stops this topic's
+replication at that entry, as a stalled entry does: ``schema_refused`` says why
+(``/health``, a metric), nothing is dropped or sent under another version, and it tries
+again at the longest backoff.
 """
 
 from __future__ import annotations
@@ -69,10 +84,10 @@ from tenacity import (
 from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
-from georep.client.errors import LinkError, said_once_per_cluster
+from georep.client.errors import LinkError, ServerError, said_once_per_cluster
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer, SendReceipt
-from georep.invariant import InvariantViolation
+from georep.invariant import InvariantViolation, invariant
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.errors import ReplicationStalled
@@ -202,6 +217,11 @@ class Replicator:
         self.remote_last_sequence_id: int | None = None
         self.last_error: str | None = None
         self.last_error_at: float | None = None
+        #: Local schema version (as the entries carry it) -> the remote's version of the
+        #: same schema, learnt before the first entry carrying it is sent.
+        self._schema_versions: dict[bytes, bytes] = {}
+        #: Why the remote refused a schema (this topic's replication stopped), or None.
+        self.schema_refused: str | None = None
         self._oldest_publish_ms: int | None = None
         self._rates = {"msgRateIn": 0.0, "msgThroughputIn": 0.0}
         self._rates.update({"msgRateOut": 0.0, "msgThroughputOut": 0.0})
@@ -350,16 +370,21 @@ class Replicator:
             self._producer = producer
             self.state = State.REPLICATING
             producer.on_failure(lambda _error: self._wakeup.set())
+            stalled = False
             try:
                 await self._send_with(producer)
             except (LinkError, ReplicationStalled) as error:
                 self._record_error("remote", error)
+                stalled = isinstance(error, ReplicationStalled) or not error.retriable
             finally:
                 self._producer = None
                 self._requeue_in_flight()
                 if not producer.failed:
                     with contextlib.suppress(LinkError):
                         await producer.close()
+            if stalled:  # trying again at once cannot help
+                self.state = State.BACKOFF
+                await asyncio.sleep(self.settings.backoff_s_max)
 
     async def _open_producer(self) -> LinkProducer:
         async with self._opening:
@@ -389,14 +414,17 @@ class Replicator:
                     item.done = True
                     self.counters.already_replicated += item.entry.messages
                 else:
-                    await self._limiter.acquire(item.entry.messages, item.entry.size_bytes)
                     if item.metadata_out is None:
+                        schema_version = await self._remote_schema_version(producer, item)
                         item.metadata_out = replicated_metadata(
                             item.entry.metadata,
                             local_cluster=self.local_cluster,
                             position=item.position,
                             producer_name=self.producer_name,
                         )
+                        if schema_version is not None:
+                            item.metadata_out.schema_version = schema_version
+                    await self._limiter.acquire(item.entry.messages, item.entry.size_bytes)
                     future = await producer.send(
                         item.metadata_out, item.entry.payload, num_messages=item.entry.messages
                     )
@@ -405,6 +433,43 @@ class Replicator:
             self._in_flight.append(item)
             if item.done:
                 self._complete_head()
+
+    async def _remote_schema_version(self, producer: LinkProducer, item: _Item) -> bytes | None:
+        """The remote's version of the schema the entry's ``schema_version`` names here
+        (None: the entry carries none). ReplicationStalled when it cannot be had."""
+        metadata = item.entry.metadata
+        if not metadata.schema_version:
+            return None
+        local = metadata.schema_version
+        known = self._schema_versions.get(local)
+        if known is not None:
+            return known
+        version = int.from_bytes(local, "big", signed=True) if len(local) == 8 else -1
+        if version < 0:
+            raise ReplicationStalled(f"{item.position}: {local.hex()} is no schema version")
+        if self._local_admin is None:
+            raise ReplicationStalled(
+                f"schema version {version}: no admin client of the local cluster"
+            )
+        schema = await self._local_admin.schema(self.topic_name, version)
+        if schema is None:
+            raise ReplicationStalled(
+                f"{item.position}: schema version {version} is not in the local registry"
+            )
+        try:
+            remote = await producer.get_or_create_schema(schema)
+        except ServerError as error:
+            if error.code != pb.INCOMPATIBLE_SCHEMA:
+                raise
+            self.schema_refused = f"schema version {version} refused: {error}"
+            raise ReplicationStalled(self.schema_refused) from None
+        self.schema_refused = None
+        invariant(
+            len(self._schema_versions) < limits.schema_versions_per_topic_max,
+            "a topic has no more schema versions than its registry allows",
+        )
+        self._schema_versions[local] = remote
+        return remote
 
     def _on_receipt(
         self, item: _Item, generation: int, future: asyncio.Future[SendReceipt]
@@ -606,6 +671,7 @@ class Replicator:
                 else None
             ),
             "errorsCounter": c.errors,
+            "schemaRefused": self.schema_refused,
             "lastError": self.last_error,
             "lastErrorTimestamp": self.last_error_at,
             "rateLimit": {
