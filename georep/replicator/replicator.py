@@ -461,7 +461,7 @@ class Replicator:
         except ServerError as error:
             if error.code != pb.INCOMPATIBLE_SCHEMA:
                 raise
-            self.schema_refused = f"schema version {version} refused: {error}"
+            self.schema_refused = f"schema version {version}: IncompatibleSchema: {error}"
             raise ReplicationStalled(self.schema_refused) from None
         self.schema_refused = None
         invariant(
