@@ -6,6 +6,7 @@ version (AUTO_CONSUME) decodes every message."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import urllib.error
@@ -20,6 +21,11 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
 
+from georep.client.errors import ServerError
+from georep.client.link import PulsarLink
+from georep.protocol import commands
+from georep.protocol import pulsar_wire_pb2 as pb
+from georep.protocol.commands import Type
 from tests.integration.broker_cluster import InProcessCluster, open_client, receive_all
 
 
@@ -106,9 +112,10 @@ def schemas_path(topic: str) -> str:
     return "/admin/v2/schemas/" + topic.removeprefix("persistent://")
 
 
-def version_of(message: pulsar.Message) -> int:
+def version_of(message: pulsar.Message) -> int | None:
     raw = message.schema_version()
-    return int.from_bytes(raw.encode("latin-1") if isinstance(raw, str) else raw, "big")
+    raw = raw.encode("latin-1") if isinstance(raw, str) else raw
+    return int.from_bytes(raw, "big") if raw else None
 
 
 def test_versions_are_stored_listed_and_stamped(cluster: InProcessCluster) -> None:
@@ -220,3 +227,43 @@ def test_bad_input_is_refused(cluster: InProcessCluster) -> None:
     assert call(cluster, "POST", f"{path}/schema", {"type": "NOPE", "schema": "x"})[0] == 400
     assert call(cluster, "GET", f"{path}/schemas") == (200, {"getSchemaResponses": []})
     assert call(cluster, "GET", "/admin/v2/schemas/public/missing/t/schema")[0] == 404
+
+
+def test_get_schema_and_get_or_create_schema(cluster: InProcessCluster) -> None:
+    """What AUTO_PRODUCE_BYTES asks of the broker (GET_SCHEMA: the latest, or a version)
+    and what a replicator asks of a remote (GET_OR_CREATE_SCHEMA), over our own link."""
+    namespace = new_namespace(cluster)
+    topic = f"persistent://{namespace}/commands"
+    with open_client(cluster.url) as client:
+        client.create_producer(topic, schema=AvroSchema(V1)).close()
+
+    def get_schema(connection, version: bytes | None) -> pb.BaseCommand:
+        request_id = connection.next_request_id()
+        fields = {} if version is None else {"schema_version": version}
+        command = commands.build(Type.GET_SCHEMA, request_id=request_id, topic=topic, **fields)
+        return connection.request(command, request_id)
+
+    async def run() -> tuple:
+        link = PulsarLink(cluster.url)
+        try:
+            connection = await link.lookup(topic)
+            latest = (await get_schema(connection, None)).command.get_schema_response
+            producer = await link.create_producer(topic, "schema-test")
+            v2 = pb.Schema(name=topic, type=pb.Schema.AVRO, data=json.dumps(V2.schema()).encode())
+            created = await producer.get_or_create_schema(v2)
+            again = await producer.get_or_create_schema(v2)
+            bad = pb.Schema(name=topic, type=pb.Schema.STRING, data=b"")
+            with pytest.raises(ServerError) as refused:
+                await producer.get_or_create_schema(bad)
+            missing = await get_schema(connection, (7).to_bytes(8, "big"))
+            await producer.close()
+            return latest, created, again, refused.value.code, missing.command.get_schema_response
+        finally:
+            await link.close()
+
+    latest, created, again, refused_code, missing = asyncio.run(run())
+    assert latest.schema_version == bytes(8) and latest.schema.type == pb.Schema.AVRO
+    assert json.loads(latest.schema.data) == V1.schema()
+    assert created == again == (1).to_bytes(8, "big")
+    assert refused_code == pb.INCOMPATIBLE_SCHEMA  # another type under FULL
+    assert missing.error_code == pb.TOPIC_NOT_FOUND
