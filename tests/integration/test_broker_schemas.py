@@ -12,7 +12,7 @@ import json
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 import _pulsar
@@ -23,7 +23,7 @@ from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
 
 from georep.client.errors import ServerError
 from georep.client.link import PulsarLink
-from georep.protocol import commands
+from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
 from tests.integration.broker_cluster import InProcessCluster, open_client, receive_all
@@ -237,7 +237,7 @@ def test_get_schema_and_get_or_create_schema(cluster: InProcessCluster) -> None:
     with open_client(cluster.url) as client:
         client.create_producer(topic, schema=AvroSchema(V1)).close()
 
-    def get_schema(connection, version: bytes | None) -> pb.BaseCommand:
+    def get_schema(connection, version: bytes | None) -> Awaitable[frames.Frame]:
         request_id = connection.next_request_id()
         fields = {} if version is None else {"schema_version": version}
         command = commands.build(Type.GET_SCHEMA, request_id=request_id, topic=topic, **fields)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import fastavro
 import pulsar
@@ -73,7 +74,7 @@ def publish(url: str, topic: str, schema_class: type[Record], values: range) -> 
         producer.flush()
 
 
-def read_by_version(cluster, topic: str, count: int) -> list[tuple[int, dict]]:
+def read_by_version(cluster, topic: str, count: int) -> list[tuple[int, Any]]:
     """(schema version, record decoded with that version's schema) of the topic's first
     ``count`` messages on ``cluster``: a consumer that resolves schemas by version."""
     written = []
