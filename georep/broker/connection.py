@@ -177,6 +177,8 @@ class ServerConnection:
         self._refused_creations: dict[int, str] = {}
         self.consumers: dict[int, OpenConsumer] = {}
         self._creating_producers: set[int] = set()
+        #: producer id -> the schema version it was given (a re-sent PRODUCER gets it too).
+        self._producer_schema_versions: dict[int, bytes] = {}
         self._creating_consumers: set[int] = set()
         #: Consumers and producers closed by the client while still being created
         #: (Pulsar's ServerCnx completes their futures with an error in the same way).
@@ -392,6 +394,7 @@ class ServerConnection:
     def close_producer_from_broker(self, producer: Producer) -> None:
         if self.producers.get(producer.producer_id) is producer:
             del self.producers[producer.producer_id]
+            self._producer_schema_versions.pop(producer.producer_id, None)
             self.send_command(commands.close_producer(producer.producer_id, _BROKER_REQUEST_ID))
         producer.close()
 
@@ -471,7 +474,13 @@ class ServerConnection:
         producer_id = request.producer_id
         existing = self.producers.get(producer_id)
         if existing is not None:
-            self.send_command(commands.producer_success(request.request_id, existing.name))
+            self.send_command(
+                commands.producer_success(
+                    request.request_id,
+                    existing.name,
+                    schema_version=self._producer_schema_versions.get(producer_id),
+                )
+            )
             return
         if producer_id in self._creating_producers:
             raise ServiceNotReady(f"producer {producer_id} is being created")
@@ -525,6 +534,8 @@ class ServerConnection:
             producer.close()
             raise ServiceNotReady(f"producer {producer_id} was closed while being created")
         self.producers[producer_id] = producer
+        if schema_version is not None:
+            self._producer_schema_versions[producer_id] = schema_version
         self.send_command(
             commands.producer_success(
                 request.request_id,
@@ -547,6 +558,7 @@ class ServerConnection:
     def _on_close_producer(self, frame: frames.Frame) -> None:
         request = frame.command.close_producer
         producer = self.producers.pop(request.producer_id, None)
+        self._producer_schema_versions.pop(request.producer_id, None)
         if producer is None and request.producer_id in self._creating_producers:
             self._producers_closed_while_creating.add(request.producer_id)
         if producer is not None:

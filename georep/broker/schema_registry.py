@@ -20,9 +20,12 @@ What a producer's schema does, as on Pulsar:
 A consumer's schema: ``AUTO_CONSUME`` (and none) are accepted as they are; the consumer
 resolves each message's schema by its version (GET_SCHEMA). Another schema on a topic
 with a history is checked as a new one would be, and not stored; on a topic without one
-it is registered (Pulsar registers it while the topic is idle too). Example: a topic
-whose namespace is BACKWARD holds v0 ``{a: int}``; a producer with ``{a: int, b: string
-= ""}`` gets v1 (it reads v0's data); one with ``{a: string}`` is refused.
+it is registered. (Pulsar registers it only while the topic is idle, with no producer,
+consumer or entry, and refuses the consumer otherwise; georep registers it either way.)
+
+Example: a topic whose namespace is BACKWARD holds v0 ``{a: int}``; a producer with
+``{a: int, b: string = ""}`` gets v1 (it reads v0's data); one with ``{a: string}`` is
+refused.
 """
 
 from __future__ import annotations
