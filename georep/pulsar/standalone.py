@@ -50,10 +50,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: The Pulsar release georep is measured against: the 4.0 LTS line. 4.0.8 is announced,
-#: but its ``jetcd-core-shaded`` and ``pulsar-opentelemetry`` artifacts are not on the
-#: Maven Central this machine reaches, so 4.0.7 is the newest that resolves whole.
-PULSAR_VERSION = os.environ.get("GEOREP_PULSAR_VERSION", "4.0.7")
+#: The Pulsar releases georep is tested against, one per LTS line, newest line first: the
+#: newest of each line that resolves whole from the Maven Central this machine reaches.
+#: 4.0.8 is released, but its ``jetcd-core-shaded`` and ``pulsar-opentelemetry``
+#: artifacts are not there. Of the 3.0 line that Maven Central lists 3.0.0, 3.0.2 and
+#: 3.0.7 only (3.0.8 and 3.0.12 are "not found"), and 3.0.7 resolves whole.
+SUPPORTED_VERSIONS = ("4.0.7", "3.0.7")
+#: Chooses the release a standalone, the drill and the benches run (default: the newest).
+VERSION_ENV = "GEOREP_PULSAR_VERSION"
+
+
+def pulsar_version() -> str:
+    """The release ``$GEOREP_PULSAR_VERSION`` chooses, read at each call (a test may set it)."""
+    return os.environ.get(VERSION_ENV) or SUPPORTED_VERSIONS[0]
+
+
+PULSAR_VERSION = pulsar_version()
 CACHE_ENV = "GEOREP_PULSAR_CACHE"
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2"
 STARTER_CLASS = "org.apache.pulsar.PulsarStandaloneStarter"
@@ -85,7 +97,7 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <artifactId>pulsar-standalone-classpath</artifactId>
   <version>1</version>
   <packaging>pom</packaging>
-  <dependencies>
+{managed}  <dependencies>
     <dependency>
       <groupId>org.apache.pulsar</groupId>
       <artifactId>pulsar-broker</artifactId>
@@ -94,6 +106,28 @@ _POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   </dependencies>
 </project>
 """
+
+#: The versions Pulsar's own build manages (its parent POM's dependencyManagement),
+#: imported for the lines listed in :data:`_MANAGED_LINES`.
+_MANAGED = """  <dependencyManagement>
+    <dependencies>
+      <dependency>
+        <groupId>org.apache.pulsar</groupId>
+        <artifactId>pulsar</artifactId>
+        <version>{version}</version>
+        <type>pom</type>
+        <scope>import</scope>
+      </dependency>
+    </dependencies>
+  </dependencyManagement>
+"""
+#: Pulsar 3.0's graph holds gRPC modules of several releases (1.45.1 to 1.55.3) whose
+#: POMs require one another at exact versions (``[1.45.1]``): Maven's nearest-wins
+#: cannot satisfy them all, and its backtracking ran 17 minutes on 3.0.7 without an
+#: answer. With the versions Pulsar's build manages (gRPC 1.55.3, the jars
+#: its own distribution ships) it resolves in 26 s. The 4.0 line resolves without them,
+#: and its classpath is kept as it was measured.
+_MANAGED_LINES = ("3.0.",)
 
 _SETTINGS = """<settings>
   <mirrors>
@@ -137,8 +171,10 @@ def java_missing() -> str | None:
     return None
 
 
-def resolve_jars(version: str = PULSAR_VERSION, *, say: Callable[[str], None] = print) -> Path:
-    """The directory holding Pulsar ``version``'s jars, resolved once and then reused."""
+def resolve_jars(version: str | None = None, *, say: Callable[[str], None] = print) -> Path:
+    """The directory holding Pulsar ``version``'s jars (default: :func:`pulsar_version`),
+    resolved once and then reused."""
+    version = version or pulsar_version()
     home = cache_root() / f"pulsar-{version}"
     lib, complete = home / "lib", home / "complete"
     if complete.exists():
@@ -152,7 +188,8 @@ def resolve_jars(version: str = PULSAR_VERSION, *, say: Callable[[str], None] = 
         fcntl.flock(lock, fcntl.LOCK_EX)
         if complete.exists():
             return lib
-        (home / "pom.xml").write_text(_POM.format(version=version))
+        managed = _MANAGED.format(version=version) if version.startswith(_MANAGED_LINES) else ""
+        (home / "pom.xml").write_text(_POM.format(version=version, managed=managed))
         (home / "settings.xml").write_text(_SETTINGS.format(url=MAVEN_CENTRAL))
         shutil.rmtree(lib, ignore_errors=True)
         say(f"resolving Apache Pulsar {version} from Maven Central into {lib} ...")
@@ -212,6 +249,14 @@ class StandaloneSpec:
         self.bookie_port = self.bookie_port or free_port()
 
 
+#: Broker keys that one LTS line needs and the other accepts, set on both so that both
+#: run one configuration. Pulsar 3.0's broker refuses to start when its load manager
+#: cannot read a network card's speed ("Unable to read VM NIC speed"), which this
+#: machine's virtual card does not report; 4.0 starts without it. The value only scales
+#: the load manager's bandwidth figure, which a single broker never sheds on.
+BROKER_SETTINGS_BOTH_LINES = {"loadBalancerOverrideBrokerNicSpeedGbps": "1"}
+
+
 def standalone_settings(spec: StandaloneSpec) -> dict[str, str]:
     """The configuration file's keys: broker and bookie share it in a standalone."""
     return {
@@ -231,6 +276,7 @@ def standalone_settings(spec: StandaloneSpec) -> dict[str, str]:
         "transactionCoordinatorEnabled": "false",
         # A drill kills brokers: let a restarted one take its topics back at once.
         "brokerShutdownTimeoutMs": "3000",
+        **BROKER_SETTINGS_BOTH_LINES,
         **spec.settings,
     }
 
