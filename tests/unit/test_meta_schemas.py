@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,8 @@ async def test_the_version_limit(metadata_store: MetadataStore, monkeypatch) -> 
 async def test_bad_input_touches_nothing(metadata_store: MetadataStore) -> None:
     schemas = metadata_store.schemas
     too_big = bytes(limits.schema_data_bytes_max + 1)
-    for data, properties in ((too_big, {}), (b"a", {"k": 1}), (b"a", {"k" * 5000: "v"})):
+    cases: list[tuple[bytes, Any]] = [(too_big, {}), (b"a", {"k": 1}), (b"a", {"k" * 5000: "v"})]
+    for data, properties in cases:
         with pytest.raises(InvalidArgument):
             await schemas.register(TOPIC, "AVRO", data, properties, accept)
     assert await schemas.history(TOPIC) == []
