@@ -208,9 +208,9 @@ class ClusterAdminClient:
             log.info("cluster %s: admin REST reachable again", self.cluster_name)
             self.connect_error = None
         if status in REFUSING_STATUSES and status not in allowed:
-            self.refusals.refused(kind, f"{status} {_refusal_reason(status, text)}")
+            self.refusals.refused(_right(kind, path), f"{status} {_refusal_reason(status, text)}")
         elif 200 <= status < 300:
-            self.refusals.allowed(kind)
+            self.refusals.allowed(_right(kind, path))
         if 200 <= status < 300 or status in allowed:
             try:
                 return status, (json.loads(text) if text else None)
@@ -462,6 +462,16 @@ class ClusterAdminClient:
             "DELETE", f"{_path(topic)}/subscription/{_segment(subscription)}", allowed=(404,)
         )
         return status != 404
+
+
+def _right(kind: str, path: str) -> str:
+    """What a refusal is kept under: the request's kind and, rights being granted per
+    namespace, the namespace it names (``GET /admin/v2/persistent/{topic}/stats on t/ns``)."""
+    parts = path.split("?", 1)[0].split("/")
+    for index, part in enumerate(parts):
+        if part in ("persistent", "non-persistent", "namespaces") and len(parts) >= index + 3:
+            return f"{kind} on {parts[index + 1]}/{parts[index + 2]}"
+    return kind
 
 
 def _refusal_reason(status: int, text: str) -> str:

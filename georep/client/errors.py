@@ -23,6 +23,12 @@ _RETRIABLE_SERVER_ERRORS = frozenset(
         pb.TOPIC_NOT_FOUND,
     }
 )
+#: Server errors that refuse the gateway's role (client/refusals.py): a right or a token
+#: an operator must fix, which the next attempt in a second would meet again.
+_REFUSING_SERVER_ERRORS = frozenset({pb.AUTHENTICATION_ERROR, pb.AUTHORIZATION_ERROR})
+#: Admin REST statuses that refuse the gateway's role: Pulsar answers 401 for a topic
+#: operation the role has no right to (and for a bad token), 403 for a namespace's.
+REFUSING_STATUSES = frozenset({401, 403})
 
 
 class LinkError(Exception):
@@ -72,6 +78,11 @@ class ServerError(LinkError):
         return self.code in _RETRIABLE_SERVER_ERRORS
 
     @property
+    def refused(self) -> bool:
+        """The broker refused the role (authentication or authorization)."""
+        return self.code in _REFUSING_SERVER_ERRORS
+
+    @property
     def code_name(self) -> str:
         try:
             return pb.ServerError.Name(self.code)
@@ -98,13 +109,21 @@ class AdminRequestFailed(LinkError):
             return False
         return self.status == 0 or self.status >= 500 or self.status == 429
 
+    @property
+    def refused(self) -> bool:
+        """The admin REST refused the role (401, 403)."""
+        return self.status in REFUSING_STATUSES
+
 
 def said_once_per_cluster(error: BaseException) -> bool:
-    """Whether ``error`` is a cluster that cannot be reached, which its link or admin
-    client logs once per cluster and cause: the many replicators and syncs that meet it
-    record it without a line each (at 10,000 topics, 10,000 lines for one cause)."""
+    """Whether ``error`` is a cluster that cannot be reached or that refused the role,
+    which its link or admin client logs once per cluster and cause (or operation,
+    ``client/refusals.py``): the many replicators and syncs that meet it record it
+    without a line each (at 10,000 topics, 10,000 lines for one cause)."""
+    if isinstance(error, ServerError):
+        return error.refused
     return isinstance(error, ConnectFailed) or (
-        isinstance(error, AdminRequestFailed) and error.unreachable
+        isinstance(error, AdminRequestFailed) and (error.unreachable or error.refused)
     )
 
 

@@ -42,7 +42,8 @@ import itertools
 import logging
 import ssl
 import zlib
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from georep import limits
 from georep.client import tls
@@ -50,11 +51,13 @@ from georep.client.connection import LinkConnection, split_url
 from georep.client.consumer import InitialPosition, LinkConsumer, SubType
 from georep.client.errors import ConnectFailed, LinkError, ServerError
 from georep.client.producer import LinkProducer
+from georep.client.refusals import Refusals
 from georep.protocol import commands
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class PulsarLink:
@@ -79,6 +82,9 @@ class PulsarLink:
         self.cluster = cluster or service_url
         #: Why the last connection attempt failed; None once one opens.
         self.connect_error: str | None = None
+        #: What this cluster's brokers refused the gateway's role (AuthorizationError,
+        #: AuthenticationError): ``produce on t/ns``, ``consume on t/ns``.
+        self.refusals = Refusals(self.cluster)
         self._token = token
         self._ssl_context = ssl_context if self.tls else None
         self._connect_timeout_s = connect_timeout_s
@@ -187,9 +193,23 @@ class PulsarLink:
 
     # -- producers and consumers --
 
+    async def _checked(self, operation: str, opening: Awaitable[_T]) -> _T:
+        """``opening``'s result; a refusal of the role is kept as ``operation``'s."""
+        try:
+            result = await opening
+        except ServerError as error:
+            if error.refused:
+                self.refusals.refused(operation, f"{error.code_name}: {error}")
+            raise
+        self.refusals.allowed(operation)
+        return result
+
     async def create_producer(self, topic: str, name: str, **options: Any) -> LinkProducer:
-        connection = await self.lookup(topic)
-        return await LinkProducer.open(connection, next(self._ids), topic, name, **options)
+        async def open_producer() -> LinkProducer:
+            connection = await self.lookup(topic)
+            return await LinkProducer.open(connection, next(self._ids), topic, name, **options)
+
+        return await self._checked(f"produce on {_namespace(topic)}", open_producer())
 
     async def subscribe(
         self,
@@ -201,17 +221,20 @@ class PulsarLink:
         durable: bool = True,
         **options: Any,
     ) -> LinkConsumer:
-        connection = await self.lookup(topic)
-        return await LinkConsumer.open(
-            connection,
-            next(self._ids),
-            topic,
-            subscription,
-            sub_type=sub_type,
-            initial_position=initial_position,
-            durable=durable,
-            **options,
-        )
+        async def open_consumer() -> LinkConsumer:
+            connection = await self.lookup(topic)
+            return await LinkConsumer.open(
+                connection,
+                next(self._ids),
+                topic,
+                subscription,
+                sub_type=sub_type,
+                initial_position=initial_position,
+                durable=durable,
+                **options,
+            )
+
+        return await self._checked(f"consume on {_namespace(topic)}", open_consumer())
 
     async def partitions_of(self, topic: str) -> int:
         """The partition count of ``topic`` (0: not partitioned)."""
@@ -238,3 +261,8 @@ class PulsarLink:
         for connection in connections:
             with contextlib.suppress(Exception):
                 await connection.aclose()
+
+
+def _namespace(topic: str) -> str:
+    """``persistent://t/ns/x`` -> ``t/ns``: rights are granted per namespace."""
+    return "/".join(topic.partition("://")[2].split("/")[:2])

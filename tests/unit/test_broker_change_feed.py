@@ -333,4 +333,6 @@ def test_admin_requests_are_counted_by_kind_without_their_names():
     assert request_kind("GET", "/admin/v2/namespaces/t/ns/topics?mode=ALL") == (
         "GET /admin/v2/namespaces/{namespace}/topics"
     )
-    assert request_kind("GET", "/admin/v2/persistent/t/ns") == "GET /admin/v2/persistent/t/ns"
+    assert (
+        request_kind("GET", "/admin/v2/persistent/t/ns") == "GET /admin/v2/persistent/{namespace}"
+    )
