@@ -7,7 +7,10 @@ other than 2xx is a :class:`PulsarAdminError` carrying the status and Pulsar's r
 Geo-replication between standalones (:func:`link_geo_replication`): every standalone
 keeps its own configuration store, so each one is told about every other cluster (its
 service and broker URLs), and the tenant (allowed clusters) and namespace (replication
-clusters) are created on each. From then on Pulsar's own replicator copies every topic
+clusters) are created on each. A cluster whose URLs are ``pulsar+ssl://`` and ``https://``
+is registered with ``serviceUrlTls`` and ``brokerServiceUrlTls``, which Pulsar's
+replicator connects to when the broker's ``brokerClientTlsEnabled`` is on (a secured
+standalone's, ``security.py``). From then on Pulsar's own replicator copies every topic
 of the namespace to the others, and replicated subscriptions (consumers created with
 ``replicate_subscription_state_enabled=True``) have their mark-delete position synced.
 """
@@ -15,6 +18,7 @@ of the namespace to the others, and replicated subscriptions (consumers created 
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -48,9 +52,19 @@ def topic_path(topic: str) -> str:
 
 
 class PulsarAdmin:
-    def __init__(self, admin_url: str, *, token: str | None = None, timeout_s: float = 30.0):
+    """``token``: sent as a bearer token; ``context``: how an ``https://`` URL is verified."""
+
+    def __init__(
+        self,
+        admin_url: str,
+        *,
+        token: str | None = None,
+        context: ssl.SSLContext | None = None,
+        timeout_s: float = 30.0,
+    ):
         self.admin_url = admin_url.rstrip("/")
         self.token = token
+        self.context = context
         self.timeout_s = timeout_s
 
     def _document(self, path: str) -> dict[str, Any]:
@@ -66,7 +80,9 @@ class PulsarAdmin:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+            with urllib.request.urlopen(
+                request, timeout=self.timeout_s, context=self.context
+            ) as response:
                 payload = response.read()
         except urllib.error.HTTPError as error:
             reason = error.read().decode(errors="replace")[:500] or error.reason
@@ -85,7 +101,15 @@ class PulsarAdmin:
             self.request("POST", path, body)
 
     def ensure_cluster(self, name: str, service_url: str, broker_service_url: str) -> None:
-        body = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
+        """``service_url`` is the cluster's admin URL, as Pulsar names it; TLS URLs
+        (``https://``, ``pulsar+ssl://``) go under Pulsar's ``*Tls`` keys."""
+        tls = service_url.startswith("https://")
+        if tls != broker_service_url.startswith("pulsar+ssl://"):
+            raise ValueError(f"cluster {name}: one TLS URL beside one plaintext URL")
+        if tls:
+            body = {"serviceUrlTls": service_url, "brokerServiceUrlTls": broker_service_url}
+        else:
+            body = {"serviceUrl": service_url, "brokerServiceUrl": broker_service_url}
         self._create_or_update(f"/admin/v2/clusters/{name}", body)
 
     def ensure_tenant(self, tenant: str, allowed_clusters: Sequence[str]) -> None:
@@ -112,6 +136,27 @@ class PulsarAdmin:
         )
         return clusters
 
+    # permissions (authorization on) ----------------------------------------------------
+
+    def grant_permission(self, namespace: str, role: str, actions: Sequence[str]) -> None:
+        """``pulsar-admin namespaces grant-permission namespace --role --actions``."""
+        quoted = urllib.parse.quote(role, safe="")
+        self.request(
+            "POST", f"/admin/v2/namespaces/{namespace}/permissions/{quoted}", list(actions)
+        )
+
+    def revoke_permission(self, namespace: str, role: str) -> None:
+        """``pulsar-admin namespaces revoke-permission namespace --role``: every action."""
+        quoted = urllib.parse.quote(role, safe="")
+        self.request("DELETE", f"/admin/v2/namespaces/{namespace}/permissions/{quoted}")
+
+    def permissions(self, namespace: str) -> dict[str, list[str]]:
+        """role -> actions granted on ``namespace``."""
+        granted: dict[str, list[str]] = self.request(
+            "GET", f"/admin/v2/namespaces/{namespace}/permissions"
+        )
+        return granted
+
     # topics and cursors ------------------------------------------------------------
 
     def internal_stats(self, topic: str) -> dict[str, Any]:
@@ -135,11 +180,19 @@ class PulsarAdmin:
                 raise
 
 
-def link_geo_replication(clusters: Sequence[ClusterEndpoint], tenant: str, namespace: str) -> None:
-    """Pulsar's own geo-replication of ``tenant/namespace`` among ``clusters``."""
+def link_geo_replication(
+    clusters: Sequence[ClusterEndpoint],
+    tenant: str,
+    namespace: str,
+    *,
+    token: str | None = None,
+    context: ssl.SSLContext | None = None,
+) -> None:
+    """Pulsar's own geo-replication of ``tenant/namespace`` among ``clusters``; ``token``
+    and ``context`` (a superuser's token, the CA) for clusters with security on."""
     names = [cluster.name for cluster in clusters]
     for local in clusters:
-        admin = PulsarAdmin(local.admin_url)
+        admin = PulsarAdmin(local.admin_url, token=token, context=context)
         for remote in clusters:
             if remote is not local:
                 admin.ensure_cluster(remote.name, remote.admin_url, remote.service_url)

@@ -41,6 +41,7 @@ import shlex
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -48,7 +49,10 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from georep.pulsar.security import PulsarSecurity
 
 #: The Pulsar releases georep is tested against, one per LTS line, newest line first: the
 #: newest of each line that resolves whole from the Maven Central this machine reaches.
@@ -241,6 +245,8 @@ class StandaloneSpec:
     heap_mb: int = 512
     #: Extra ``broker.conf`` / bookie settings, written after ours (so they win).
     settings: Mapping[str, str] = field(default_factory=dict)
+    #: TLS-only client ports, token authentication and authorization (security.py).
+    security: PulsarSecurity | None = None
 
     def __post_init__(self) -> None:
         self.data_dir = Path(self.data_dir).resolve()  # the JVM runs with cwd there
@@ -277,6 +283,7 @@ def standalone_settings(spec: StandaloneSpec) -> dict[str, str]:
         # A drill kills brokers: let a restarted one take its topics back at once.
         "brokerShutdownTimeoutMs": "3000",
         **BROKER_SETTINGS_BOTH_LINES,
+        **(spec.security.broker_settings(spec.broker_port, spec.web_port) if spec.security else {}),
         **spec.settings,
     }
 
@@ -298,11 +305,13 @@ class PulsarStandalone:
 
     @property
     def service_url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.spec.broker_port}"
+        scheme = "pulsar+ssl" if self.spec.security else "pulsar"
+        return f"{scheme}://127.0.0.1:{self.spec.broker_port}"
 
     @property
     def admin_url(self) -> str:
-        return f"http://127.0.0.1:{self.spec.web_port}"
+        scheme = "https" if self.spec.security else "http"
+        return f"{scheme}://127.0.0.1:{self.spec.web_port}"
 
     @property
     def pid(self) -> int:
@@ -375,9 +384,14 @@ class PulsarStandalone:
             time.sleep(0.25)
 
     def _serves(self) -> bool:
+        security = self.spec.security
+        token = security.superuser_token if security else None
+        context = security.client_context() if security else None
         try:
-            clusters = get_json(f"{self.admin_url}/admin/v2/clusters")
-            namespaces = get_json(f"{self.admin_url}/admin/v2/namespaces/public")
+            clusters = get_json(f"{self.admin_url}/admin/v2/clusters", token=token, context=context)
+            namespaces = get_json(
+                f"{self.admin_url}/admin/v2/namespaces/public", token=token, context=context
+            )
         except (OSError, ValueError):
             return False
         return self.name in clusters and "public/default" in namespaces
@@ -407,8 +421,12 @@ class PulsarStandalone:
         self.stop()
 
 
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as response:
+def get_json(url: str, *, token: str | None = None, context: ssl.SSLContext | None = None) -> Any:
+    """``GET url`` as JSON; ``token``: a bearer token, ``context``: how https is verified."""
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=5, context=context) as response:
         return json.load(response)
 
 
