@@ -140,6 +140,10 @@ def test_a_refused_schema_stops_the_topic_loudly_then_resumes(world: World) -> N
     (stats,) = gateway.replicators(topic)
     assert stats["schemaRefused"] is not None
     assert message_count(b, topic) == 0  # nothing sent under another version
+    _, metrics = http("GET", f"{gateway.url}/metrics")
+    labels = f'local_cluster="A",remote_cluster="B",topic="{topic}"'
+    refused_line = f"georep_replication_schema_refused{{{labels}}} 1.0"
+    assert refused_line in metrics
     strategy = f"{admin_url(b)}/admin/v2/namespaces/{STRICT}/schemaCompatibilityStrategy"
     assert http("POST", strategy, "ALWAYS_COMPATIBLE")[0] == 204
     wait_for(lambda: message_count(b, topic) >= 10, timeout_s=90, interval_s=1)
