@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -114,6 +115,8 @@ async def metadata_store(metadata_url: str, manual_clock: ManualClock) -> AsyncI
 
 #: Folders whose files share session fixtures too costly to start twice (JVMs, images).
 _SHARED_WORKER = ("pulsar", "containers")
+#: The Pulsar release in a test's id (``test_x[pulsar-3.0.7]``, ``[pulsar-4.0.7-kill]``).
+_PULSAR_RELEASE = re.compile(r"\[(?:.*-)?pulsar-(\d+(?:\.\d+)+)")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -153,7 +156,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             path = nodeid.split("::", 1)[0]
             parts = path.split("/")
             if len(parts) > 2 and parts[0] == "tests" and parts[1] in _SHARED_WORKER:
-                return parts[1]
+                # One scope per Pulsar release (tests/pulsar/conftest.py), so that the
+                # releases' passes may run on both workers at once.
+                release = _PULSAR_RELEASE.search(nodeid)
+                return parts[1] + (f"-{release.group(1)}" if release else "")
             return path
 
     return ByFileAndSharedFolder(config, log)

@@ -5,6 +5,13 @@
 namespace ``georep/geo`` between them and replicated subscriptions enabled. Tests give
 their topics unique names, so they share the pair without seeing each other's data.
 
+Every test that uses them runs once per Pulsar release of ``pulsar_version``: the
+comma-separated ``$GEOREP_PULSAR_VERSIONS`` (CI names both LTS lines, 4.0.7 and 3.0.7),
+else the one ``$GEOREP_PULSAR_VERSION`` chooses (default: the newest supported). A
+release's tests run together, the pair of the previous release stopped first, and carry
+it in their ids (``[pulsar-3.0.7]``), by which ``make test`` gives each release a worker
+of its own (``tests/conftest.py``).
+
 Without Java or Maven the tests are skipped with the reason, except in CI
 (``CI=true``), where that is a failure: CI is where the anchor must be measured.
 """
@@ -26,30 +33,61 @@ from georep.pulsar.standalone import (
     java_missing,
     resolve_jars,
 )
+from georep.pulsar.standalone import pulsar_version as chosen_version
 from tests.conftest import mark_items_under
 
 TENANT = "georep"
 NAMESPACE = "geo"
+#: Names the releases a session tests, comma-separated (``4.0.7,3.0.7``).
+VERSIONS_ENV = "GEOREP_PULSAR_VERSIONS"
 
 
+def tested_versions() -> list[str]:
+    listed = os.environ.get(VERSIONS_ENV, "")
+    return [v.strip() for v in listed.split(",") if v.strip()] or [chosen_version()]
+
+
+VERSIONS = tested_versions()
+
+
+def _version_index(item: pytest.Item) -> int:
+    callspec = getattr(item, "callspec", None)
+    version = callspec.params.get("pulsar_version") if callspec is not None else None
+    return VERSIONS.index(version) if version in VERSIONS else -1
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own grouping by session parameters
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test here is a ``pulsar`` test; one marked ``kills_shared_pulsar`` runs after
     all the others that share the pair. A standalone restarted after SIGKILL is not the one
     it was: its bookie's registration in the RocksDB metadata store flaps for the rest of
     its life ("lock ... was invalidated", hundreds of thousands of times), and a new topic
-    then fails now and then with "Not enough non-faulty bookies available"."""
+    then fails now and then with "Not enough non-faulty bookies available". Each release's
+    tests run together, in the order of ``VERSIONS``, so that each pair starts once."""
     mark_items_under(items, Path(__file__).parent, pytest.mark.pulsar)
-    items.sort(key=lambda item: item.get_closest_marker("kills_shared_pulsar") is not None)
+    items.sort(
+        key=lambda item: (
+            _version_index(item),
+            item.get_closest_marker("kills_shared_pulsar") is not None,
+        )
+    )
+
+
+@pytest.fixture(scope="session", params=VERSIONS, ids=lambda version: f"pulsar-{version}")
+def pulsar_version(request: pytest.FixtureRequest) -> str:
+    """The Pulsar release this test runs against."""
+    version: str = request.param
+    return version
 
 
 @pytest.fixture(scope="session")
-def pulsar_jars() -> Path:
+def pulsar_jars(pulsar_version: str) -> Path:
     missing = java_missing()
     if missing:
         if os.environ.get("CI") == "true":
             pytest.fail(f"real-Pulsar tests cannot run in CI: {missing}")
         pytest.skip(missing)
-    return resolve_jars()
+    return resolve_jars(pulsar_version)
 
 
 @pytest.fixture(scope="session")

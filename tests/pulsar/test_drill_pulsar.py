@@ -19,6 +19,7 @@ import pytest
 from georep.drill import main
 from georep.drill.progress import Progress
 from georep.drill.settings import settings_from_args
+from georep.pulsar.standalone import VERSION_ENV
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
@@ -36,7 +37,10 @@ def drill(tmp_path: Path, *flags: str) -> dict:
 
 
 @pytest.mark.parametrize("fail", ["kill", "cut-link"])
-def test_real_pulsar_redelivers_acknowledged_messages_after_failover(pulsar_jars, tmp_path, fail):
+def test_real_pulsar_redelivers_acknowledged_messages_after_failover(
+    pulsar_jars, pulsar_version, tmp_path, monkeypatch, fail
+):
+    monkeypatch.setenv(VERSION_ENV, pulsar_version)  # the drill resolves the release it names
     report = drill(tmp_path, "--fail", fail)
     block = report["modes"]["pulsar"]
     assert block["checks"] == {"origin_missing": 0, "origin_mismatches": 0, "unknown_deliveries": 0}
