@@ -112,10 +112,13 @@ class GatewayProcess(ChildProcess):
         kind: str = "georep",
         metadata: Path | None = None,
         instance: str | None = None,
+        cluster_keys: dict[str, str] | None = None,
     ) -> None:
         """``kind = "pulsar"``: every cluster is a real Pulsar standalone. ``metadata``
         (a SQLite file) and ``instance`` make this one of several instances of the gateway
-        of ``local`` (gateway/ownership.py): they share the file."""
+        of ``local`` (gateway/ownership.py): they share the file. ``cluster_keys`` go into
+        every cluster's table (``tls_trust_certs_file``, ``token_file``, ...)."""
+        keys = [f"{key} = {json.dumps(value)}" for key, value in (cluster_keys or {}).items()]
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.local = local
@@ -140,6 +143,7 @@ class GatewayProcess(ChildProcess):
             f'name = "{local.name}"',
             f'kind = "{kind}"',
             'service_url = "{}"\nadmin_url = "{}"'.format(*endpoint_urls(local)),
+            *keys,
         ]
         for remote in remotes:
             lines += [
@@ -147,6 +151,7 @@ class GatewayProcess(ChildProcess):
                 f"[remotes.{remote.name}]",
                 f'kind = "{kind}"',
                 'service_url = "{}"\nadmin_url = "{}"'.format(*endpoint_urls(remote)),
+                *keys,
             ]
         if policies:
             lines += ["", "[policies.namespaces]"]

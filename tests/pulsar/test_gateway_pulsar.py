@@ -23,14 +23,19 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any
 
 import pulsar
 import pytest
 
 from georep.pulsar.admin import PulsarAdmin, link_geo_replication
-from georep.pulsar.cursor_text import acknowledged, parse_cursor
 from tests.integration.gateway_harness import GatewayProcess, http, wait_for
+from tests.pulsar.failover_checks import (
+    drain,
+    leaves,
+    positions_and_payloads,
+    quiet_client,
+    unacknowledged_on,
+)
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.kills_shared_pulsar]
 
@@ -45,14 +50,6 @@ poll_interval_s = 0.1
 [subscription_sync.namespaces."{SYNC_ONLY}"]
 [subscription_sync.namespaces."{REPLICATE}"]
 """
-
-
-def quiet_client(url: str) -> pulsar.Client:
-    return pulsar.Client(
-        url,
-        operation_timeout_seconds=30,
-        logger=pulsar.FileLogger(pulsar.LoggerLevel.Error, "/dev/null"),
-    )
 
 
 @pytest.fixture(scope="module")
@@ -82,64 +79,6 @@ def gateways(pulsar_pair, tmp_path_factory):
     finally:
         for gateway in started.values():
             gateway.kill()
-
-
-def positions_and_payloads(url: str, topic: str) -> dict[tuple[int, int], bytes]:
-    """Every message of ``topic`` on a cluster, by position (unbatched messages)."""
-    with_client = quiet_client(url)
-    try:
-        reader = with_client.create_reader(topic, pulsar.MessageId.earliest)
-        out: dict[Any, Any] = {}
-        while True:
-            try:
-                message = reader.read_next(3000)
-            except pulsar.Timeout:
-                return out
-            message_id = message.message_id()
-            out[(message_id.ledger_id(), message_id.entry_id())] = message.data()
-    finally:
-        with_client.close()
-
-
-def unacknowledged_on(cluster, topic: str, copies: dict[tuple[int, int], bytes]) -> set[bytes]:
-    """The payloads of ``copies`` that subscription ``s`` on ``cluster`` has not acked."""
-    cursor = PulsarAdmin(cluster.admin_url).internal_stats(topic)["cursors"].get("s")
-    if cursor is None:
-        return set(copies.values())
-    mark_delete, ranges = parse_cursor(cursor)
-    return {
-        payload
-        for where, payload in copies.items()
-        if not acknowledged(where, mark_delete, ranges)  # type: ignore[arg-type]
-    }
-
-
-def drain(url: str, topic: str) -> list[bytes]:
-    client = quiet_client(url)
-    try:
-        consumer = client.subscribe(
-            topic,
-            "s",
-            consumer_type=pulsar.ConsumerType.Shared,
-            initial_position=pulsar.InitialPosition.Earliest,
-        )
-        got: list[Any] = []
-        while True:
-            try:
-                message = consumer.receive(3000)
-            except pulsar.Timeout:
-                return got
-            got.append(message.data())
-            consumer.acknowledge(message)
-    finally:
-        client.close()
-
-
-def leaves(topic: str, partitions: int) -> list[str]:
-    """The topics holding messages: the partitions of a partitioned topic, else itself."""
-    if not partitions:
-        return [topic]
-    return [f"{topic}-partition-{index}" for index in range(partitions)]
 
 
 def test_failover_after_kill_9_zero_duplicates_beside_pulsar_which_has_them(pulsar_pair, gateways):
