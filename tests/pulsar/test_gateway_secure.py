@@ -21,6 +21,7 @@ receive exactly what A left unacknowledged: 0 lost, 0 delivered twice.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import re
@@ -35,6 +36,9 @@ from typing import Any
 import pulsar
 import pytest
 
+from georep.client.errors import ServerError
+from georep.client.link import PulsarLink
+from georep.client.refusals import Refusals
 from georep.loopback_ca import LoopbackCa
 from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
 from georep.pulsar.security import PulsarSecurity
@@ -212,6 +216,24 @@ def test_the_role_has_nothing_more(secured):
         with pytest.raises(PulsarAdminError) as refused:
             role.request(method, path, body)
         assert refused.value.status in (401, 403), (method, path, refused.value)
+
+    async def subscribe_where_not_granted() -> Refusals:
+        link = PulsarLink(
+            secured.pair["B"].service_url,
+            token=secured.security.token(ROLE),
+            ssl_context=secured.context,
+            cluster="B",
+        )
+        try:
+            with pytest.raises(ServerError) as refused:
+                await link.subscribe("persistent://public/default/not-granted", "georep.x")
+            assert refused.value.refused and not refused.value.retriable
+            return link.refusals
+        finally:
+            await link.close()
+
+    refusals = asyncio.run(subscribe_where_not_granted())
+    assert list(refusals.current()) == ["consume on public/default"]
 
 
 def refused_lines(gateway: GatewayProcess, operation: str) -> list[str]:
