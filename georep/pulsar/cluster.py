@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from georep.pulsar.standalone import (
+    BROKER_SETTINGS_BOTH_LINES,
     EXTRA_OPTS_ENV,
     JVM_OPTIONS,
     LOG4J2_TEMPLATE,
@@ -341,6 +342,7 @@ class PulsarCluster:
             "loadBalancerAutoBundleSplitEnabled": "false",
             "loadBalancerAutoUnloadSplitBundlesEnabled": "false",
             "brokerShutdownTimeoutMs": "10000",
+            **BROKER_SETTINGS_BOTH_LINES,  # 3.0 starts only with them
             **self.spec.settings,
         }
 

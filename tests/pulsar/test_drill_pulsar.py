@@ -21,7 +21,8 @@ from georep.drill.progress import Progress
 from georep.drill.settings import settings_from_args
 from georep.pulsar.standalone import VERSION_ENV
 
-pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
+# The drill maps each copy on B to its origin by the source position Pulsar stamps.
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow, pytest.mark.needs_source_position]
 
 
 def drill(tmp_path: Path, *flags: str) -> dict:

@@ -37,7 +37,13 @@ from tests.pulsar.failover_checks import (
     unacknowledged_on,
 )
 
-pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.kills_shared_pulsar]
+# The sync-only deployment maps Pulsar's copies to their origins by the source position.
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.slow,
+    pytest.mark.kills_shared_pulsar,
+    pytest.mark.needs_source_position,
+]
 
 TENANT = "georep"
 SYNC_ONLY = "georep/gsync"

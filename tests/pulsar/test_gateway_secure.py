@@ -280,6 +280,7 @@ def test_a_withdrawn_right_is_reported_once_and_clears(secured):
     )
 
 
+@pytest.mark.needs_source_position  # its sync-only deployment maps Pulsar's copies by it
 def test_failover_after_kill_9_on_least_privilege(secured):
     """Per deployment a partitioned topic and a plain one, synced by the gateways on the
     documented role; A is killed and the consumers move to B: 0 lost, 0 twice."""

@@ -10,7 +10,9 @@ import pytest
 
 from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, topic_path
 from georep.pulsar.standalone import PulsarStandalone
+from georep.replicator.origin import PULSAR_SOURCE_POSITION_PROPERTY
 from tests.integration.broker_cluster import wait_until
+from tests.pulsar.conftest import stamps_source_position
 
 
 def client(standalone: PulsarStandalone) -> pulsar.Client:
@@ -52,7 +54,7 @@ def test_standalone_serves_the_official_client_and_reports_cursor_state(pulsar_p
         with_client.close()
 
 
-def test_geo_replication_copies_carry_their_source_position(pulsar_pair, geo_topic):
+def test_geo_replication_copies_carry_their_source_position(pulsar_pair, pulsar_version, geo_topic):
     a, b = pulsar_pair["A"], pulsar_pair["B"]
     on_a, on_b = client(a), client(b)
     try:
@@ -66,10 +68,14 @@ def test_geo_replication_copies_carry_their_source_position(pulsar_pair, geo_top
         for message, origin in zip(received, sent, strict=True):
             properties = message.properties()
             assert properties["k"] == message.data().decode()[1:]
-            # Pulsar 4.0 stamps each copy with its position on the source cluster.
-            assert properties["__MSG_PROP_REPL_SOURCE_POSITION"] == (
-                f"{origin.ledger_id()}:{origin.entry_id()}"
-            )
+            # Pulsar 4.0 stamps each copy with its position on the source cluster; 3.0
+            # stamps nothing, which the sync-only deployment needs (docs/PULSAR.md).
+            if stamps_source_position(pulsar_version):
+                assert properties[PULSAR_SOURCE_POSITION_PROPERTY] == (
+                    f"{origin.ledger_id()}:{origin.entry_id()}"
+                )
+            else:
+                assert PULSAR_SOURCE_POSITION_PROPERTY not in properties
     finally:
         on_a.close()
         on_b.close()
