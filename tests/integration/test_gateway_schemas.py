@@ -17,7 +17,14 @@ import pytest
 from pulsar.schema import AvroSchema, Integer, Record, String
 
 from tests.integration.broker_cluster import open_client
-from tests.integration.gateway_harness import World, admin_url, http, payloads_on, wait_for
+from tests.integration.gateway_harness import (
+    World,
+    admin_url,
+    endpoint_urls,
+    http,
+    payloads_on,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -55,7 +62,9 @@ def world(tmp_path_factory) -> Iterator[World]:
 
 
 def schemas_url(cluster, topic: str) -> str:
-    return f"{admin_url(cluster)}/admin/v2/schemas/{topic.removeprefix('persistent://')}"
+    """The admin v2 schemas path of ``topic`` on a georep cluster or a Pulsar standalone."""
+    admin = endpoint_urls(cluster)[1]
+    return f"{admin}/admin/v2/schemas/{topic.removeprefix('persistent://')}"
 
 
 def history(cluster, topic: str) -> dict[int, str]:
@@ -78,7 +87,7 @@ def read_by_version(cluster, topic: str, count: int) -> list[tuple[int, Any]]:
     """(schema version, record decoded with that version's schema) of the topic's first
     ``count`` messages on ``cluster``: a consumer that resolves schemas by version."""
     written = []
-    with open_client(cluster.url) as client:
+    with open_client(endpoint_urls(cluster)[0]) as client:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         for _ in range(count):
             message = reader.read_next(timeout_millis=60_000)
