@@ -36,7 +36,7 @@ import pytest
 
 from georep.pulsar.admin import PulsarAdmin, topic_path
 from georep.pulsar.cluster import ClusterSpec, PulsarCluster
-from georep.pulsar.standalone import PulsarSetupError, PulsarStandalone, StandaloneSpec
+from georep.pulsar.standalone import PulsarStandalone, StandaloneSpec
 from tests.integration.gateway_harness import GatewayProcess, payloads_on, wait_for
 from tests.pulsar.failover_checks import (
     drain,
@@ -74,13 +74,10 @@ def clusters(pulsar_jars: Path, tmp_path_factory) -> Iterator[tuple[PulsarCluste
             admin.ensure_tenant(TENANT, [cluster.name])
             admin.ensure_namespace(*NAMESPACE.split("/"))
             admin.request("POST", f"/admin/v2/namespaces/{NAMESPACE}/deduplication", True)
-    except PulsarSetupError:
-        a.stop()
+        yield a, b
+    finally:  # a failed start or set-up leaves no JVM behind either
         b.stop()
-        raise
-    yield a, b
-    b.stop()
-    a.stop()
+        a.stop()
 
 
 @pytest.fixture(scope="module")
