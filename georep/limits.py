@@ -590,6 +590,10 @@ gateway_instance_chars_max = 64
 gateway_sweep_topics_per_pass_max = 100
 #: Deadline of one request to a cluster's admin REST.
 cluster_admin_request_timeout_s_default = 10.0
+#: Beside a Pulsar cluster of several brokers, how often the brokers whose metrics pages
+#: the sync reads are listed again, and how long a refused listing waits to be asked again.
+cluster_brokers_refresh_s = 60.0
+cluster_brokers_refused_retry_s = 600.0
 #: Bytes of a gateway REST request body.
 gateway_request_body_bytes_max = 64 * KIB
 #: Characters of a service or admin URL in the gateway's configuration and store.

@@ -26,6 +26,7 @@ import collections
 import json
 import logging
 import ssl
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -137,6 +138,11 @@ class ClusterAdminClient:
         #: Requests sent by kind (:func:`request_kind`): the gateway's ``/stats``, what it
         #: costs the cluster.
         self.requests_by_kind: collections.Counter[str] = collections.Counter()
+        #: The brokers' web addresses (``metrics_text``), when last read, and whether
+        #: listing them was refused.
+        self._broker_web_urls: list[str] = []
+        self._brokers_read_at: float | None = None
+        self._brokers_refused = False
         #: Why the last request found no connection; None once one is answered.
         self.connect_error: str | None = None
         #: What this cluster refused the gateway's role (401, 403), by request kind.
@@ -173,12 +179,7 @@ class ClusterAdminClient:
         """(status, parsed JSON or None). Statuses in ``allowed`` and 2xx are answers;
         anything else raises. ``extra_s``: seconds the server may hold the request on
         purpose (a long poll), added to the deadline."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=self._timeout,
-                headers=self._headers,
-                connector=aiohttp.TCPConnector(ssl=self._ssl),
-            )
+        session = self._open_session()
         url = f"{self.admin_url}{path}"
         kind = request_kind(method, path)
         self.requests_by_kind[kind] += 1
@@ -188,7 +189,7 @@ class ClusterAdminClient:
         try:
             # A POST says JSON even without a body (rest/access.py).
             headers = {"Content-Type": "application/json"} if method == "POST" else None
-            async with self._session.request(
+            async with session.request(
                 method, url, json=body, headers=headers, params=params, timeout=timeout
             ) as response:
                 text = await response.text()
@@ -318,21 +319,57 @@ class ClusterAdminClient:
         address: one request more per read). A role that may not list the brokers (401,
         403) reads the admin URL's page alone, which is the whole cluster only when it
         has one broker."""
-        status, brokers = await self._request(
-            "GET", f"{V2}/brokers/{_segment(self.cluster_name)}", allowed=(401, 403)
-        )
-        scheme = self.admin_url.partition("://")[0]
-        listed = brokers if status == 200 and isinstance(brokers, list) else []
-        urls = [f"{scheme}://{broker}" for broker in listed] or [self.admin_url]
+        urls = await self._broker_urls()
         return "\n".join([await self._metrics_page(url) for url in urls])
 
-    async def _metrics_page(self, base_url: str) -> str:
+    async def _broker_urls(self) -> list[str]:
+        """The brokers' web addresses, read again every
+        ``limits.cluster_brokers_refresh_s``; a refused listing is asked again only after
+        ``limits.cluster_brokers_refused_retry_s`` (Pulsar logs every refusal with a stack
+        trace: once a second would fill its log), and said once."""
+        now = time.monotonic()
+        wait_s = (
+            limits.cluster_brokers_refused_retry_s
+            if self._brokers_refused
+            else limits.cluster_brokers_refresh_s
+        )
+        if self._brokers_read_at is None or now - self._brokers_read_at >= wait_s:
+            status, brokers = await self._request(
+                "GET", f"{V2}/brokers/{_segment(self.cluster_name)}", allowed=(401, 403)
+            )
+            self._brokers_read_at = now
+            refused = status in (401, 403)
+            if refused and not self._brokers_refused:
+                log.info(
+                    "cluster %s: the gateway's role may not list the brokers (HTTP %d): the"
+                    " metrics page of %s alone is read, which covers every topic only with"
+                    " one broker (docs/PULSAR.md, least privilege)",
+                    self.cluster_name,
+                    status,
+                    self.admin_url,
+                )
+            self._brokers_refused = refused
+            scheme = self.admin_url.partition("://")[0]
+            listed = brokers if status == 200 and isinstance(brokers, list) else []
+            self._broker_web_urls = [f"{scheme}://{broker}" for broker in listed]
+        return self._broker_web_urls or [self.admin_url]
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        """The one session of this client, over TLS where the admin URL says so."""
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(ssl=self._ssl),
+            )
+        return self._session
+
+    async def _metrics_page(self, base_url: str) -> str:
+        session = self._open_session()
         url = f"{base_url}/metrics/"
         self.requests_by_kind[request_kind("GET", "/metrics/")] += 1
         try:
-            async with self._session.get(url) as response:
+            async with session.get(url) as response:
                 text = await response.text()
                 status = response.status
         except (aiohttp.ClientError, TimeoutError, OSError) as error:

@@ -73,3 +73,27 @@ async def test_a_refused_broker_list_reads_the_given_page_alone(brokers: Brokers
     first = await brokers.start("owned_by_first 1\n", refused)
     await brokers.start("owned_by_second 1\n", refused)
     assert await metrics_text(first) == "owned_by_first 1\n"
+
+
+async def test_the_broker_list_is_not_asked_at_every_read(brokers: Brokers) -> None:
+    """Pulsar logs every refusal with a stack trace: a scan a second must not ask the
+    listing a second, refused or not."""
+    asked = {"refused": 0, "listing": 0}
+
+    def refused() -> web.Response:
+        asked["refused"] += 1
+        return web.json_response({"reason": "superuser only"}, status=403)
+
+    def listing() -> web.Response:
+        asked["listing"] += 1
+        return web.json_response(brokers.addresses()[1:])
+
+    for answer in (refused, listing):
+        server = await brokers.start(f"{answer.__name__} 1\n", answer)
+        client = ClusterAdminClient(str(server.make_url("")), cluster_name="A")
+        try:
+            for _ in range(5):
+                await client.metrics_text()
+        finally:
+            await client.close()
+        assert asked[answer.__name__] == 1
