@@ -131,3 +131,15 @@ class MessageTooLarge(LinkError):
     """An entry does not fit the remote broker's largest message."""
 
     retriable = False
+
+
+def moved(error: BaseException) -> bool:
+    """Whether ``error`` is a topic moving between brokers, or its broker going away: a
+    producer or consumer closed by the broker (an unload, a bundle split, a broker
+    stopping) or with its connection, or a broker not ready for the topic yet. The owner
+    looks the topic up again. Routine in a cluster of several brokers, and met by every
+    topic at once in a rolling restart, so it is no WARNING per topic; a connection that
+    then cannot be opened is said once per cluster (:func:`said_once_per_cluster`)."""
+    if isinstance(error, LinkClosed):
+        return True
+    return isinstance(error, ServerError) and error.code == pb.SERVICE_NOT_READY

@@ -84,7 +84,7 @@ from tenacity import (
 from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
-from georep.client.errors import LinkError, ServerError, said_once_per_cluster
+from georep.client.errors import LinkError, ServerError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer, SendReceipt
 from georep.invariant import InvariantViolation, invariant
@@ -569,10 +569,12 @@ class Replicator:
         self.last_error = f"{side}: {type(error).__name__}: {error}"
         self.last_error_at = self._clock()
         # A retry storm is not a log storm; a cluster that cannot be reached is said once
-        # by its link (client/link.py), not once per replicator.
-        if self.last_error != self._logged_error and not said_once_per_cluster(error):
-            self._logged_error = self.last_error
-            log.warning("%s: %s", self, self.last_error)
+        # by its link (client/link.py), and a topic moving between brokers is routine:
+        # neither is a line per replicator (at 10,000 topics, 10,000 lines for one cause).
+        if self.last_error == self._logged_error or said_once_per_cluster(error):
+            return
+        self._logged_error = self.last_error
+        log.log(logging.DEBUG if moved(error) else logging.WARNING, "%s: %s", self, self.last_error)
 
     # -- stats --
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from georep import limits
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
-from georep.client.errors import LinkError, said_once_per_cluster
+from georep.client.errors import LinkError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
 from georep.subsync.backoff import Backoff
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
@@ -147,7 +147,7 @@ class TopicSync:
                 raise
             except (LinkError, ConnectionError) as error:
                 # A cluster that cannot be reached is said once by its link, not per topic.
-                self._failed(str(error), quiet=said_once_per_cluster(error))
+                self._failed(str(error), quiet=said_once_per_cluster(error) or moved(error))
             except Exception as error:  # a bug: say so, and do not spin on it
                 log.exception("%s: failed", self)
                 self._failed(repr(error))

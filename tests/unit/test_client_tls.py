@@ -361,3 +361,17 @@ def test_the_gateways_rest_over_https(ca, tmp_path) -> None:
             ),
             {},
         )
+
+
+def test_what_is_said_once_per_cluster_and_what_is_a_topic_moving() -> None:
+    """The replicators and syncs leave these to one line elsewhere, or to none."""
+    from georep.client.errors import LinkClosed, RequestTimeout, ServerError, moved
+    from georep.client.errors import said_once_per_cluster as once
+    from georep.protocol import pulsar_wire_pb2 as wire
+
+    assert once(ConnectFailed("x")) and once(AdminRequestFailed("x", unreachable=True))
+    assert not once(AdminRequestFailed("x", 500)) and not once(LinkClosed("x"))
+    assert moved(LinkClosed("the broker closed producer 'p'"))
+    assert moved(ServerError("not ready", wire.SERVICE_NOT_READY))
+    assert not moved(ServerError("refused", wire.AUTHORIZATION_ERROR))
+    assert not moved(RequestTimeout("x")) and not moved(AdminRequestFailed("x", 500))
