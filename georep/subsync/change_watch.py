@@ -50,6 +50,8 @@ class ChangeWatch:
         self._clock = clock
         self._task: asyncio.Task[None] | None = None
         self.last_error: str | None = None
+        #: The cause the log last named; cleared only when the cluster answers again.
+        self._logged_error: str | None = None
         self.failing_since: float | None = None
         self.stats = {"answers": 0, "topicsTold": 0, "everything": 0, "failures": 0}
 
@@ -75,21 +77,27 @@ class ChangeWatch:
         mark: ChangeMark | None = None
         backoff = Backoff()
         while True:
+            asked_the_cluster = mark is not None
             try:
                 changed = await self._port.changes(self.namespace, mark)
             except LinkError as error:
                 self.stats["failures"] += 1
                 if self.failing_since is None:
                     self.failing_since = self._clock()
-                if str(error) != self.last_error:
+                if str(error) != self._logged_error:
                     log.warning("%s: %s; retrying", self, error)
-                self.last_error = str(error)
+                self._logged_error = self.last_error = str(error)
                 mark = None  # changes may have been missed: everything once, after
                 await backoff.wait()
                 continue
             backoff.reset()
             self.failing_since = None
             self.last_error = None
+            if asked_the_cluster:
+                # Without a mark the port answers "everything" without asking the cluster
+                # (after a failure): only a real answer ends the cause the log named, or
+                # a cluster that stays down is one WARNING a retry.
+                self._logged_error = None
             self.stats["answers"] += 1
             mark = changed.mark
             syncs = self._syncs()
