@@ -155,6 +155,7 @@ class ReplicationManager:
         self._namespace_syncs: dict[str, dict[str, TopicSync]] = {}
         self.watches: dict[str, ChangeWatch] = {}
         self.syncs_over_limit = 0
+        self._said_without_origin: set[str] = set()
         #: Topic partitions this instance should run, and those of them it waits to start
         #: until the gateway that ran them has let go (ownership.py).
         self.partitions_owned = 0
@@ -432,6 +433,7 @@ class ReplicationManager:
                 settings=self.sync_settings,
                 remotes=remotes,
                 in_band=self.sync_port.in_band,
+                on_copy_without_origin=self._copy_without_origin,
             )
             sync = TopicSync(
                 topic=topic,
@@ -650,6 +652,28 @@ class ReplicationManager:
             for name in links
         }
 
+    def _copy_without_origin(self, source: str) -> None:
+        """A sync read a copy from ``source`` that names no origin: said once per cluster
+        (every topic meets it), counted per topic in the stats and on ``/health``."""
+        if source not in self._said_without_origin:
+            self._said_without_origin.add(source)
+            log.warning(
+                "copies replicated from cluster %s name no origin position, so"
+                " acknowledgements made there cannot be synced to them (Pulsar 3.0's replicator"
+                " stamps none): run the gateway's own replication"
+                " (replicate and sync) or Pulsar 4.0 (docs/PULSAR.md)",
+                source,
+            )
+
+    def without_origin(self) -> dict[str, int]:
+        """Per source cluster, how many synced topic partitions read copies from it that
+        name no origin (since the last that named one)."""
+        out: dict[str, int] = {}
+        for sync in self.syncs.values():
+            for source in sync.core.copies_without_origin:
+                out[source] = out.get(source, 0) + 1
+        return out
+
     def problems(self) -> list[str]:
         """What keeps this gateway from doing all it was asked (``/health`` degraded)."""
         out = []
@@ -676,6 +700,12 @@ class ReplicationManager:
             out.append(
                 f"{len(refused)} topic partitions' replication stopped: the remote refused"
                 f" a schema (first {refused[0]!r}: {refused[0].schema_refused})"
+            )
+        for source, count in sorted(self.without_origin().items()):
+            out.append(
+                f"{count} topic partitions' copies from cluster {source} name no origin:"
+                " acknowledgements made there are not synced (Pulsar's replicator stamps no"
+                " source position on 3.0; docs/PULSAR.md)"
             )
         failing = sum(1 for s in self.syncs.values() if s.failing)
         if failing:

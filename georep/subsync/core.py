@@ -59,7 +59,7 @@ needs no snapshot for a one-way remote (ack ranges carry the MDP).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,6 +159,7 @@ class SyncCore:
         settings: SyncSettings,
         remotes: frozenset[str] = frozenset(),
         in_band: bool = True,
+        on_copy_without_origin: Callable[[str], None] | None = None,
     ) -> None:
         self.local_cluster = local_cluster
         #: Markers sit in the topic (georep's clusters) or travel on a side topic (real
@@ -181,6 +182,11 @@ class SyncCore:
         self.probes = 0
         self.markers_read: dict[str, int] = {}
         self.bad_markers = 0
+        #: Per source cluster, the copies read since the last one that named its origin:
+        #: Pulsar 3.0's replicator stamps no source position (docs/PULSAR.md), and
+        #: acknowledgements made on the source cannot be mapped to such copies.
+        self.copies_without_origin: dict[str, int] = {}
+        self.on_copy_without_origin = on_copy_without_origin
         self.over_limit_subscriptions = 0
         self.applied: dict[tuple[str, str], AppliedStats] = {}
         self.reset()
@@ -218,12 +224,19 @@ class SyncCore:
             return self._on_marker(where, metadata, payload, now)
         origin = origin_of(metadata)
         if origin is None or origin.cluster == self.local_cluster:
-            if not metadata.replicated_from:
+            source = metadata.replicated_from
+            if not source:
                 self._record(self.forward[self.local_cluster], where, where)
                 self._arrived.add(self.local_cluster)
                 self._something_new = True
+            elif origin is None:
+                count = self.copies_without_origin.get(source, 0) + 1
+                self.copies_without_origin[source] = count
+                if count == 1 and self.on_copy_without_origin is not None:
+                    self.on_copy_without_origin(source)
             return []
         cluster = origin.cluster
+        self.copies_without_origin.pop(cluster, None)
         self.silent.discard(cluster)
         self._record(self.forward.setdefault(cluster, OriginIndex()), origin.position, where)
         self._record(self.reverse.setdefault(cluster, OriginIndex()), where, origin.position)
@@ -582,6 +595,7 @@ class SyncCore:
             },
             "markersRead": dict(self.markers_read),
             "badMarkers": self.bad_markers,
+            "copiesWithoutOrigin": dict(sorted(self.copies_without_origin.items())),
             "subscriptionsOverLimit": self.over_limit_subscriptions,
             "indexRuns": {c: len(i) for c, i in sorted(self.forward.items())},
             "subscriptions": subscriptions,

@@ -126,3 +126,29 @@ def test_the_state_after_the_consumers_left_goes_out_once():
     assert [w.kind for w in written] == [MarkerKind.SUBSCRIPTION_ACK_RANGES]
     later = SubscriptionState(mark_delete=(1, 5), consumers=0, replicated=True)
     assert a.on_state({"s": later}, 2.0) == []  # a standby from now on
+
+
+def test_copies_that_name_no_origin_are_counted_said_once_and_cleared_by_one_that_does():
+    """Pulsar 3.0's replicator stamps no source position: such a copy cannot be mapped,
+    and the gateway must say so rather than sync nothing in silence."""
+    told: list[str] = []
+    a = SyncCore(
+        "B",
+        namespace_sync=NamespaceSync(),
+        settings=SyncSettings(),
+        remotes=frozenset({"A"}),
+        on_copy_without_origin=told.append,
+    )
+    for entry in range(3):
+        copy = wire.MessageMetadata(
+            producer_name="pulsar.repl.A", sequence_id=entry, publish_time=1, replicated_from="A"
+        )
+        assert a.on_entry(Position(4, entry), copy, b"x", 0.0) == []
+    assert told == ["A"] and a.copies_without_origin == {"A": 3}
+    assert a.stats()["copiesWithoutOrigin"] == {"A": 3}
+    stamped = wire.MessageMetadata(
+        producer_name="pulsar.repl.A", sequence_id=3, publish_time=1, replicated_from="A"
+    )
+    stamped.properties.add(key="__MSG_PROP_REPL_SOURCE_POSITION", value="7:5")
+    a.on_entry(Position(4, 3), stamped, b"x", 0.0)
+    assert a.copies_without_origin == {}
