@@ -35,6 +35,7 @@ from georep.pulsar.standalone import (
 )
 from georep.pulsar.standalone import pulsar_version as chosen_version
 from tests.conftest import mark_items_under
+from tests.pulsar.failover_checks import stamps_source_position
 
 TENANT = "georep"
 NAMESPACE = "geo"
@@ -48,15 +49,6 @@ def tested_versions() -> list[str]:
 
 
 VERSIONS = tested_versions()
-
-
-def stamps_source_position(version: str) -> bool:
-    """Whether Pulsar ``version``'s replicator stamps each copy with its position on the
-    source cluster (``__MSG_PROP_REPL_SOURCE_POSITION``): 4.0.7's does, 3.0.7's does not
-    (no class of its jars names the property). Without it a copy made by Pulsar's own
-    geo-replication cannot be mapped to its origin: the gateway's sync-only deployment and
-    the drill's ``pulsar`` mode need it (docs/PULSAR.md)."""
-    return not version.startswith("3.0.")
 
 
 def _version(item: pytest.Item) -> str | None:

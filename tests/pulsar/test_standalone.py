@@ -12,7 +12,7 @@ from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, topic_path
 from georep.pulsar.standalone import PulsarStandalone
 from georep.replicator.origin import PULSAR_SOURCE_POSITION_PROPERTY
 from tests.integration.broker_cluster import wait_until
-from tests.pulsar.conftest import stamps_source_position
+from tests.pulsar.failover_checks import stamps_source_position
 
 
 def client(standalone: PulsarStandalone) -> pulsar.Client:
