@@ -324,6 +324,8 @@ tenant_allowed_clusters_count_max = 256
 #: Characters of one role or cluster name.
 role_name_chars_max = 255
 cluster_name_chars_max = 64
+#: A broker listener's name, as a gateway names it (``listener_name``).
+listener_name_chars_max = 64
 #: Characters of a subscription name (it names the topic's cursor).
 subscription_name_chars_max = 255
 #: Positions one admin ``acknowledge`` request may carry.

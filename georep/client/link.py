@@ -71,6 +71,7 @@ class PulsarLink:
         connect_timeout_s: float = limits.link_connect_timeout_s_default,
         request_timeout_s: float = limits.link_request_timeout_s_default,
         keepalive_s: float = limits.link_keepalive_interval_s_default,
+        listener_name: str | None = None,
     ) -> None:
         split_url(service_url)  # LinkError now rather than at first use
         self.service_url = service_url
@@ -85,6 +86,8 @@ class PulsarLink:
         #: What this cluster's brokers refused the gateway's role (AuthorizationError,
         #: AuthenticationError): ``produce on t/ns``, ``consume on t/ns``.
         self.refusals = Refusals(self.cluster)
+        #: Named on every lookup: the brokers answer with that listener's address.
+        self.listener_name = listener_name
         self._token = token
         self._ssl_context = ssl_context if self.tls else None
         self._connect_timeout_s = connect_timeout_s
@@ -156,7 +159,11 @@ class PulsarLink:
             request_id = connection.next_request_id()
             frame = await connection.request(
                 commands.build(
-                    Type.LOOKUP, topic=topic, request_id=request_id, authoritative=authoritative
+                    Type.LOOKUP,
+                    topic=topic,
+                    request_id=request_id,
+                    authoritative=authoritative,
+                    advertised_listener_name=self.listener_name,
                 ),
                 request_id,
             )

@@ -27,6 +27,8 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     tls_trust_certs_file = "/etc/georep/ca-b.pem"   # default: the system's CAs
     # tls_hostname_verification = true      # default
     # tls_cert_file / tls_key_file          # a client certificate (mutual TLS)
+    listener_name = "wan"                   # lookups answer this advertised listener
+    keepalive_interval_s = 15.0             # a black hole is noticed within 3x this
 
     [rate_limits]                           # per replicator; absent or 0: unlimited
     messages_per_s = 20000
@@ -139,6 +141,8 @@ _CLUSTER_KEYS = {
     "token",
     "token_file",
     "token_env",
+    "listener_name",
+    "keepalive_interval_s",
     *_TLS_KEYS,
 }
 
@@ -173,6 +177,14 @@ class ClusterEndpoint:
     #: The one context every TLS connection to it shares, made from ``tls`` when the
     #: file is read (so a missing CA file stops the gateway at start, naming the key).
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
+    #: The broker listener whose address lookups answer with (Pulsar's client setting
+    #: ``listenerName``, matched against the brokers' ``advertisedListeners``): the one
+    #: reachable from here, through a proxy, load balancer or NAT. None: the default.
+    listener_name: str | None = None
+    #: A link silent this long is sent a PING, and closed when a second interval passes
+    #: without an answer; both are checked every half interval, so a black-holed link is
+    #: noticed within three times this (docs/WAN.md).
+    keepalive_interval_s: float = limits.link_keepalive_interval_s_default
 
     @property
     def token_text(self) -> str | None:
@@ -456,6 +468,19 @@ def _endpoint(
     except (TokenError, IndexError) as error:
         raise ConfigError(f"[{where}] token: {str(error) or 'empty file'}") from None
     client_tls = _client_tls(where, table, service_url, admin_url, base_dir)
+    listener = table.get("listener_name")
+    if listener is not None:
+        listener = _string(f"[{where}] listener_name", listener, limits.listener_name_chars_max)
+    keepalive = _positive(
+        f"[{where}] keepalive_interval_s",
+        table.get("keepalive_interval_s", limits.link_keepalive_interval_s_default),
+    )
+    if keepalive * 2 <= limits.link_request_timeout_s_default:
+        raise ConfigError(
+            f"[{where}] keepalive_interval_s must be over"
+            f" {limits.link_request_timeout_s_default / 2} s (half the request timeout),"
+            f" got {keepalive}"
+        )
     return ClusterEndpoint(
         name,
         service_url,
@@ -464,6 +489,8 @@ def _endpoint(
         _kind(where, table),
         tls=client_tls,
         ssl_context=_context(where, client_tls),
+        listener_name=listener,
+        keepalive_interval_s=keepalive,
     )
 
 

@@ -724,6 +724,8 @@ def _link(endpoint: ClusterEndpoint) -> PulsarLink:
         token=endpoint.token_text,
         ssl_context=endpoint.ssl_context,
         cluster=endpoint.name,
+        listener_name=endpoint.listener_name,
+        keepalive_s=endpoint.keepalive_interval_s,
     )
 
 

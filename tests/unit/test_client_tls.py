@@ -45,6 +45,7 @@ class FakeBroker:
     def __init__(self, lookup_tls: str | None) -> None:
         self.lookup_tls = lookup_tls
         self.received = bytearray()
+        self.lookups: list[pb.Lookup] = []
         self.port = 0
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -64,6 +65,7 @@ class FakeBroker:
         if command.type == Type.CONNECT:
             return commands.connected("fake", pb.PROTOCOL_V20, 5 * 1024 * 1024)
         if command.type == Type.LOOKUP:
+            self.lookups.append(command.lookup)
             return commands.lookup_response(
                 command.lookup.request_id,
                 f"pulsar://127.0.0.1:{self.port}",
@@ -106,6 +108,26 @@ async def test_a_tls_link_connects_and_follows_the_brokers_tls_url(ca) -> None:
             assert pulsar.connect_error is None
         finally:
             await pulsar.close()
+
+
+async def test_a_link_names_its_listener_on_every_lookup(ca) -> None:
+    """``listener_name`` (a cluster reached through a proxy or NAT): the brokers answer
+    with that advertised listener's address; without one, the field is not sent."""
+    async with broker(ca.server_files("B").server_context()) as fake:
+        for name in ("wan", None):
+            pulsar = PulsarLink(
+                f"pulsar+ssl://127.0.0.1:{fake.port}",
+                ssl_context=ClientTls(trust_certs_file=ca.ca_file).context(),
+                cluster="B",
+                listener_name=name,
+            )
+            try:
+                await pulsar.lookup("persistent://t/ns/x")
+            finally:
+                await pulsar.close()
+            sent = fake.lookups[-1]
+            assert sent.HasField("advertised_listener_name") == (name is not None)
+            assert sent.advertised_listener_name == (name or "")
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,21 @@ def test_a_good_file(tmp_path) -> None:
     assert pulsar.local.kind is ClusterKind.PULSAR
 
 
+def test_a_remote_across_a_wan_names_its_listener_and_keepalive(tmp_path) -> None:
+    from georep import limits
+
+    config = load(write(tmp_path, GOOD), {"B_TOKEN": "b-token-0123456789abcdef"})
+    far = config.remotes["B"]
+    assert far.listener_name is None
+    assert far.keepalive_interval_s == limits.link_keepalive_interval_s_default
+    text = GOOD.replace(
+        'token_env = "B_TOKEN"',
+        'token_env = "B_TOKEN"\nlistener_name = "wan"\nkeepalive_interval_s = 6',
+    )
+    far = load(write(tmp_path, text), {"B_TOKEN": "b-token-0123456789abcdef"}).remotes["B"]
+    assert (far.listener_name, far.keepalive_interval_s) == ("wan", 6.0)
+
+
 def test_limits_default_from_limits_py_and_may_be_raised(tmp_path) -> None:
     from georep import limits
 
@@ -102,6 +117,12 @@ def test_tokens_from_files_and_the_environment(tmp_path) -> None:
         (("[rate_limits]", "[limits]\nreplicators_max = -1\n[rate_limits]"), "whole number"),
         (("[rate_limits]", "[limits]\nsync_topics_max = 1e9\n[rate_limits]"), "whole number"),
         (("[rate_limits]", "[limits]\nsync_topic_max = 5\n[rate_limits]"), "sync_topic_max"),
+        (('token_env = "B_TOKEN"', 'token_env = "B_TOKEN"\nlistener_name = 5'), "listener_name"),
+        (('token_env = "B_TOKEN"', 'token_env = "B_TOKEN"\nkeepalive_interval_s = 0'), "> 0"),
+        (
+            ('token_env = "B_TOKEN"', 'token_env = "B_TOKEN"\nkeepalive_interval_s = 4'),
+            "half the request timeout",
+        ),
     ],
 )
 def test_mistakes_are_named(tmp_path, change, words) -> None:
