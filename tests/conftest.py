@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from sqlalchemy.engine import make_url
 
+from georep.wan.toxiproxy import Toxiproxy, go_missing
+
 POSTGRES_URL_ENV = "GEOREP_TEST_POSTGRES_URL"
 METADATA_BACKENDS = ["sqlite", "postgresql"]
 
@@ -61,6 +63,21 @@ def mark_items_under(
         if os.path.abspath(item.path).startswith(root + os.sep):
             for mark in marks:
                 item.add_marker(mark)
+
+
+@pytest.fixture(scope="session")
+def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
+    """The emulated WAN (georep/wan/toxiproxy.py), one server per worker; each test makes
+    its own links. Built with Go on first use; without Go the test is skipped, except in
+    CI (``CI=true``), where that is a failure."""
+    missing = go_missing()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"WAN tests cannot run in CI: {missing}")
+        pytest.skip(missing)
+    log_file = tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log"
+    with Toxiproxy.start(log_file) as server:
+        yield server
 
 
 @pytest.fixture

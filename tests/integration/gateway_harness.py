@@ -113,11 +113,13 @@ class GatewayProcess(ChildProcess):
         metadata: Path | None = None,
         instance: str | None = None,
         cluster_keys: dict[str, str] | None = None,
+        remote_keys: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         """``kind = "pulsar"``: every cluster is a real Pulsar standalone. ``metadata``
         (a SQLite file) and ``instance`` make this one of several instances of the gateway
         of ``local`` (gateway/ownership.py): they share the file. ``cluster_keys`` go into
-        every cluster's table (``tls_trust_certs_file``, ``token_file``, ...)."""
+        every cluster's table (``tls_trust_certs_file``, ``token_file``, ...);
+        ``remote_keys`` into one remote's (``listener_name``, ``keepalive_interval_s``)."""
         keys = [f"{key} = {json.dumps(value)}" for key, value in (cluster_keys or {}).items()]
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
@@ -152,6 +154,10 @@ class GatewayProcess(ChildProcess):
                 f'kind = "{kind}"',
                 'service_url = "{}"\nadmin_url = "{}"'.format(*endpoint_urls(remote)),
                 *keys,
+                *(
+                    f"{key} = {json.dumps(value)}"
+                    for key, value in (remote_keys or {}).get(remote.name, {}).items()
+                ),
             ]
         if policies:
             lines += ["", "[policies.namespaces]"]

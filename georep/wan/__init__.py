@@ -1,0 +1,1 @@
+"""An emulated WAN between clusters on one machine (toxiproxy.py)."""

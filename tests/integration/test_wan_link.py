@@ -1,0 +1,96 @@
+"""Replication across an emulated WAN link (georep/wan/toxiproxy.py, docs/WAN.md):
+cluster B is reached by A's gateway only through a proxy that delays every byte by 40 ms
+each way, and then drops every byte without closing anything (a black hole).
+
+The gateway must notice the black hole by its keep-alive (silence for an interval, then
+a PING unanswered for another, each checked every half interval: within three times
+``keepalive_interval_s``, here 6 s), reconnect once the link
+heals, and leave B holding every message of A exactly once. Nothing may reach B while
+the link is black: the proof that the gateway's traffic takes the link and no other way.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from tests.integration.gateway_harness import (
+    ClusterProcess,
+    GatewayProcess,
+    admin_url,
+    create_namespace,
+    origin_counts,
+    payloads_on,
+    produce,
+    read_entries,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
+
+NAMESPACE = "geo/wan"
+KEEPALIVE_S = 6.0
+
+
+def test_a_black_holed_link_is_noticed_and_nothing_is_lost_or_doubled(tmp_path, toxiproxy):
+    topic = f"persistent://{NAMESPACE}/orders-{uuid.uuid4().hex[:6]}"
+    a = ClusterProcess(tmp_path / "a", name="A")
+    b = ClusterProcess(tmp_path / "b", name="B")
+    gateway: GatewayProcess | None = None
+    try:
+        for cluster in (a, b):
+            cluster.start()
+            create_namespace(cluster, NAMESPACE)
+        run = uuid.uuid4().hex[:6]
+        broker = toxiproxy.link(f"b-broker-{run}", f"127.0.0.1:{b.broker_port}")
+        admin = toxiproxy.link(f"b-admin-{run}", admin_url(b).removeprefix("http://"))
+        for link in (broker, admin):
+            link.delay(80)
+        far_b = SimpleNamespace(
+            name="B", service_url=f"pulsar://{broker.address}", admin_url=f"http://{admin.address}"
+        )
+        gateway = GatewayProcess(
+            tmp_path / "gw-a",
+            local=a,
+            remotes=[far_b],
+            policies={NAMESPACE: ["B"]},
+            remote_keys={"B": {"keepalive_interval_s": KEEPALIVE_S}},
+        )
+        gateway.start()
+        sent = produce(a.url, topic, 300, "before", batching=False)
+        wait_for(lambda: sum(payloads_on(b.url, topic).values()) >= len(sent), timeout_s=120)
+
+        broker.black_hole()
+        holed_at = time.monotonic()
+        sent += produce(a.url, topic, 300, "during", batching=False)
+
+        def noticed() -> dict | None:
+            (replicator,) = gateway.replicators(topic)
+            error = replicator["lastError"] or ""
+            return replicator if "keep-alive" in error and not replicator["connected"] else None
+
+        replicator = wait_for(noticed, timeout_s=120)
+        print(
+            f"black hole noticed after {time.monotonic() - holed_at:.1f} s"
+            f" (bound {3 * KEEPALIVE_S} s): {replicator['lastError']}"
+        )
+        # while it is black, nothing reaches B: the gateway's only way is the link
+        on_b = payloads_on(b.url, topic)
+        assert not [p for p in on_b if p.startswith(b"during")], "B was reached around the link"
+
+        broker.heal()
+        wait_for(lambda: sum(payloads_on(b.url, topic).values()) >= len(sent), timeout_s=180)
+        on_b = payloads_on(b.url, topic)
+        assert set(on_b) == set(sent), f"{len(set(sent) - set(on_b))} lost"
+        assert max(on_b.values()) == 1, "a message reached B twice"
+        counts = origin_counts(read_entries(b, topic))
+        assert sum(counts.values()) == len(sent) and max(counts.values()) == 1
+        assert gateway.get("/health")["status"] == "ok"
+    finally:
+        if gateway is not None:
+            gateway.kill()
+        for cluster in (a, b):
+            cluster.kill()
