@@ -26,7 +26,7 @@ Clock = Callable[[], float]
 
 
 class RateMeter:
-    __slots__ = ("_buckets", "_clock", "window_s")
+    __slots__ = ("_buckets", "_clock", "bytes_total", "messages_total", "window_s")
 
     def __init__(
         self, window_s: int = int(limits.stats_rate_window_s_default), clock: Clock = time.monotonic
@@ -43,8 +43,13 @@ class RateMeter:
         self._clock = clock
         #: [second, messages, bytes], oldest first, seconds strictly increasing
         self._buckets: collections.deque[list[int]] = collections.deque()
+        #: Everything recorded since the meter was made (Pulsar's ``*Counter`` stats).
+        self.messages_total = 0
+        self.bytes_total = 0
 
     def record(self, messages: int, size_bytes: int) -> None:
+        self.messages_total += messages
+        self.bytes_total += size_bytes
         second = math.floor(self._clock())
         buckets = self._buckets
         if buckets and buckets[-1][0] == second:

@@ -167,6 +167,11 @@ class BrokerAdmin:
         return {
             **_rates(loaded.rate_in, "In"),
             **_rates(loaded.rate_out, "Out"),
+            # since the topic was loaded here, as Pulsar's
+            "msgInCounter": loaded.rate_in.messages_total,
+            "bytesInCounter": loaded.rate_in.bytes_total,
+            "msgOutCounter": loaded.rate_out.messages_total,
+            "bytesOutCounter": loaded.rate_out.bytes_total,
             "averageMsgSize": float(storage / entries if ledger_stats["entries"] else 0.0),
             "storageSize": storage,
             "backlogSize": int(storage * slowest_backlog / entries),

@@ -208,3 +208,8 @@ def test_rates_follow_traffic_and_fall_to_zero_after(cluster: InProcessCluster) 
         assert len(rates) == 10  # the producer and consumer are still there, idle
         consumer.close()
         producer.close()
+        # the counters stay, as Pulsar's, after the rates and the producer are gone
+        counted = stats()
+        sent = counted["msgInCounter"]
+        assert sent > 0 and counted["msgOutCounter"] == sent
+        assert counted["bytesInCounter"] >= 100 * sent and not counted["publishers"]

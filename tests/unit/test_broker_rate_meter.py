@@ -48,3 +48,13 @@ def test_a_busy_meter_keeps_at_most_one_bucket_per_second_of_its_window() -> Non
 def test_window_is_checked(window_s) -> None:
     with pytest.raises(ValueError):
         RateMeter(window_s)
+
+
+def test_totals_count_everything_recorded_however_old() -> None:
+    clock = Clock(100.0)
+    meter = RateMeter(2, clock)
+    meter.record(3, 30)
+    clock.now = 200.0
+    meter.record(1, 10)
+    assert meter.rates() == (0.5, 5.0)
+    assert (meter.messages_total, meter.bytes_total) == (4, 40)
