@@ -29,6 +29,7 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     # tls_cert_file / tls_key_file          # a client certificate (mutual TLS)
     listener_name = "wan"                   # lookups answer this advertised listener
     keepalive_interval_s = 15.0             # a black hole is noticed within 3x this
+    replication_window_entries = 1000       # unanswered sends per replicator (docs/WAN.md)
 
     [rate_limits]                           # per replicator; absent or 0: unlimited
     messages_per_s = 20000
@@ -143,6 +144,8 @@ _CLUSTER_KEYS = {
     "token_env",
     "listener_name",
     "keepalive_interval_s",
+    "replication_window_entries",
+    "replication_window_bytes",
     *_TLS_KEYS,
 }
 
@@ -185,6 +188,11 @@ class ClusterEndpoint:
     #: without an answer; both are checked every half interval, so a black-holed link is
     #: noticed within three times this (docs/WAN.md).
     keepalive_interval_s: float = limits.link_keepalive_interval_s_default
+    #: A replicator towards this cluster has at most this many entries, and bytes, sent
+    #: and not yet answered (its window): over a link of round trip R it carries at most
+    #: window / R a second per topic partition (docs/WAN.md sizes it).
+    replication_window_entries: int = limits.replicator_pending_sends_count_max
+    replication_window_bytes: int = limits.replicator_pending_sends_bytes_max
 
     @property
     def token_text(self) -> str | None:
@@ -491,7 +499,31 @@ def _endpoint(
         ssl_context=_context(where, client_tls),
         listener_name=listener,
         keepalive_interval_s=keepalive,
+        **_window(where, table),
     )
+
+
+def _window(where: str, table: Mapping[str, Any]) -> dict[str, int]:
+    """A remote's replication window, within ``limits.py``'s: a replicator's sends are
+    held in memory until answered, and a remote broker takes at most so many at once."""
+    given = {key: table[key] for key in ("replication_window_entries", "replication_window_bytes")
+             if key in table}  # fmt: skip
+    if given and where == "local":
+        raise ConfigError(f"[local] {', '.join(given)}: a window is a remote's")
+    out = {}
+    bounds = {
+        "replication_window_entries": (1, limits.replicator_pending_sends_count_max),
+        "replication_window_bytes": (
+            limits.pulsar_frame_bytes_max,  # the largest message fits
+            limits.replicator_pending_sends_bytes_max,
+        ),
+    }
+    for key, value in given.items():
+        low, high = bounds[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"[{where}] {key} must be a whole number from {low} to {high}")
+        out[key] = value
+    return out
 
 
 def _client_tls(

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -529,6 +530,19 @@ class ReplicationManager:
         self._partitions[base] = count
         return count
 
+    def _remote_settings(self, remote: str) -> ReplicatorSettings:
+        """The replicators' settings towards ``remote``: its window (docs/WAN.md)."""
+        endpoint = self.remotes[remote]
+        return dataclasses.replace(
+            self.settings,
+            pending_sends_count_max=min(
+                self.settings.pending_sends_count_max, endpoint.replication_window_entries
+            ),
+            pending_sends_bytes_max=min(
+                self.settings.pending_sends_bytes_max, endpoint.replication_window_bytes
+            ),
+        )
+
     def _start(self, key: Key, partitions: int) -> None:
         topic, remote = key
         replicator = self._replicator_factory(
@@ -540,7 +554,7 @@ class ReplicationManager:
             remote_admin=self.remote_admins[remote],
             local_admin=self.local_admin,
             partitions=partitions,
-            settings=self.settings,
+            settings=self._remote_settings(remote),
             opening=self.opening,
         )
         self.replicators[key] = replicator

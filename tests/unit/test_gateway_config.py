@@ -70,6 +70,10 @@ def test_a_remote_across_a_wan_names_its_listener_and_keepalive(tmp_path) -> Non
     )
     far = load(write(tmp_path, text), {"B_TOKEN": "b-token-0123456789abcdef"}).remotes["B"]
     assert (far.listener_name, far.keepalive_interval_s) == ("wan", 6.0)
+    assert far.replication_window_entries == limits.replicator_pending_sends_count_max
+    text = text.replace("keepalive_interval_s = 6", "replication_window_entries = 200")
+    far = load(write(tmp_path, text), {"B_TOKEN": "b-token-0123456789abcdef"}).remotes["B"]
+    assert far.replication_window_entries == 200
 
 
 def test_limits_default_from_limits_py_and_may_be_raised(tmp_path) -> None:
@@ -122,6 +126,21 @@ def test_tokens_from_files_and_the_environment(tmp_path) -> None:
         (
             ('token_env = "B_TOKEN"', 'token_env = "B_TOKEN"\nkeepalive_interval_s = 4'),
             "half the request timeout",
+        ),
+        (
+            ('token_env = "B_TOKEN"', 'token_env = "B_TOKEN"\nreplication_window_entries = 0'),
+            "replication_window_entries must be a whole number from 1 to",
+        ),
+        (
+            ('token_env = "B_TOKEN"', 'token_env = "B_TOKEN"\nreplication_window_bytes = 10'),
+            "replication_window_bytes must be a whole number from",
+        ),
+        (
+            (
+                'admin_url = "http://127.0.0.1:8080"',
+                'admin_url = "http://127.0.0.1:8080"\nreplication_window_entries = 10',
+            ),
+            "a window is a remote's",
         ),
     ],
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from georep import limits
 from georep.client.errors import AdminRequestFailed
 from georep.gateway.config import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
@@ -54,7 +55,8 @@ class FakeAdmin:
 
 
 class FakeReplicator:
-    def __init__(self, *, topic, remote_cluster, partitions, **_) -> None:
+    def __init__(self, *, topic, remote_cluster, partitions, settings, **_) -> None:
+        self.settings = settings
         self.topic = topic
         self.topic_name = TopicName.parse(topic)
         self.remote_cluster = remote_cluster
@@ -71,8 +73,8 @@ class FakeReplicator:
         return {"topic": self.topic, "remoteCluster": self.remote_cluster}
 
 
-def endpoint(name: str) -> ClusterEndpoint:
-    return ClusterEndpoint(name, "pulsar://127.0.0.1:1", "http://127.0.0.1:1")
+def endpoint(name: str, **keys) -> ClusterEndpoint:
+    return ClusterEndpoint(name, "pulsar://127.0.0.1:1", "http://127.0.0.1:1", **keys)
 
 
 @pytest.fixture
@@ -80,7 +82,7 @@ async def manager():
     store = FakeStore()
     manager = ReplicationManager(
         local=endpoint("A"),
-        remotes={"B": endpoint("B"), "C": endpoint("C")},
+        remotes={"B": endpoint("B"), "C": endpoint("C", replication_window_entries=50)},
         store=store,
         replicator_factory=FakeReplicator,
     )
@@ -106,6 +108,13 @@ async def test_topic_policies_override_the_namespace(manager) -> None:
     store.policies[("topic", X1)] = []  # one partition opted out
     await manager.discover()
     assert (X1, "B") not in manager.replicators
+
+
+async def test_each_remote_gets_its_own_window(manager) -> None:
+    manager.store.policies[("namespace", NS)] = ["B", "C"]
+    await manager.discover()
+    windows = {key[1]: r.settings.pending_sends_count_max for key, r in manager.replicators.items()}
+    assert windows == {"B": limits.replicator_pending_sends_count_max, "C": 50}
 
 
 async def test_policy_removal_deletes_topic_removal_does_not(manager) -> None:
