@@ -666,6 +666,31 @@ class ReplicationManager:
             for name in links
         }
 
+    def replication_summary(self) -> dict[str, dict[str, Any]]:
+        """Per remote, how far behind its replicators are: entries left on the local
+        topics (``replicationBacklog``, summed over the replicators that know theirs),
+        the oldest unreplicated entry's age, the messages a second going out now, and
+        how many are not connected. After an outage the backlog falls while
+        ``catchingUp`` (``/health``)."""
+        out: dict[str, dict[str, Any]] = {}
+        for (_topic, remote), replicator in self.replicators.items():
+            entry = out.setdefault(
+                remote,
+                {"replicators": 0, "notConnected": 0, "backlogEntries": 0, "delayS": 0.0,
+                 "msgRateOut": 0.0},
+            )  # fmt: skip
+            stats = replicator.stats()
+            entry["replicators"] += 1
+            entry["notConnected"] += not stats["connected"]
+            entry["backlogEntries"] += stats["replicationBacklog"] or 0
+            entry["delayS"] = max(entry["delayS"], stats["replicationDelayInSeconds"] or 0.0)
+            entry["msgRateOut"] += stats["msgRateOut"]
+        for entry in out.values():
+            entry["catchingUp"] = entry["backlogEntries"] > 0 and entry["msgRateOut"] > 0
+            entry["delayS"] = round(entry["delayS"], 3)
+            entry["msgRateOut"] = round(entry["msgRateOut"], 1)
+        return out
+
     def _copy_without_origin(self, source: str) -> None:
         """A sync read a copy from ``source`` that names no origin: said once per cluster
         (every topic meets it), counted per topic in the stats and on ``/health``."""

@@ -76,6 +76,18 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "cluster": {"type": "string"},
         "problems": {"type": "array", "items": {"type": "string"},
                      "description": "Why degraded: limits reached, syncs that cannot attach"},
+        "replication": {
+            "type": "object",
+            "description": "Per remote: how far behind its replicators are",
+            "additionalProperties": {"type": "object", "properties": {
+                "replicators": {"type": "integer"},
+                "notConnected": {"type": "integer"},
+                "backlogEntries": {"type": "integer"},
+                "delayS": {"type": "number"},
+                "msgRateOut": {"type": "number"},
+                "catchingUp": {"type": "boolean"},
+            }},
+        },
     }},
     "PrometheusText": {"type": "string"},
     "OpenAPIDocument": {"type": "object"},

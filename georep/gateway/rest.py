@@ -157,6 +157,7 @@ async def health(request: web.Request) -> web.Response:
             "status": "degraded" if problems else "ok",
             "cluster": gateway.config.local.name,
             "problems": problems,
+            "replication": gateway.manager.replication_summary(),
         }
     )
 
