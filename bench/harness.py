@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import platform
 import shutil
@@ -183,13 +184,15 @@ def publish_backlog(service_url: str, topic: str, count: int, batching: bool) ->
     client.close()
 
 
-def publish_at_rate(service_url: str, topic: str, rate: int, seconds: float, result: Any) -> None:
+def publish_at_rate(
+    service_url: str, topic: str, rate: int, seconds: float, result: Any, batching: bool = True
+) -> None:
     import pulsar
 
     client = pulsar.Client(service_url, operation_timeout_seconds=60, logger=quiet_logger())
     producer = client.create_producer(
         topic,
-        batching_enabled=True,
+        batching_enabled=batching,
         batching_max_publish_delay_ms=1,
         max_pending_messages=20000,
         block_if_queue_full=True,
@@ -235,6 +238,55 @@ def consume_lags(service_url: str, topic: str, ready: Any, result: Any, quiet_s:
             consumer.acknowledge_cumulative(message)
     result.put(samples)
     client.close()
+
+
+async def steady_lag(
+    a_url: str,
+    b_url: str,
+    topic: str,
+    rate: int,
+    seconds: float,
+    warmup_s: float,
+    status: Callable[[], str],
+    batching: bool = True,
+) -> dict:
+    """Publish ``rate`` msgs/s on A for ``seconds`` while B's consumer measures each
+    message's publish-to-receive lag; whatever replicates A to B. ``batching``: the
+    client's batching with a 1 ms delay, else one message per entry."""
+    ready = multiprocessing.Event()
+    samples_queue: multiprocessing.Queue = multiprocessing.Queue()
+    sent_queue: multiprocessing.Queue = multiprocessing.Queue()
+    consumer = multiprocessing.Process(
+        target=consume_lags, args=(b_url, topic, ready, samples_queue, 5.0)
+    )
+    consumer.start()
+    await asyncio.to_thread(ready.wait, 60)
+    progress(f"lag: publishing {rate:,} msgs/s on A for {seconds:.0f} s")
+    producer = multiprocessing.Process(
+        target=publish_at_rate, args=(a_url, topic, rate, seconds, sent_queue, batching)
+    )
+    started_ms = time.time() * 1000
+    producer.start()
+    while producer.is_alive():
+        progress(f"lag: {await asyncio.to_thread(status)}")
+        await asyncio.sleep(0.5)
+    sent, publish_s = await asyncio.to_thread(sent_queue.get, True, 120)
+    samples = await asyncio.to_thread(samples_queue.get, True, 300)
+    await asyncio.to_thread(consumer.join, 60)
+    after_warmup_ms = started_ms + warmup_s * 1000
+    steady = sorted(lag_ms for published, lag_ms in samples if published >= after_warmup_ms)
+    return {
+        "rate_msgs_per_s": rate,
+        "batching": batching,
+        "achieved_publish_msgs_per_s": round(sent / publish_s),
+        "seconds": seconds,
+        "warmup_s": warmup_s,
+        "published": sent,
+        "received_on_b": len(samples),
+        "lag_ms_p50": round(percentile(steady, 0.50), 1) if steady else None,
+        "lag_ms_p99": round(percentile(steady, 0.99), 1) if steady else None,
+        "lag_ms_max": round(steady[-1], 1) if steady else None,
+    }
 
 
 # --- the command line's tail -----------------------------------------------------------

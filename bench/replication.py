@@ -39,18 +39,16 @@ from pathlib import Path
 from harness import (
     SIZE,
     add_scratch_arguments,
-    consume_lags,
     cpu_seconds,
     cpu_shares,
     http,
     machine,
-    percentile,
     progress,
-    publish_at_rate,
     publish_backlog,
     replicator_of,
     run_in_scratch,
     start_clusters,
+    steady_lag,
 )
 
 from georep.processes import ManagedProcess, georep_command
@@ -120,46 +118,6 @@ async def lag(a, b, gateway_url: str, rate: int, seconds: float, warmup_s: float
         )
 
     return await steady_lag(a.url, b.url, topic, rate, seconds, warmup_s, status)
-
-
-async def steady_lag(
-    a_url: str, b_url: str, topic: str, rate: int, seconds: float, warmup_s: float, status
-) -> dict:
-    """Publish ``rate`` msgs/s on A for ``seconds`` while B's consumer measures each
-    message's publish-to-receive lag; whatever replicates A to B."""
-    ready = multiprocessing.Event()
-    samples_queue: multiprocessing.Queue = multiprocessing.Queue()
-    sent_queue: multiprocessing.Queue = multiprocessing.Queue()
-    consumer = multiprocessing.Process(
-        target=consume_lags, args=(b_url, topic, ready, samples_queue, 5.0)
-    )
-    consumer.start()
-    await asyncio.to_thread(ready.wait, 60)
-    progress(f"lag: publishing {rate:,} msgs/s on A for {seconds:.0f} s")
-    producer = multiprocessing.Process(
-        target=publish_at_rate, args=(a_url, topic, rate, seconds, sent_queue)
-    )
-    started_ms = time.time() * 1000
-    producer.start()
-    while producer.is_alive():
-        progress(f"lag: {await asyncio.to_thread(status)}")
-        await asyncio.sleep(0.5)
-    sent, publish_s = await asyncio.to_thread(sent_queue.get, True, 120)
-    samples = await asyncio.to_thread(samples_queue.get, True, 300)
-    await asyncio.to_thread(consumer.join, 60)
-    after_warmup_ms = started_ms + warmup_s * 1000
-    steady = sorted(lag_ms for published, lag_ms in samples if published >= after_warmup_ms)
-    return {
-        "rate_msgs_per_s": rate,
-        "achieved_publish_msgs_per_s": round(sent / publish_s),
-        "seconds": seconds,
-        "warmup_s": warmup_s,
-        "published": sent,
-        "received_on_b": len(samples),
-        "lag_ms_p50": round(percentile(steady, 0.50), 1) if steady else None,
-        "lag_ms_p99": round(percentile(steady, 0.99), 1) if steady else None,
-        "lag_ms_max": round(steady[-1], 1) if steady else None,
-    }
 
 
 async def pulsar_lag(root: Path, rate: int, seconds: float, warmup_s: float) -> dict:
