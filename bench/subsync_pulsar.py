@@ -26,7 +26,12 @@ acknowledged on A after ``--warmup`` s::
 grouping is inside it, for both targets). ``never_seen_on_b``: entries acknowledged on
 A that B's cursor did not show acknowledged within ``--drain`` s after the last ack.
 
+With ``--rtt-ms``, A and B reach each other only across an emulated WAN link
+(georep/wan/toxiproxy.py): Pulsar's replicators (data and snapshot markers) and the
+gateways both; the application and the monitor stay local to their cluster.
+
     python bench/subsync_pulsar.py [--rate 1000] [--seconds 20] [--targets georep,pulsar]
+                                   [--rtt-ms 80]
 
 Progress goes to stderr; only the JSON goes to stdout.
 """
@@ -42,11 +47,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 from harness import add_scratch_arguments, machine, percentile, run_in_scratch
 
 from georep.processes import ManagedProcess, georep_command
 from georep.pulsar.cursor_text import acknowledged, parse_cursor, parse_position
+from georep.wan.toxiproxy import Toxiproxy
 
 SIZE = 1024
 TENANT = "bench"
@@ -239,7 +247,6 @@ async def measure(target: str, a, b, args: argparse.Namespace) -> dict:
 
 
 async def main(args: argparse.Namespace, root: Path) -> dict:
-    from georep.pulsar.admin import link_geo_replication
     from georep.pulsar.standalone import (
         PULSAR_VERSION,
         PulsarStandalone,
@@ -250,13 +257,20 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
     lib = await asyncio.to_thread(resolve_jars, say=progress)
     pair = [PulsarStandalone(StandaloneSpec(n, root / f"pulsar-{n}"), lib) for n in "AB"]
     gateways: list[ManagedProcess] = []
+    toxiproxy = Toxiproxy.start(root / "toxiproxy.log") if args.rtt_ms else None
     try:
         for standalone in pair:
             progress(f"starting Pulsar standalone {standalone.name}")
             await asyncio.to_thread(standalone.start)
+        # How each cluster is reached from the other: directly, or across the link
+        far = {standalone.name: standalone for standalone in pair}
+        if toxiproxy is not None:
+            for standalone in pair:
+                far[standalone.name] = across(toxiproxy, standalone, args.rtt_ms)
         for namespace in NAMESPACES.values():
-            await asyncio.to_thread(link_geo_replication, pair, TENANT, namespace)
-        for local, remote in (pair, pair[::-1]):
+            await asyncio.to_thread(link_over, pair, far, TENANT, namespace)
+        for local, remote_here in (pair, pair[::-1]):
+            remote = far[remote_here.name]
             config = root / f"gateway-{local.name}.toml"
             config.write_text(
                 f'[gateway]\nlisten = "127.0.0.1:0"\n'
@@ -291,6 +305,7 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
             "seconds": args.seconds,
             "poll_interval_s": args.poll_interval,
             "monitor_interval_s": args.monitor_interval,
+            "link_rtt_ms": args.rtt_ms,
             "targets": results,
         }
     finally:
@@ -298,6 +313,40 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
             await gateway.terminate()
         for standalone in pair:
             await asyncio.to_thread(standalone.stop)
+        if toxiproxy is not None:
+            toxiproxy.stop()
+
+
+def across(toxiproxy: Toxiproxy, standalone: Any, rtt_ms: float) -> SimpleNamespace:
+    """``standalone`` as the other cluster reaches it: through links that delay every
+    byte by half of ``rtt_ms`` each way (a standalone answers lookups "through the service
+    URL", so Pulsar's replicator and the gateway both stay on the link)."""
+    broker = toxiproxy.link(f"{standalone.name}-broker", f"127.0.0.1:{standalone.spec.broker_port}")
+    admin = toxiproxy.link(f"{standalone.name}-admin", f"127.0.0.1:{standalone.spec.web_port}")
+    for link in (broker, admin):
+        link.delay(rtt_ms)
+    return SimpleNamespace(
+        name=standalone.name,
+        service_url=f"pulsar://{broker.address}",
+        admin_url=f"http://{admin.address}",
+    )
+
+
+def link_over(pair: list[Any], far: dict[str, Any], tenant: str, namespace: str) -> None:
+    """Pulsar's geo-replication of ``tenant/namespace``, each cluster registered on the
+    other at the address ``far`` gives (across the link, when there is one)."""
+    from georep.pulsar.admin import PulsarAdmin
+
+    names = [standalone.name for standalone in pair]
+    for local in pair:
+        admin = PulsarAdmin(local.admin_url)
+        for other in pair:
+            if other is not local:
+                remote = far[other.name]
+                admin.ensure_cluster(remote.name, remote.admin_url, remote.service_url)
+        admin.ensure_tenant(tenant, names)
+        admin.ensure_namespace(tenant, namespace)
+        admin.set_replication_clusters(tenant, namespace, names)
 
 
 def cli() -> None:
@@ -309,6 +358,9 @@ def cli() -> None:
     parser.add_argument("--poll-interval", type=float, default=0.2)
     parser.add_argument("--monitor-interval", type=float, default=0.05)
     parser.add_argument("--targets", default="georep,pulsar")
+    parser.add_argument(
+        "--rtt-ms", type=float, default=0.0, help="an emulated WAN link between A and B"
+    )
     add_scratch_arguments(parser)
     args = parser.parse_args()
     args.load_at_start = round(os.getloadavg()[0], 1)

@@ -204,6 +204,8 @@ async def georep_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy)
                     "[remotes.B]",
                     f'service_url = "pulsar://{broker.address}"',
                     f'admin_url = "http://{admin.address}"',
+                    "[subscription_sync]",
+                    f'mode = "{args.sync}"',
                 ]
             )
             + "\n"
@@ -230,7 +232,7 @@ async def georep_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy)
         result = await scenarios(
             a.url, b.url, b.admin_url, switch_on, status, [broker, admin], args
         )
-        return {"target": "georep: E=3 Qw=2 Qa=2, fsync on", **result}
+        return {"target": "georep: E=3 Qw=2 Qa=2, fsync on", "sync": args.sync, **result}
     finally:
         for process in reversed(processes):
             await process.terminate()
@@ -335,6 +337,12 @@ def cli() -> None:
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--lag-batched", action="store_true", help="batch the lag producer")
     parser.add_argument("--target", choices=("both", "georep", "pulsar"), default="both")
+    parser.add_argument(
+        "--sync",
+        choices=("full", "pulsar-compatible", "off"),
+        default="full",
+        help="the gateway's subscription sync (full, the default, reads every entry on A)",
+    )
     add_scratch_arguments(parser)
     run_in_scratch(parser.parse_args(), main)
 
