@@ -196,6 +196,15 @@ class GatewayProcess(ChildProcess):
         return [r for r in stats["replicators"] if r["topic"].startswith(topic_prefix)]
 
 
+def when_the_link_closed_on_keepalive(gateway: GatewayProcess, topic: str) -> str | None:
+    """The error of ``topic``'s replicator once its link to the remote was closed by the
+    keep-alive (a PING unanswered: a black-holed link) and it is not connected, else
+    None (``wait_for`` polls it)."""
+    (replicator,) = gateway.replicators(topic)
+    error = replicator["lastError"] or ""
+    return error if "keep-alive" in error and not replicator["connected"] else None
+
+
 def ownership_agreed(instances: Iterable[GatewayProcess]) -> bool:
     """Every live instance sees the same live membership, every member has stopped down
     to it (its view), and none waits for a partition another still runs. Until then a

@@ -11,12 +11,15 @@ the link is black: the proof that the gateway's traffic takes the link and no ot
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
 
+from georep.wan.toxiproxy import Toxiproxy, WanLink
 from tests.integration.gateway_harness import (
     ClusterProcess,
     GatewayProcess,
@@ -27,6 +30,7 @@ from tests.integration.gateway_harness import (
     produce,
     read_entries,
     wait_for,
+    when_the_link_closed_on_keepalive,
 )
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -35,8 +39,12 @@ NAMESPACE = "geo/wan"
 KEEPALIVE_S = 6.0
 
 
-def test_a_black_holed_link_is_noticed_and_nothing_is_lost_or_doubled(tmp_path, toxiproxy):
-    topic = f"persistent://{NAMESPACE}/orders-{uuid.uuid4().hex[:6]}"
+@contextlib.contextmanager
+def across_a_link(
+    tmp_path, toxiproxy: Toxiproxy, round_trip_ms: float, **gateway_keys
+) -> Iterator[SimpleNamespace]:
+    """Clusters A and B, and A's gateway replicating ``NAMESPACE`` to B, which it reaches
+    only through links (broker and admin) with ``round_trip_ms`` of delay."""
     a = ClusterProcess(tmp_path / "a", name="A")
     b = ClusterProcess(tmp_path / "b", name="B")
     gateway: GatewayProcess | None = None
@@ -48,52 +56,57 @@ def test_a_black_holed_link_is_noticed_and_nothing_is_lost_or_doubled(tmp_path, 
         broker = toxiproxy.link(f"b-broker-{run}", f"127.0.0.1:{b.broker_port}")
         admin = toxiproxy.link(f"b-admin-{run}", admin_url(b).removeprefix("http://"))
         for link in (broker, admin):
-            link.delay(80)
+            link.delay(round_trip_ms)
         far_b = SimpleNamespace(
             name="B", service_url=f"pulsar://{broker.address}", admin_url=f"http://{admin.address}"
         )
         gateway = GatewayProcess(
-            tmp_path / "gw-a",
-            local=a,
-            remotes=[far_b],
-            policies={NAMESPACE: ["B"]},
-            remote_keys={"B": {"keepalive_interval_s": KEEPALIVE_S}},
+            tmp_path / "gw-a", local=a, remotes=[far_b], policies={NAMESPACE: ["B"]}, **gateway_keys
         )
         gateway.start()
-        sent = produce(a.url, topic, 300, "before", batching=False)
-        wait_for(lambda: sum(payloads_on(b.url, topic).values()) >= len(sent), timeout_s=120)
-
-        broker.black_hole()
-        holed_at = time.monotonic()
-        sent += produce(a.url, topic, 300, "during", batching=False)
-
-        def noticed() -> dict | None:
-            (replicator,) = gateway.replicators(topic)
-            error = replicator["lastError"] or ""
-            return replicator if "keep-alive" in error and not replicator["connected"] else None
-
-        replicator = wait_for(noticed, timeout_s=120)
-        print(
-            f"black hole noticed after {time.monotonic() - holed_at:.1f} s"
-            f" (bound {3 * KEEPALIVE_S} s): {replicator['lastError']}"
-        )
-        # while it is black, nothing reaches B: the gateway's only way is the link
-        on_b = payloads_on(b.url, topic)
-        assert not [p for p in on_b if p.startswith(b"during")], "B was reached around the link"
-
-        broker.heal()
-        wait_for(lambda: sum(payloads_on(b.url, topic).values()) >= len(sent), timeout_s=180)
-        on_b = payloads_on(b.url, topic)
-        assert set(on_b) == set(sent), f"{len(set(sent) - set(on_b))} lost"
-        assert max(on_b.values()) == 1, "a message reached B twice"
-        counts = origin_counts(read_entries(b, topic))
-        assert sum(counts.values()) == len(sent) and max(counts.values()) == 1
-        assert gateway.get("/health")["status"] == "ok"
+        links: list[WanLink] = [broker, admin]
+        yield SimpleNamespace(a=a, b=b, gateway=gateway, broker=broker, links=links)
     finally:
         if gateway is not None:
             gateway.kill()
         for cluster in (a, b):
             cluster.kill()
+
+
+def all_once_on_b(world: SimpleNamespace, topic: str, sent: list[bytes]) -> None:
+    """B holds every message sent on A exactly once (read back, and by origin)."""
+    b = world.b
+    wait_for(lambda: sum(payloads_on(b.url, topic).values()) >= len(sent), timeout_s=180)
+    on_b = payloads_on(b.url, topic)
+    assert set(on_b) == set(sent), f"{len(set(sent) - set(on_b))} lost"
+    assert max(on_b.values()) == 1, "a message reached B twice"
+    counts = origin_counts(read_entries(b, topic))
+    assert sum(counts.values()) == len(sent) and max(counts.values()) == 1
+
+
+def test_a_black_holed_link_is_noticed_and_nothing_is_lost_or_doubled(tmp_path, toxiproxy):
+    topic = f"persistent://{NAMESPACE}/orders-{uuid.uuid4().hex[:6]}"
+    keys = {"remote_keys": {"B": {"keepalive_interval_s": KEEPALIVE_S}}}
+    with across_a_link(tmp_path, toxiproxy, 80, **keys) as world:
+        a, b, gateway = world.a, world.b, world.gateway
+        sent = produce(a.url, topic, 300, "before", batching=False)
+        wait_for(lambda: sum(payloads_on(b.url, topic).values()) >= len(sent), timeout_s=120)
+
+        world.broker.black_hole()
+        holed_at = time.monotonic()
+        sent += produce(a.url, topic, 300, "during", batching=False)
+        error = wait_for(lambda: when_the_link_closed_on_keepalive(gateway, topic), timeout_s=120)
+        print(
+            f"black hole noticed after {time.monotonic() - holed_at:.1f} s"
+            f" (bound {3 * KEEPALIVE_S} s): {error}"
+        )
+        # while it is black, nothing reaches B: the gateway's only way is the link
+        on_b = payloads_on(b.url, topic)
+        assert not [p for p in on_b if p.startswith(b"during")], "B was reached around the link"
+
+        world.broker.heal()
+        all_once_on_b(world, topic, sent)
+        assert gateway.get("/health")["status"] == "ok"
 
 
 def test_after_an_outage_the_backlog_drains_under_the_rate_limit(tmp_path, toxiproxy):
@@ -102,34 +115,14 @@ def test_after_an_outage_the_backlog_drains_under_the_rate_limit(tmp_path, toxip
     its rate limit, ``/health`` shows it catching up with the backlog falling (nothing is
     produced meanwhile), and B ends with every message once."""
     topic = f"persistent://{NAMESPACE}/ledger-{uuid.uuid4().hex[:6]}"
-    a = ClusterProcess(tmp_path / "a", name="A")
-    b = ClusterProcess(tmp_path / "b", name="B")
-    gateway: GatewayProcess | None = None
-    try:
-        for cluster in (a, b):
-            cluster.start()
-            create_namespace(cluster, NAMESPACE)
-        run = uuid.uuid4().hex[:6]
-        broker = toxiproxy.link(f"b-broker-{run}", f"127.0.0.1:{b.broker_port}")
-        admin = toxiproxy.link(f"b-admin-{run}", admin_url(b).removeprefix("http://"))
-        for link in (broker, admin):
-            link.delay(40)
-        far_b = SimpleNamespace(
-            name="B", service_url=f"pulsar://{broker.address}", admin_url=f"http://{admin.address}"
-        )
-        gateway = GatewayProcess(
-            tmp_path / "gw-a",
-            local=a,
-            remotes=[far_b],
-            policies={NAMESPACE: ["B"]},
-            extra_toml="[rate_limits]\nmessages_per_s = 400\n",
-        )
-        gateway.start()
+    limit = "[rate_limits]\nmessages_per_s = 400\n"
+    with across_a_link(tmp_path, toxiproxy, 40, extra_toml=limit) as world:
+        a, b, gateway = world.a, world.b, world.gateway
         sent = produce(a.url, topic, 200, "before", batching=False)
         wait_for(lambda: sum(payloads_on(b.url, topic).values()) >= len(sent), timeout_s=120)
 
-        broker.outage()
-        admin.outage()
+        for link in world.links:
+            link.outage()
         sent += produce(a.url, topic, 3000, "during", batching=False)
 
         def behind() -> dict | None:
@@ -140,8 +133,8 @@ def test_after_an_outage_the_backlog_drains_under_the_rate_limit(tmp_path, toxip
         assert down["notConnected"] == 1, down
         assert gateway.get("/health")["status"] == "degraded"  # B unreachable
 
-        broker.heal()
-        admin.heal()
+        for link in world.links:
+            link.heal()
         samples: list[tuple[float, int]] = []
 
         def drained() -> bool:
@@ -158,13 +151,5 @@ def test_after_an_outage_the_backlog_drains_under_the_rate_limit(tmp_path, toxip
             (t0, first), (t1, last) = samples[0], samples[-1]
             print(f"drained {first - last} entries at {(first - last) / (t1 - t0):.0f}/s"
                   " (limit 400 msgs/s, one message an entry)")  # fmt: skip
-        wait_for(lambda: sum(payloads_on(b.url, topic).values()) >= len(sent), timeout_s=120)
-        on_b = payloads_on(b.url, topic)
-        assert set(on_b) == set(sent), f"{len(set(sent) - set(on_b))} lost"
-        assert max(on_b.values()) == 1, "a message reached B twice"
+        all_once_on_b(world, topic, sent)
         wait_for(lambda: gateway.get("/health")["status"] == "ok", timeout_s=60)
-    finally:
-        if gateway is not None:
-            gateway.kill()
-        for cluster in (a, b):
-            cluster.kill()

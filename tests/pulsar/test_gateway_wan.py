@@ -23,7 +23,11 @@ import pytest
 
 from georep.pulsar.admin import PulsarAdmin
 from georep.pulsar.cluster import BrokerPorts, ClusterSpec, PulsarCluster
-from tests.integration.gateway_harness import GatewayProcess, wait_for
+from tests.integration.gateway_harness import (
+    GatewayProcess,
+    wait_for,
+    when_the_link_closed_on_keepalive,
+)
 from tests.pulsar.failover_checks import positions_and_payloads, quiet_client
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
@@ -107,15 +111,10 @@ def test_a_remote_behind_a_wan_link_is_reached_by_its_advertised_listener(far):
     holed_at = time.monotonic()
     sent += produce(far.a.service_url, topic, "during", 200)
 
-    def noticed() -> dict | None:
-        (replicator,) = far.gateway.replicators(topic)
-        error = replicator["lastError"] or ""
-        return replicator if "keep-alive" in error and not replicator["connected"] else None
-
-    replicator = wait_for(noticed, timeout_s=120)
+    error = wait_for(lambda: when_the_link_closed_on_keepalive(far.gateway, topic), timeout_s=120)
     print(
         f"black hole noticed after {time.monotonic() - holed_at:.1f} s"
-        f" (bound {3 * KEEPALIVE_S} s): {replicator['lastError']}"
+        f" (bound {3 * KEEPALIVE_S} s): {error}"
     )
     assert not [p for p in on_c() if p.startswith(b"during")], "C was reached around the link"
 
