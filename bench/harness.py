@@ -156,6 +156,35 @@ async def start_clusters(
     return clusters["A"], clusters["B"]
 
 
+async def start_gateway(
+    root: Path, a: Cluster, b_service_url: str, b_admin_url: str, extra: Iterable[str] = ()
+) -> tuple[ManagedProcess, str]:
+    """A ``georep gateway`` beside A whose remote B is at the URLs given (B's own, or a
+    link's); ``extra`` lines end its configuration. Returns the process and its URL."""
+    config = root / "gateway.toml"
+    lines = [
+        "[gateway]",
+        'listen = "127.0.0.1:0"',
+        f'metadata = "sqlite:///{root / "gateway.db"}"',
+        "discovery_interval_s = 0.5",
+        "[local]",
+        'name = "A"',
+        f'service_url = "{a.url}"',
+        f'admin_url = "{a.admin_url}"',
+        "[remotes.B]",
+        f'service_url = "{b_service_url}"',
+        f'admin_url = "{b_admin_url}"',
+        *extra,
+    ]
+    config.write_text("\n".join(lines) + "\n")
+    gateway = ManagedProcess(
+        georep_command("gateway", "--config", str(config)),
+        "GATEWAY_READY",
+        log_path=root / "gateway.log",
+    )
+    return gateway, await gateway.start()
+
+
 # --- the official client, in child processes (it blocks) -------------------------------
 def quiet_logger() -> Any:
     """The C++ client logs to stdout by default; keep stdout for the JSON."""

@@ -48,10 +48,11 @@ from harness import (
     replicator_of,
     run_in_scratch,
     start_clusters,
+    start_gateway,
     steady_lag,
 )
 
-from georep.processes import ManagedProcess, georep_command
+from georep.processes import ManagedProcess
 
 NAMESPACE_SATURATION = "bench/saturation"
 NAMESPACE_LAG = "bench/lag"
@@ -185,31 +186,7 @@ async def georep_run(args: argparse.Namespace, root: Path) -> dict:
         a, b = await start_clusters(
             root, args.no_fsync, (NAMESPACE_SATURATION, NAMESPACE_LAG), processes
         )
-        config = root / "gateway.toml"
-        config.write_text(
-            "\n".join(
-                [
-                    "[gateway]",
-                    'listen = "127.0.0.1:0"',
-                    f'metadata = "sqlite:///{root / "gateway.db"}"',
-                    "discovery_interval_s = 0.5",
-                    "[local]",
-                    'name = "A"',
-                    f'service_url = "{a.url}"',
-                    f'admin_url = "{a.admin_url}"',
-                    "[remotes.B]",
-                    f'service_url = "{b.url}"',
-                    f'admin_url = "{b.admin_url}"',
-                ]
-            )
-            + "\n"
-        )
-        gateway = ManagedProcess(
-            georep_command("gateway", "--config", str(config)),
-            "GATEWAY_READY",
-            log_path=root / "gateway.log",
-        )
-        gateway_url = await gateway.start()
+        gateway, gateway_url = await start_gateway(root, a, b.url, b.admin_url)
         processes.append(gateway)
         pids = {"gateway": gateway.pid, "cluster_a": a.process.pid, "cluster_b": b.process.pid}
 

@@ -55,10 +55,11 @@ from harness import (
     replicator_of,
     run_in_scratch,
     start_clusters,
+    start_gateway,
     steady_lag,
 )
 
-from georep.processes import ManagedProcess, georep_command
+from georep.processes import ManagedProcess
 from georep.wan.toxiproxy import Toxiproxy, WanLink
 
 TENANT = "bench"
@@ -189,33 +190,13 @@ async def georep_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy)
         admin = toxiproxy.link("georep-b-admin", b.admin_url.removeprefix("http://"))
         for link in (broker, admin):
             shape(link, args)
-        config = root / "gateway.toml"
-        config.write_text(
-            "\n".join(
-                [
-                    "[gateway]",
-                    'listen = "127.0.0.1:0"',
-                    f'metadata = "sqlite:///{root / "gateway.db"}"',
-                    "discovery_interval_s = 0.5",
-                    "[local]",
-                    'name = "A"',
-                    f'service_url = "{a.url}"',
-                    f'admin_url = "{a.admin_url}"',
-                    "[remotes.B]",
-                    f'service_url = "pulsar://{broker.address}"',
-                    f'admin_url = "http://{admin.address}"',
-                    "[subscription_sync]",
-                    f'mode = "{args.sync}"',
-                ]
-            )
-            + "\n"
+        gateway, gateway_url = await start_gateway(
+            root,
+            a,
+            f"pulsar://{broker.address}",
+            f"http://{admin.address}",
+            ["[subscription_sync]", f'mode = "{args.sync}"'],
         )
-        gateway = ManagedProcess(
-            georep_command("gateway", "--config", str(config)),
-            "GATEWAY_READY",
-            log_path=root / "gateway.log",
-        )
-        gateway_url = await gateway.start()
         processes.append(gateway)
 
         def switch_on(namespace: str, _topic: str) -> None:
