@@ -282,15 +282,23 @@ def test_unloads_split_and_rolling_restart_zero_lost_zero_twice(clusters, gatewa
         # B: every message, and the subscription as A left it
         for leaf in leaf_topics:
             expected = set(on_a[leaf].values())
-            copies = wait_for(
-                lambda leaf=leaf, expected=expected: (
-                    found
-                    if set((found := positions_and_payloads(b.service_url, leaf)).values())
-                    >= expected
-                    else None
-                ),
-                timeout_s=180,
-            )
+            try:
+                copies = wait_for(
+                    lambda leaf=leaf, expected=expected: (
+                        found
+                        if set((found := positions_and_payloads(b.service_url, leaf)).values())
+                        >= expected
+                        else None
+                    ),
+                    timeout_s=180,
+                )
+            except TimeoutError:
+                missing = expected - set(positions_and_payloads(b.service_url, leaf).values())
+                replicators = gateways["A"].replicators(leaf)
+                raise AssertionError(
+                    f"{leaf} (on {owner(admin_a, leaf)}): {len(missing)} of {len(expected)}"
+                    f" messages not on B; A's replicator: {replicators}"
+                ) from None
             try:
                 wait_for(
                     lambda leaf=leaf, copies=copies, expected=expected: (
