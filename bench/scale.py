@@ -65,6 +65,7 @@ from harness import (
 )
 
 from georep import limits
+from georep.awaiting import within
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.errors import RequestTimeout
 from georep.client.link import PulsarLink
@@ -432,7 +433,7 @@ async def copies_on(link: PulsarLink, topic: str, tags: tuple[str, ...]) -> dict
     found: dict[str, tuple] = {}
     try:
         while len(found) < len(tags):
-            entry = await asyncio.wait_for(reader.receive(), 60)
+            entry = await within(reader.receive(), 60)
             for tag in tags:
                 if entry.payload.startswith(tag.encode() + b" "):
                     found[tag] = tuple(entry.position)

@@ -95,6 +95,7 @@ from harness import (
 )
 
 from georep import limits
+from georep.awaiting import within
 from georep.client.consumer import InitialPosition
 from georep.client.link import PulsarLink
 from georep.position import Position
@@ -277,7 +278,7 @@ async def copies_on(service_url: str, topic: str, origin_cluster: str, quiet_s: 
         )
         while True:
             try:
-                entry = await asyncio.wait_for(consumer.receive(), quiet_s)
+                entry = await within(consumer.receive(), quiet_s)
             except TimeoutError:
                 return copies
             origin = origin_of(entry.metadata)

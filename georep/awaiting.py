@@ -1,13 +1,33 @@
-"""Where a task waits: the chain of coroutines it is suspended in, for a log line.
+"""Waiting with a time limit, and where a task waits.
 
-``Task.get_stack()`` gives only the outermost frame of a suspended task; following each
-coroutine's ``cr_await`` down gives every frame to the awaitable it waits for.
+:func:`within` is the project's ``asyncio.wait_for``. Python 3.11's ``wait_for`` loses a
+cancellation that arrives in the same event-loop turn as the awaited result (CPython
+gh-86296, fixed in 3.12): it returns the result and the cancelled task runs on. A
+replicator cancelling its reader, sender and sampler after a topic moved then waited
+for ever on a sampler that had been woken by the entry read just before: the topic
+stopped replicating, connected to nothing and saying nothing. ``asyncio.timeout`` counts
+cancellations and keeps the caller's; ``asyncio.wait_for`` is refused by the linter
+(ruff TID251, pyproject.toml).
+
+:func:`awaiting`: ``Task.get_stack()`` gives only the outermost frame of a suspended
+task; following each coroutine's ``cr_await`` down gives every frame to the awaitable it
+waits for.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+
+async def within(awaitable: Awaitable[_T], timeout_s: float | None) -> _T:
+    """``awaitable``'s result, or TimeoutError once ``timeout_s`` passed (None: no
+    limit); a cancellation of the caller is never lost, whatever the awaitable did."""
+    async with asyncio.timeout(timeout_s):
+        return await awaitable
 
 
 def awaiting(task: asyncio.Task[Any], limit: int = 20) -> str:

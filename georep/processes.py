@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from georep.awaiting import within
 from georep.invariant import InvariantViolation, present
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class ManagedProcess:
             *self.args, stdout=asyncio.subprocess.PIPE, stderr=stderr, env=env
         )
         try:
-            self.detail = await asyncio.wait_for(self._await_ready(), timeout_s)
+            self.detail = await within(self._await_ready(), timeout_s)
         except (TimeoutError, ProcessFailed) as error:
             self.kill()
             await self.wait()
@@ -137,7 +138,7 @@ class ManagedProcess:
         if self.process is not None and self.running:
             self.process.send_signal(signal.SIGTERM)
             try:
-                return await asyncio.wait_for(self.wait(), timeout_s)
+                return await within(self.wait(), timeout_s)
             except TimeoutError:
                 self.kill()
         return await self.wait()

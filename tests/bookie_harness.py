@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from georep.awaiting import within
 from georep.storage import entry, protocol
 from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.bookie.main import READY_PREFIX
@@ -242,7 +243,7 @@ class RawClient:
 
     async def connect(self) -> RawClient:
         host, port = self.address.rsplit(":", 1)
-        self._reader, self._writer = await asyncio.wait_for(
+        self._reader, self._writer = await within(
             asyncio.open_connection(host, int(port)), self.timeout_s
         )
         return self
@@ -275,7 +276,7 @@ class RawClient:
         """The next response; raises ``ConnectionError`` when the bookie closes."""
         assert self._reader is not None
         while not self._pending:
-            data = await asyncio.wait_for(self._reader.read(1 << 16), timeout_s or self.timeout_s)
+            data = await within(self._reader.read(1 << 16), timeout_s or self.timeout_s)
             if not data:
                 raise ConnectionError("bookie closed the connection")
             self._pending.extend(self._decoder.feed(data))  # type: ignore[arg-type]

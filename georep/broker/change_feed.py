@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from georep import limits
+from georep.awaiting import within
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +100,7 @@ class ChangeFeed:
         if state.sequence == after and wait_s > 0:
             state.arrived.clear()
             try:
-                await asyncio.wait_for(state.arrived.wait(), wait_s)
+                await within(state.arrived.wait(), wait_s)
             except TimeoutError:
                 return Changes(self.epoch, state.sequence, (), reset=False)
             await asyncio.sleep(limits.change_feed_gather_s)

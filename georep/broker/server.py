@@ -29,6 +29,7 @@ import typing
 from collections.abc import Callable
 
 from georep import limits
+from georep.awaiting import within
 from georep.broker.connection import ServerConnection
 from georep.broker.service import BrokerService
 
@@ -142,4 +143,4 @@ class BrokerServer:
             await asyncio.gather(*self._cleanups, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await within(self._server.wait_closed(), 5)

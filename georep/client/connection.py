@@ -55,6 +55,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from georep import limits
+from georep.awaiting import within
 from georep.client import tls
 from georep.client.errors import ConnectFailed, LinkClosed, LinkError, RequestTimeout, ServerError
 from georep.decimal_text import parse_decimal
@@ -191,7 +192,7 @@ class LinkConnection:
         """Connect and finish the handshake within ``connect_timeout_s``."""
         connection = cls(url, token=token, **options)
         try:
-            await asyncio.wait_for(connection._open(), connect_timeout_s)
+            await within(connection._open(), connect_timeout_s)
         except TimeoutError:
             connection.close(f"no handshake within {connect_timeout_s} s")
             raise RequestTimeout(f"{url}: no handshake within {connect_timeout_s} s") from None
@@ -389,7 +390,7 @@ class LinkConnection:
         self._requests[request_id] = future
         try:
             self.send_command(command)
-            return await asyncio.wait_for(asyncio.shield(future), self.request_timeout_s)
+            return await within(asyncio.shield(future), self.request_timeout_s)
         except TimeoutError:
             name = Type.Name(command.type)
             raise RequestTimeout(

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from georep import limits
+from georep.awaiting import within
 from georep.drill import rest
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
@@ -237,7 +238,7 @@ class DrillOp:
                 backlogs[:] = backlogs[::2]
                 interval *= 2
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._sampling_stop.wait(), interval)
+                await within(self._sampling_stop.wait(), interval)
 
     async def _stop_sampling(self) -> None:
         self._sampling_stop.set()

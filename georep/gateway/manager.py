@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from georep import limits
-from georep.awaiting import awaiting
+from georep.awaiting import awaiting, within
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError, said_once_per_cluster
 from georep.client.link import PulsarLink
@@ -242,7 +242,7 @@ class ReplicationManager:
                 log.exception("discovery pass failed")
                 self._record(error)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self.discovery_interval_s)
+                await within(self._wakeup.wait(), self.discovery_interval_s)
 
     async def _watched_pass(self) -> None:
         """One pass, said at WARNING with where it waits while it runs past

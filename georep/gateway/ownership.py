@@ -53,6 +53,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from georep.awaiting import within
 from georep.storage.errors import StorageError
 from georep.storage.meta.gateway_members import GatewayMember
 
@@ -249,7 +250,7 @@ class Ownership:
         async with self._beat:
             started = self._clock()
             try:  # a store that hangs counts as one that fails: the lease runs out alike
-                members = await asyncio.wait_for(
+                members = await within(
                     self._store.member_heartbeat(
                         self.cluster, self.instance, self.lease_s, self.applied
                     ),

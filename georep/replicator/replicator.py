@@ -82,6 +82,7 @@ from tenacity import (
 )
 
 from georep import limits
+from georep.awaiting import within
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, ServerError, moved, said_once_per_cluster
@@ -602,7 +603,7 @@ class Replicator:
                 idle_s = interval_s
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._activity.wait(), idle_s)
+                await within(self._activity.wait(), idle_s)
             idle_s = min(idle_s * 2, limits.replicator_stats_idle_interval_s)
 
     def _sample_rates(self) -> None:

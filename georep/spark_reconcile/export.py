@@ -82,6 +82,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from georep import limits
+from georep.awaiting import within
 from georep.client.tls import ClientTls, TlsSettingsError, uses_tls
 from georep.position import Position
 from georep.pulsar.cursor_text import parse_cursor, parse_position
@@ -622,9 +623,7 @@ def _resolve_set_aside(
                 while not exhausted and (current is None or current[0] < position):
                     try:
                         entry = loop.run_until_complete(
-                            asyncio.wait_for(
-                                consumer.receive(), limits.export_read_timeout_ms_max / 1000
-                            )
+                            within(consumer.receive(), limits.export_read_timeout_ms_max / 1000)
                         )
                     except TimeoutError:
                         exhausted = True

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from georep import limits
+from georep.awaiting import within
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
@@ -246,7 +247,7 @@ class TopicSync:
             if not self._kick.is_set():
                 self._clock_idle = timeout is None
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._kick.wait(), timeout)
+                    await within(self._kick.wait(), timeout)
                 self._clock_idle = False
             self._kick.clear()
             now = self._clock()

@@ -33,6 +33,7 @@ from typing import Any, Self
 
 import pulsar
 
+from georep.awaiting import within
 from georep.client.consumer import ReceivedEntry
 from georep.client.link import PulsarLink
 from georep.position import Position
@@ -339,7 +340,7 @@ async def _read_entries(
                     f" within {timeout_s} s: {len(entries)} entries read, up to {furthest}"
                 )
             try:
-                entry = await asyncio.wait_for(consumer.receive(), quiet_s if reached else left)
+                entry = await within(consumer.receive(), quiet_s if reached else left)
             except TimeoutError:
                 if reached:
                     return entries

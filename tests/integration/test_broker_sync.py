@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 import pulsar
 import pytest
 
+from georep.awaiting import within
 from georep.client.admin import ClusterAdminClient, SubscriptionState
 from georep.client.consumer import SubType
 from georep.client.errors import AdminRequestFailed, ServerError
@@ -165,7 +166,7 @@ async def test_markers_reach_the_gateways_subscriptions_of_every_type_and_no_oth
             readers["georep.reader"] = await link.subscribe(topic, "georep.reader", durable=False)
             positions = await publish(link, topic, layout)
             for name, reader in readers.items():
-                got = [await asyncio.wait_for(reader.receive(), 10) for _ in layout]
+                got = [await within(reader.receive(), 10) for _ in layout]
                 assert [entry.position for entry in got] == positions, name
                 found = [entry for entry in got if entry.metadata.HasField("marker_type")]
                 assert [entry.position for entry in found] == [positions[1], positions[3]], name

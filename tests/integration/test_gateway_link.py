@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from georep.awaiting import within
 from georep.client.consumer import SubType
 from georep.client.errors import LinkClosed, LinkError, ServerError
 from georep.client.link import PulsarLink
@@ -185,7 +186,7 @@ async def test_a_subscribe_given_up_on_never_holds_the_exclusive_subscription(cl
             connection.abandon(commands.close_consumer(consumer_id, connection.next_request_id()))
         await asyncio.sleep(1)
         for topic in topics:
-            consumer = await asyncio.wait_for(retrying.subscribe(topic, "georep.repl.X"), 30)
+            consumer = await within(retrying.subscribe(topic, "georep.repl.X"), 30)
             await consumer.close()
     finally:
         await giving_up.close()

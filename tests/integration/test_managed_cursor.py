@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 
+from georep.awaiting import within
 from georep.storage.errors import InvalidArgument, ManagedLedgerClosed, NoSuchCursor
 from georep.storage.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
 
@@ -306,7 +307,7 @@ async def test_kill_9_restores_every_acknowledgement_that_returned(
         )
 
         async def said() -> dict:
-            line = await asyncio.wait_for(process.stdout.readline(), 60)
+            line = await within(process.stdout.readline(), 60)
             assert line, f"the owner died; see {tmp_path / 'owner.log'}"
             return json.loads(line)
 

@@ -10,6 +10,7 @@ import asyncio
 import pulsar
 import pytest
 
+from georep.awaiting import within
 from georep.client.admin import ClusterAdminClient
 from georep.client.link import PulsarLink
 from georep.position import Position
@@ -128,18 +129,18 @@ def test_an_acknowledgement_on_a_topic_that_moved_lately_is_found_between_pages(
             # the namespace's first page (its baseline), then pages until the message
             # published now shows: the topic is hot
             while str(topic) not in scan.hot_topics():
-                mark = (await asyncio.wait_for(port.changes(topic.namespace, mark), 30)).mark
+                mark = (await within(port.changes(topic.namespace, mark), 30)).mark
                 if scan.stats["scans"] == 1:
                     producer.send(b"fresh")
             scan._interval_s = 3_600.0  # one more page at most, then none for the test
             pages = scan.stats["scans"]
             while scan.stats["scans"] == pages:  # every page publishes, even unmoved
-                mark = (await asyncio.wait_for(port.changes(topic.namespace, mark), 30)).mark
+                mark = (await within(port.changes(topic.namespace, mark), 30)).mark
             pages, found = scan.stats["scans"], scan.stats["hotChanges"]
             for message in (consumer.receive(10_000), consumer.receive(10_000)):
                 consumer.acknowledge(message)
             while True:
-                answer = await asyncio.wait_for(port.changes(topic.namespace, mark), 30)
+                answer = await within(port.changes(topic.namespace, mark), 30)
                 mark = answer.mark
                 if answer.topics and str(topic) in answer.topics:
                     if scan.stats["hotChanges"] > found:

@@ -1,10 +1,13 @@
-"""Where a task waits, and the discovery pass that says so when it runs too long."""
+"""Waiting with a time limit, where a task waits, and the discovery pass that says so
+when it runs too long."""
 
 import asyncio
 import logging
 
+import pytest
+
 from georep import limits
-from georep.awaiting import awaiting
+from georep.awaiting import awaiting, within
 
 
 async def _inner(event: asyncio.Event) -> None:
@@ -43,3 +46,27 @@ async def test_a_discovery_pass_that_hangs_is_said_with_where_it_waits(monkeypat
     await running
     said = [r.getMessage() for r in caplog.records if "still running" in r.getMessage()]
     assert said and "_outer" in said[0] and "_inner" in said[0], said
+
+
+async def test_a_cancellation_that_arrives_with_the_result_is_kept():
+    """asyncio.wait_for of Python 3.11 returns the result instead (gh-86296)."""
+    event = asyncio.Event()
+    woken: list[bool] = []
+
+    async def waiter() -> None:
+        woken.append(await within(event.wait(), 10))
+        await asyncio.sleep(3600)  # ran on: the cancellation was lost
+
+    task = asyncio.create_task(waiter())
+    await asyncio.sleep(0)
+    event.set()  # the awaited finishes in the turn the task is cancelled in
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await within(task, 5)
+    assert woken == []
+
+
+async def test_a_time_limit_raises_timeout_error_and_none_is_no_limit():
+    with pytest.raises(TimeoutError):
+        await within(asyncio.Event().wait(), 0.01)
+    assert await within(asyncio.sleep(0, "done"), None) == "done"

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from georep import limits
+from georep.awaiting import within
 from georep.broker.change_feed import ChangeFeed
 from georep.client.errors import AdminRequestFailed, LinkError
 from georep.subsync.pulsar_port import MetricsScan, subscription_signals
@@ -31,7 +32,7 @@ async def test_a_long_poll_answers_the_first_change_with_what_followed_it():
     await asyncio.sleep(0)
     feed.note(A)
     feed.note(B)  # within the gathering time: the same answer
-    answer = await asyncio.wait_for(waiting, 5)
+    answer = await within(waiting, 5)
     assert answer.topics == (A, B) and answer.sequence == 2
 
 
@@ -124,7 +125,7 @@ async def test_a_scan_says_which_topics_moved_since_the_previous_one():
         mark = first.mark
         for text, moved in expected:
             pages.next.put_nowait(text)
-            answer = await asyncio.wait_for(scan.changes("t/ns", mark), 5)
+            answer = await within(scan.changes("t/ns", mark), 5)
             assert answer.topics == frozenset(f"persistent://t/ns/{t}" for t in moved)
             mark = answer.mark
     finally:
@@ -138,7 +139,7 @@ async def test_a_failed_scan_is_an_error_for_every_watch_not_a_silence():
         mark = (await scan.changes("t/ns", None)).mark
         pages.next.put_nowait(AdminRequestFailed("P: GET /metrics/: refused"))
         with pytest.raises(LinkError):
-            await asyncio.wait_for(scan.changes("t/ns", mark), 5)
+            await within(scan.changes("t/ns", mark), 5)
     finally:
         await scan.stop()
 
@@ -190,7 +191,7 @@ def signal_page(backlogs: dict[str, int], acked_at: int = 0) -> str:
 
 
 async def next_change(scan: MetricsScan, mark) -> tuple[object, frozenset[str] | None]:
-    answer = await asyncio.wait_for(scan.changes("t/ns", mark), 5)
+    answer = await within(scan.changes("t/ns", mark), 5)
     return answer.mark, answer.topics
 
 

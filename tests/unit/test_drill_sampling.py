@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from georep import limits
+from georep.awaiting import within
 from georep.drill import pulsar_topology, rest
 from georep.drill.drill_op import DrillOp
 from georep.drill.progress import Progress
@@ -107,7 +108,7 @@ async def sample(topology: Gateways) -> DrillOp:
     op.topic = TOPIC
     loop = asyncio.get_running_loop()
     topology.on_last = lambda: loop.call_soon_threadsafe(op._sampling_stop.set)
-    await asyncio.wait_for(op._sample(), 10)
+    await within(op._sample(), 10)
     return op
 
 

@@ -8,6 +8,7 @@ from typing import cast
 
 import pytest
 
+from georep.awaiting import within
 from georep.client.connection import LinkConnection
 from georep.client.errors import MessageTooLarge, ServerError
 from georep.client.producer import LinkProducer
@@ -81,7 +82,7 @@ async def test_send_waits_for_room(producer) -> None:
     await asyncio.sleep(0)
     assert not third.done()
     producer.on_frame(receipt(1))
-    await asyncio.wait_for(third, 1)
+    await within(third, 1)
     assert len(producer.connection.written) == 3
 
 

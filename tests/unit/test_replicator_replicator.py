@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any, cast
 
 import pytest
 
@@ -27,7 +28,7 @@ def entry(entry_id: int, *, ledger_id: int = 3, replicated_from: str = "") -> Re
 
 
 class FakeConsumer:
-    failure = None
+    failure: LinkError | None = None
 
     def __init__(self) -> None:
         self.queue: asyncio.Queue[ReceivedEntry] = asyncio.Queue()
@@ -190,3 +191,64 @@ async def test_an_entry_that_does_not_fit_stalls_instead_of_being_skipped(setup)
     assert consumer.acks in ([], [(3, 0)])
     assert sequence_id_of(4, 1) not in producer.sent
     assert "ReplicationStalled" in (replicator.stats()["lastError"] or "")
+
+
+class EndingConsumer(FakeConsumer):
+    """Reports a backlog (so the stats sampler waits for activity with a time limit) and
+    fails once its queue is empty after :meth:`last_then_gone`, as a consumer does whose
+    connection closed right after the broker pushed one more entry."""
+
+    async def receive(self) -> ReceivedEntry:
+        if self.queue.empty() and self.failure is not None:
+            raise self.failure
+        return await self.queue.get()
+
+    async def backlog(self) -> int:
+        return 5
+
+    def last_then_gone(self, last: ReceivedEntry) -> None:
+        self.queue.put_nowait(last)
+        self.failure = LinkClosed("topic moved")
+
+
+async def test_a_consumer_lost_as_it_delivers_its_last_entry_is_subscribed_again() -> None:
+    """The entry wakes the stats sampler in the same event-loop turn as the replicator
+    cancels it; Python 3.11's asyncio.wait_for dropped that cancellation, the sampler ran
+    on and the replicator waited for it for ever: the topic stopped replicating, silently.
+    """
+    first, second = EndingConsumer(), FakeConsumer()
+    local = FakeLink(consumers=[first])
+    subscribed: list[EndingConsumer | FakeConsumer] = []
+
+    async def subscribe(*args, **kwargs):
+        consumer = first if not subscribed else second
+        subscribed.append(consumer)
+        return consumer
+
+    local.subscribe = subscribe  # type: ignore[method-assign]
+    replicator = Replicator(
+        topic=TOPIC,
+        local_cluster="A",
+        remote_cluster="B",
+        local_link=cast(Any, local),
+        remote_link=cast(Any, FakeLink(producers=[FakeProducer(), FakeProducer()])),
+        settings=ReplicatorSettings(
+            backoff_s_initial=0.001, backoff_s_max=0.01, stats_interval_s=0.001
+        ),
+    )
+    replicator.start()
+    try:
+        for _ in range(200):  # the sampler asked the backlog, slept, and waits for activity
+            await asyncio.sleep(0.005)
+            if replicator.backlog_entries == 5:
+                break
+        await asyncio.sleep(0.02)
+        first.last_then_gone(entry(1))
+        for _ in range(1000):
+            if len(subscribed) == 2:
+                break
+            await asyncio.sleep(0.005)
+        assert subscribed == [first, second], replicator.stats()
+        assert replicator.counters.errors == 1 and "topic moved" in str(replicator.last_error)
+    finally:
+        await replicator.stop()

@@ -9,6 +9,7 @@ import logging
 import pytest
 from aiohttp import web
 
+from georep.awaiting import within
 from georep.rest.server import RestRunner
 
 TOKEN = "s3cret-token-0123456789abcdef"
@@ -34,7 +35,7 @@ async def _exchange(port: int, request: bytes) -> bytes:
     try:
         writer.write(request)
         await writer.drain()
-        return await asyncio.wait_for(reader.read(), 10)
+        return await within(reader.read(), 10)
     finally:
         writer.close()
 

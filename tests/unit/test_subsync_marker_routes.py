@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from georep.awaiting import within
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, decode
 from georep.subsync import side_channel
@@ -124,7 +125,7 @@ async def test_a_side_route_hands_markers_over_in_order_and_drops_the_oldest_pas
 
     (listening,) = route.listeners(hear)
     task = asyncio.ensure_future(listening)
-    await asyncio.wait_for(done.wait(), 5)
+    await within(done.wait(), 5)
     assert heard == list(range(2, side_channel.SIDE_INBOX_MAX + 2))
     task.cancel()
     await port.stop()

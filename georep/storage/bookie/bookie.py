@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from georep import limits
+from georep.awaiting import within
 from georep.invariant import invariant, present
 from georep.storage.bookie import journal as journal_module
 from georep.storage.bookie.disk_io import DiskWriter
@@ -331,7 +332,7 @@ class Bookie:
         interval = self.config.checkpoint_interval_s
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._checkpoint_wanted.wait(), interval)
+                await within(self._checkpoint_wanted.wait(), interval)
             self._checkpoint_wanted.clear()
             try:
                 await self.checkpoint()
@@ -405,7 +406,7 @@ class Bookie:
         lease_s = self.config.lease_s
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._read_only_changed.wait(), lease_s / 3)
+                await within(self._read_only_changed.wait(), lease_s / 3)
             self._read_only_changed.clear()
             try:
                 await bookies.renew_bookie(self._address, lease_s)

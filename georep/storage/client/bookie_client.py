@@ -24,6 +24,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from georep import limits
+from georep.awaiting import within
 from georep.invariant import InvariantViolation, invariant, present
 from georep.storage import protocol
 from georep.storage.errors import BookieUnavailable, ProtocolError
@@ -143,7 +144,7 @@ class BookieClient:
         host, port = split_address(self.address)
         loop = asyncio.get_running_loop()
         try:
-            _, connection = await asyncio.wait_for(
+            _, connection = await within(
                 loop.create_connection(lambda: _Connection(self), host, port), self._timeout_s
             )
         except (OSError, TimeoutError) as error:

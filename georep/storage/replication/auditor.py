@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, field
 
 from georep import limits
+from georep.awaiting import within
 from georep.storage.errors import NoSuchLedger, StorageError
 from georep.storage.meta.bookies import BookieRepository
 from georep.storage.meta.leases import LeaseRepository
@@ -94,7 +95,7 @@ class Auditor:
             except StorageError as error:
                 log.warning("audit pass failed, will retry: %s", error)
             try:
-                await asyncio.wait_for(stop.wait(), self._interval_s)
+                await within(stop.wait(), self._interval_s)
             except TimeoutError:
                 pass
         await self._leases.release_lease(AUDITOR_LEASE, self.holder)

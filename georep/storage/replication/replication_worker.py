@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 
 from georep import limits
+from georep.awaiting import within
 from georep.storage import protocol
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.client.distribution_schedule import Quorums
@@ -203,6 +204,6 @@ class ReplicationWorker:
             if repaired is not None:
                 continue  # more may be waiting
             try:
-                await asyncio.wait_for(stop.wait(), self._interval_s)
+                await within(stop.wait(), self._interval_s)
             except TimeoutError:
                 pass
