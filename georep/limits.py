@@ -546,6 +546,18 @@ replicator_retry_backoff_s_max = 30.0
 #: idle interval while some is left.
 replicator_stats_interval_s_default = 2.0
 replicator_stats_idle_interval_s = 30.0
+#: The gateway's watchdog: a replicator that moved no entry on for ``[gateway]
+#: stuck_after_s`` while entries wait is stuck (a WARNING per remote with a count,
+#: ``georep_replication_stuck``, ``/health`` degraded) and restarted, at most
+#: ``replicator_restarts_max`` times until it moves again; then ``/health`` says it cannot
+#: be healed. The bounds keep a stall apart from the waits a link fault already has
+#: (a keep-alive noticing a black hole in 3 intervals, a backoff of at most 30 s).
+replicator_stuck_after_s_default = 120.0
+replicator_stuck_after_s_min = 5.0
+replicator_stuck_after_s_max = 86_400.0
+replicator_restarts_max = 3
+#: How long a restart waits for the replicator's task to end once cancelled.
+replicator_restart_wait_s = 30.0
 #: Replicators (topic partition x remote cluster) one gateway runs, by default; the
 #: gateway's ``[limits] replicators_max`` may ask for up to the ceiling. Past it, topics
 #: are not replicated: a WARNING, ``/metrics`` and a degraded ``/health`` say so.

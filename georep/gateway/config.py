@@ -9,6 +9,7 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     allowed_hosts = ["gateway-a.internal"]   # Host names beside loopback (rest/access.py)
     discovery_interval_s = 3.0
     retry_backoff_s_max = 30.0             # longest wait between reconnection attempts
+    stuck_after_s = 120.0                  # no progress with entries waiting: restarted
     instance = "gw-a1"                     # among several instances (default: host-pid-random)
     lease_s = 3.0                          # kill -9 of an instance: others take over in time
     heartbeat_s = 0.5                      # at most lease_s / 4
@@ -120,6 +121,7 @@ _GATEWAY_KEYS = {
     "allowed_hosts",
     "discovery_interval_s",
     "retry_backoff_s_max",
+    "stuck_after_s",
     "instance",
     "lease_s",
     "heartbeat_s",
@@ -211,6 +213,9 @@ class GatewayConfig:
     discovery_interval_s: float = limits.gateway_discovery_interval_s_default
     #: Longest wait between a replicator's reconnection attempts.
     retry_backoff_s_max: float = limits.replicator_retry_backoff_s_max
+    #: A replicator that moved nothing on for so long while entries wait is stuck: said,
+    #: and restarted (``ReplicationManager.heal_stalled``).
+    stuck_after_s: float = limits.replicator_stuck_after_s_default
     messages_per_s: float | None = None
     bytes_per_s: float | None = None
     #: Policies applied at start where none is stored: namespace -> clusters.
@@ -335,6 +340,7 @@ def parse(
             gateway.get("discovery_interval_s", limits.gateway_discovery_interval_s_default),
         ),
         retry_backoff_s_max=_backoff(gateway.get("retry_backoff_s_max")),
+        stuck_after_s=_stuck_after(gateway.get("stuck_after_s")),
         messages_per_s=_rate("messages_per_s", rates.get("messages_per_s")),
         bytes_per_s=_rate("bytes_per_s", rates.get("bytes_per_s")),
         seed_namespace_policies=_seeds(policies, "namespaces", remotes, local.name),
@@ -675,6 +681,16 @@ def _backoff(value: Any) -> float:
     low, high = limits.replicator_retry_backoff_s_initial, limits.replicator_retry_backoff_s_max
     if not low < seconds <= high:
         raise ConfigError(f"[gateway] retry_backoff_s_max must be in ({low}, {high}]")
+    return seconds
+
+
+def _stuck_after(value: Any) -> float:
+    if value is None:
+        return limits.replicator_stuck_after_s_default
+    seconds = _positive("[gateway] stuck_after_s", value)
+    low, high = limits.replicator_stuck_after_s_min, limits.replicator_stuck_after_s_max
+    if not low <= seconds <= high:
+        raise ConfigError(f"[gateway] stuck_after_s must be in [{low:g}, {high:g}]")
     return seconds
 
 

@@ -72,6 +72,7 @@ class Gateway:
                 store=store.replication_policies,
                 settings=self.settings,
                 discovery_interval_s=config.discovery_interval_s,
+                stuck_after_s=config.stuck_after_s,
                 sync_settings=config.sync,
                 replicators_max=config.replicators_max,
                 sync_topics_max=config.sync_topics_max,

@@ -123,6 +123,7 @@ class ReplicationManager:
         replicators_max: int = limits.gateway_replicators_count_max,
         sync_topics_max: int = limits.sync_topics_count_max,
         ownership: Shares | None = None,
+        stuck_after_s: float = limits.replicator_stuck_after_s_default,
     ) -> None:
         self.local = local
         #: Which topic partitions this instance runs among the gateways of its cluster
@@ -139,6 +140,13 @@ class ReplicationManager:
         self.store = store
         self.settings = settings or ReplicatorSettings()
         self.discovery_interval_s = discovery_interval_s
+        #: The watchdog's threshold (:meth:`heal_stalled`).
+        self.stuck_after_s = stuck_after_s
+        #: Remote -> restarts the watchdog made of its replicators, since the start.
+        self.restarts: dict[str, int] = {name: 0 for name in remotes}
+        #: Replicators restarted and not yet moving, and those past their restarts.
+        self._healing: set[Key] = set()
+        self._given_up: set[Key] = set()
         self._clock = clock
         self._replicator_factory = replicator_factory
         self.local_link = _link(local)
@@ -172,6 +180,7 @@ class ReplicationManager:
         self.stats = DiscoveryStats()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
         self._pass_lock = asyncio.Lock()
 
     def _sync_port(self) -> SyncPort:
@@ -201,16 +210,19 @@ class ReplicationManager:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._loop(), name="discovery")
+            loop = asyncio.get_running_loop()
+            self._task = loop.create_task(self._loop(), name="discovery")
+            self._watchdog = loop.create_task(self._watch_stalls(), name="watchdog")
 
     async def stop(self) -> None:
         """Stop every replicator (their subscriptions stay: replication resumes from
         them at the next start) and close the links."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._watchdog):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._watchdog = None
         watches, self.watches = list(self.watches.values()), {}
         await asyncio.gather(*(w.stop() for w in watches), return_exceptions=True)
         syncs, self.syncs = list(self.syncs.values()), {}
@@ -263,6 +275,72 @@ class ReplicationManager:
         finally:
             if not task.done():
                 task.cancel()
+
+    # -- the watchdog --
+
+    async def _watch_stalls(self) -> None:
+        interval_s = self.stuck_after_s / 4
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await self.heal_stalled()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug: say it, keep watching
+                log.exception("watchdog pass failed")
+
+    def stalled(self) -> dict[Key, Replicator]:
+        """Replicators that moved no entry on for ``stuck_after_s`` while entries wait
+        (a remote that refused a schema is said on its own and not counted)."""
+        now = self._clock()
+        return {
+            key: replicator
+            for key, replicator in self.replicators.items()
+            if replicator.schema_refused is None and replicator.stalled_s(now) >= self.stuck_after_s
+        }
+
+    async def heal_stalled(self) -> None:
+        """One watchdog pass: restart each stalled replicator (a fresh lookup and
+        connections, as unloading the topic does in Pulsar), at most
+        ``limits.replicator_restarts_max`` times until it moves again. Said once per
+        remote and pass with a count, and only when something changed: at 10,000 topics
+        one cause is one line. Runs between discovery passes, never beside one."""
+        async with self._pass_lock:
+            stalled = self.stalled()
+            self._healing &= set(self.replicators)
+            healed = {key for key in self._healing if key not in stalled}
+            for remote, count in _per_remote(healed).items():
+                log.info("replication to %s: %d topic partitions move again", remote, count)
+            self._healing -= healed
+            self._given_up &= set(stalled)
+            restarting = {
+                key: replicator
+                for key, replicator in stalled.items()
+                if replicator.restarts < limits.replicator_restarts_max
+            }
+            given_up = set(stalled) - set(restarting) - self._given_up
+            self._given_up |= given_up
+            for remote in sorted({remote for _topic, remote in {*restarting, *given_up}}):
+                mine = sorted(key for key in stalled if key[1] == remote)
+                first = stalled[mine[0]]
+                log.warning(
+                    "replication to %s: %d topic partitions moved nothing on for %g s or more"
+                    " while entries wait (first %s: %s, last error: %s); restarting %d,"
+                    " %d past %d restarts",
+                    remote,
+                    len(mine),
+                    self.stuck_after_s,
+                    first.topic,
+                    first.state.value,
+                    first.last_error,
+                    sum(1 for key in restarting if key[1] == remote),
+                    sum(1 for key in given_up if key[1] == remote),
+                    limits.replicator_restarts_max,
+                )
+            for key in restarting:
+                self.restarts[key[1]] = self.restarts.get(key[1], 0) + 1
+            self._healing |= set(restarting)
+            await asyncio.gather(*(r.restart() for r in restarting.values()))
 
     def _record(self, error: BaseException) -> None:
         self.stats.errors += 1
@@ -670,22 +748,25 @@ class ReplicationManager:
         """Per remote, how far behind its replicators are: entries left on the local
         topics (``replicationBacklog``, summed over the replicators that know theirs),
         the oldest unreplicated entry's age, the messages a second going out now, and
-        how many are not connected. After an outage the backlog falls while
-        ``catchingUp`` (``/health``)."""
+        how many are not connected or stalled (:meth:`stalled`). After an outage the
+        backlog falls while ``catchingUp`` (``/health``). Read from the replicators'
+        fields, not their stats: ``/health`` is asked often, beside 10,000 of them."""
         out: dict[str, dict[str, Any]] = {}
-        for (_topic, remote), replicator in self.replicators.items():
+        stalled = self.stalled()
+        for key, replicator in self.replicators.items():
             entry = out.setdefault(
-                remote,
-                {"replicators": 0, "notConnected": 0, "backlogEntries": 0, "delayS": 0.0,
-                 "msgRateOut": 0.0},
+                key[1],
+                {"replicators": 0, "notConnected": 0, "stalled": 0, "restarts": 0,
+                 "backlogEntries": 0, "delayS": 0.0, "msgRateOut": 0.0},
             )  # fmt: skip
-            stats = replicator.stats()
             entry["replicators"] += 1
-            entry["notConnected"] += not stats["connected"]
-            entry["backlogEntries"] += stats["replicationBacklog"] or 0
-            entry["delayS"] = max(entry["delayS"], stats["replicationDelayInSeconds"] or 0.0)
-            entry["msgRateOut"] += stats["msgRateOut"]
-        for entry in out.values():
+            entry["notConnected"] += not replicator.connected
+            entry["stalled"] += key in stalled
+            entry["backlogEntries"] += replicator.backlog_entries or 0
+            entry["delayS"] = max(entry["delayS"], replicator.delay_s or 0.0)
+            entry["msgRateOut"] += replicator.rate_out
+        for remote, entry in out.items():
+            entry["restarts"] = self.restarts.get(remote, 0)
             entry["catchingUp"] = entry["backlogEntries"] > 0 and entry["msgRateOut"] > 0
             entry["delayS"] = round(entry["delayS"], 3)
             entry["msgRateOut"] = round(entry["msgRateOut"], 1)
@@ -746,6 +827,18 @@ class ReplicationManager:
                 " acknowledgements made there are not synced (Pulsar's replicator stamps no"
                 " source position on 3.0; docs/PULSAR.md)"
             )
+        stalled = self.stalled()
+        for remote, count in sorted(_per_remote(set(stalled)).items()):
+            past = sum(1 for key in stalled if key[1] == remote and key in self._given_up)
+            out.append(
+                f"{count} topic partitions' replication to {remote} moved nothing on for"
+                f" {self.stuck_after_s:g} s or more while entries wait"
+                + (
+                    f"; {past} could not be healed by {limits.replicator_restarts_max} restarts"
+                    if past
+                    else "; restarted"
+                )
+            )
         failing = sum(1 for s in self.syncs.values() if s.failing)
         if failing:
             out.append(f"{failing} topic partitions' subscription sync cannot attach")
@@ -754,6 +847,13 @@ class ReplicationManager:
                 out.append(f"changes of {watch.namespace} unknown: {watch.last_error}")
         out += self.sync_port.problems()
         return out
+
+
+def _per_remote(keys: set[Key]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for _topic, remote in keys:
+        out[remote] = out.get(remote, 0) + 1
+    return out
 
 
 def _link(endpoint: ClusterEndpoint) -> PulsarLink:

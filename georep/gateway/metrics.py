@@ -42,6 +42,10 @@ _GAUGES = {
     ),
     "georep_replication_throughput_in": ("Bytes read per second", "msgThroughputIn"),
     "georep_replication_throughput_out": ("Bytes replicated per second", "msgThroughputOut"),
+    "georep_replication_stalled_seconds": (
+        "Seconds without an entry moved on while entries wait (0: moving, or nothing to do)",
+        "stalledSeconds",
+    ),
 }
 #: name -> (help, stats field); counters per replicator (exported with ``_total``).
 _COUNTERS = {
@@ -150,6 +154,22 @@ class ReplicationCollector:
                 for operation, refusal in refusals.items()
             ],
         )
+        summary = manager.replication_summary()
+        yield _gauge(
+            "georep_gateway_replication_stuck",
+            "Replicators to a remote that moved nothing on for [gateway] stuck_after_s while"
+            " entries wait: restarted by the watchdog, /health says so",
+            ["local_cluster", "remote_cluster"],
+            [([local, remote], entry["stalled"]) for remote, entry in summary.items()],
+        )
+        restarts = CounterMetricFamily(
+            "georep_gateway_replication_restarts",
+            "Replicators the watchdog restarted because they were stuck",
+            labels=["local_cluster", "remote_cluster"],
+        )
+        for remote, count in sorted(manager.restarts.items()):
+            restarts.add_metric([local, remote], float(count))
+        yield restarts
         yield _gauge(
             "georep_gateway_problems",
             "Reasons /health answers degraded",

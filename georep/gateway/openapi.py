@@ -82,6 +82,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "additionalProperties": {"type": "object", "properties": {
                 "replicators": {"type": "integer"},
                 "notConnected": {"type": "integer"},
+                "stalled": {"type": "integer",
+                            "description": "moved nothing on for stuck_after_s while"
+                                           " entries wait"},
+                "restarts": {"type": "integer",
+                             "description": "restarts of stuck replicators since the start"},
                 "backlogEntries": {"type": "integer"},
                 "delayS": {"type": "number"},
                 "msgRateOut": {"type": "number"},

@@ -82,7 +82,7 @@ from tenacity import (
 )
 
 from georep import limits
-from georep.awaiting import within
+from georep.awaiting import awaiting, within
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, ServerError, moved, said_once_per_cluster
@@ -224,6 +224,12 @@ class Replicator:
         #: Why the remote refused a schema (this topic's replication stopped), or None.
         self.schema_refused: str | None = None
         self._oldest_publish_ms: int | None = None
+        #: When an entry last moved on (its remote receipt, or a verdict not to send it)
+        #: or the replicator was last seen with nothing to do: what the manager's watchdog
+        #: measures a stall from (:meth:`stalled_s`).
+        self.progressed_at = clock()
+        #: Restarts by the watchdog since the replicator last made progress.
+        self.restarts = 0
         self._rates = {"msgRateIn": 0.0, "msgThroughputIn": 0.0}
         self._rates.update({"msgRateOut": 0.0, "msgThroughputOut": 0.0})
         self._rate_sample: tuple[float, int, int, int, int] | None = None
@@ -240,6 +246,38 @@ class Replicator:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=repr(self))
+
+    async def restart(self) -> bool:
+        """Close the local consumer and the remote producer, and start again: a fresh
+        lookup of the topic on both clusters, new connections where the old ones closed,
+        and replication resumed from the subscription (the watchdog's heal, as an
+        operator unloads a topic whose replicator is stuck in Pulsar). False, and
+        nothing started, when the running task did not end within
+        ``limits.replicator_restart_wait_s`` of its cancellation: a bug, said at ERROR
+        with where it waits."""
+        self.restarts += 1
+        task = self._task
+        try:
+            await within(self.stop(), limits.replicator_restart_wait_s)
+        except TimeoutError:
+            where = awaiting(task) if task is not None else "nothing"
+            log.error("%s: did not stop to restart; it waits in: %s", self, where)
+            return False
+        self._stopping = False
+        self._task = None
+        self.progressed_at = self._clock()
+        self.state = State.STARTING
+        self.start()
+        return True
+
+    def stalled_s(self, now: float) -> float:
+        """Seconds without progress while entries wait (on the local topic, in the
+        buffer, or sent without a receipt); 0 with nothing to do."""
+        waiting = self._unsent or self._in_flight or (self.backlog_entries or 0) > 0
+        if not waiting or self.state is State.STOPPED:
+            self.progressed_at = max(self.progressed_at, now)
+            return 0.0
+        return max(0.0, now - self.progressed_at)
 
     async def stop(self, *, delete_subscription: bool = False) -> None:
         """Stop replicating. Acknowledgements made so far are persisted (the consumer is
@@ -498,6 +536,8 @@ class Replicator:
             last = item.position
         if last is None:
             return
+        self.progressed_at = self._clock()
+        self.restarts = 0
         head = next(iter(self._in_flight or self._unsent), None)
         self._oldest_publish_ms = head.entry.publish_time_ms if head is not None else None
         self._ack_to = last
@@ -630,6 +670,15 @@ class Replicator:
         return self._producer is not None and not self._producer.failed
 
     @property
+    def connected(self) -> bool:
+        return self.local_connected and self.remote_connected
+
+    @property
+    def rate_out(self) -> float:
+        """Messages the remote acknowledged per second, at the last sample."""
+        return self._rates["msgRateOut"]
+
+    @property
     def delay_s(self) -> float | None:
         """Seconds since the oldest entry not yet replicated was published: 0 with nothing
         left to replicate, None when unknown (entries wait on the local topic while the
@@ -652,7 +701,7 @@ class Replicator:
             "subscription": self.subscription,
             "producerName": self.producer_name,
             "state": self.state.value,
-            "connected": self.local_connected and self.remote_connected,
+            "connected": self.connected,
             "localConnected": self.local_connected,
             "remoteConnected": self.remote_connected,
             "replicationBacklog": self.backlog_entries,
@@ -674,6 +723,8 @@ class Replicator:
                 else None
             ),
             "errorsCounter": c.errors,
+            "stalledSeconds": round(self.stalled_s(self._clock()), 1),
+            "restarts": self.restarts,
             "schemaRefused": self.schema_refused,
             "lastError": self.last_error,
             "lastErrorTimestamp": self.last_error_at,

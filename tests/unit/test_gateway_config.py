@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from georep import limits
 from georep.console import ConfigError
 from georep.gateway.config import ClusterKind, load, parse
 
@@ -48,6 +49,12 @@ def test_a_good_file(tmp_path) -> None:
     assert config.messages_per_s == 1000 and config.bytes_per_s is None
     assert config.seed_namespace_policies == {"public/default": ("B",)}
     assert config.discovery_interval_s == 1.5
+    assert config.stuck_after_s == limits.replicator_stuck_after_s_default
+    stuck = load(
+        write(tmp_path, GOOD.replace("discovery_interval_s = 1.5", "stuck_after_s = 300")),
+        {"B_TOKEN": "b-token-0123456789abcdef"},
+    )
+    assert stuck.stuck_after_s == 300.0
     assert config.open
     assert config.local.kind is ClusterKind.GEOREP
     pulsar = load(
@@ -117,6 +124,11 @@ def test_tokens_from_files_and_the_environment(tmp_path) -> None:
         (("http://10.0.0.2:8080", "http://127.0.0.1:8080"), "is the local cluster's"),
         (('name = "A"', 'name = ".."'), "path step"),
         (("discovery_interval_s = 1.5", 'allowed_hosts = "x"'), "allowed_hosts"),
+        (
+            ("discovery_interval_s = 1.5", "stuck_after_s = 1"),
+            "[gateway] stuck_after_s must be in [5, 86400]",
+        ),
+        (("discovery_interval_s = 1.5", 'stuck_after_s = "60"'), "number > 0"),
         (('name = "A"', 'name = "A"\nkind = "kafka"'), "kind 'kafka': use one of georep, pulsar"),
         (("[rate_limits]", "[limits]\nreplicators_max = -1\n[rate_limits]"), "whole number"),
         (("[rate_limits]", "[limits]\nsync_topics_max = 1e9\n[rate_limits]"), "whole number"),

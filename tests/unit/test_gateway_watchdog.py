@@ -1,0 +1,190 @@
+"""The gateway's watchdog (``ReplicationManager.heal_stalled``): a replicator that moves
+nothing on while entries wait is said once per remote with a count, restarted at most
+``limits.replicator_restarts_max`` times, and reported on ``/health`` until it moves
+again; and the replicator's own part: what counts as a stall, and a restart that opens
+everything again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, cast
+
+import pytest
+
+from georep import limits
+from georep.gateway.manager import ReplicationManager
+from georep.replicator.replicator import Replicator, ReplicatorSettings, State
+from tests.unit.test_gateway_manager import FakeStore, endpoint
+from tests.unit.test_replicator_replicator import (
+    TOPIC,
+    FakeConsumer,
+    FakeLink,
+    FakeProducer,
+    entry,
+)
+
+STUCK_S = 60.0
+
+
+class Stalling:
+    """A replicator as the watchdog sees it: stalled for as long as the test says."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.schema_refused: str | None = None
+        self.state = State.BACKOFF
+        self.last_error: str | None = "remote: RequestTimeout: no answer"
+        self.stalled_for = 0.0
+        self.restarts = 0
+
+    def stalled_s(self, now: float) -> float:
+        return self.stalled_for
+
+    async def restart(self) -> bool:
+        self.restarts += 1
+        return True
+
+    async def stop(self, *, delete_subscription: bool = False) -> None:
+        pass
+
+    # what replication_summary reads
+    connected = False
+    backlog_entries = 7
+    delay_s = 100.0
+    rate_out = 0.0
+
+    def moves(self) -> None:
+        self.stalled_for = 0.0
+        self.restarts = 0
+
+
+@pytest.fixture
+async def manager():
+    manager = ReplicationManager(
+        local=endpoint("A"),
+        remotes={"B": endpoint("B"), "C": endpoint("C")},
+        store=cast(Any, FakeStore()),
+        stuck_after_s=STUCK_S,
+    )
+    yield manager
+    await manager.stop()
+
+
+def put(manager: ReplicationManager, count: int, remote: str) -> list[Stalling]:
+    replicators = [Stalling(f"persistent://t/ns/x-partition-{i}") for i in range(count)]
+    for replicator in replicators:
+        manager.replicators[replicator.topic, remote] = cast(Replicator, replicator)
+    return replicators
+
+
+def said(caplog: pytest.LogCaptureFixture) -> list[str]:
+    lines = [r.getMessage() for r in caplog.records if r.name == "georep.gateway.manager"]
+    caplog.clear()
+    return lines
+
+
+async def test_stuck_replicators_are_said_once_per_remote_restarted_then_given_up(
+    manager: ReplicationManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="georep.gateway.manager")
+    to_b, to_c = put(manager, 500, "B"), put(manager, 3, "C")
+    for replicator in to_b[:400]:
+        replicator.stalled_for = STUCK_S + 1
+    to_b[400].stalled_for = STUCK_S - 1  # not yet
+    await manager.heal_stalled()
+    (line,) = said(caplog)
+    assert "replication to B: 400 topic partitions moved nothing on" in line, line
+    assert "restarting 400, 0 past 3 restarts" in line and "RequestTimeout" in line, line
+    assert [r.restarts for r in to_b[:400]] == [1] * 400 and to_b[400].restarts == 0
+    assert manager.restarts == {"B": 400, "C": 0}
+    assert manager.replication_summary()["B"]["stalled"] == 400
+    (problem,) = manager.problems()
+    assert problem.startswith("400 topic partitions' replication to B moved nothing on")
+    assert problem.endswith("; restarted"), problem
+
+    for _ in range(limits.replicator_restarts_max - 1):
+        await manager.heal_stalled()
+        assert len(said(caplog)) == 1
+    assert manager.restarts["B"] == 400 * limits.replicator_restarts_max
+    await manager.heal_stalled()  # past its restarts: said once, not restarted
+    (line,) = said(caplog)
+    assert "restarting 0, 400 past 3 restarts" in line, line
+    await manager.heal_stalled()
+    assert said(caplog) == []
+    assert manager.restarts["B"] == 400 * limits.replicator_restarts_max
+    (problem,) = manager.problems()
+    assert "400 could not be healed by 3 restarts" in problem, problem
+
+    for replicator in to_b[:399]:
+        replicator.moves()
+    await manager.heal_stalled()
+    (line,) = said(caplog)
+    assert line == "replication to B: 399 topic partitions move again", line
+    assert manager.replication_summary()["B"]["stalled"] == 1
+    assert to_c[0].restarts == 0
+
+
+async def test_a_remote_that_refused_a_schema_is_not_stuck_but_said_on_its_own(
+    manager: ReplicationManager,
+) -> None:
+    (replicator,) = put(manager, 1, "B")
+    replicator.stalled_for = STUCK_S * 10
+    replicator.schema_refused = "IncompatibleSchema"
+    await manager.heal_stalled()
+    assert replicator.restarts == 0
+    assert not any("moved nothing on" in p for p in manager.problems())
+
+
+async def _until(condition, what: str) -> None:
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"never: {what}")
+
+
+async def test_a_stall_is_entries_waiting_without_progress_and_a_restart_opens_everything_again():
+    now = [1000.0]
+    consumer = FakeConsumer()
+    subscribed: list[FakeConsumer] = []
+    local = FakeLink(consumers=[consumer])
+
+    async def subscribe(*args, **kwargs):
+        subscribed.append(consumer)
+        return consumer
+
+    local.subscribe = subscribe
+    producers = [FakeProducer(), FakeProducer()]
+    replicator = Replicator(
+        topic=TOPIC,
+        local_cluster="A",
+        remote_cluster="B",
+        local_link=cast(Any, local),
+        remote_link=cast(Any, FakeLink(producers=list(producers))),
+        settings=ReplicatorSettings(backoff_s_initial=0.001, backoff_s_max=0.01),
+        clock=lambda: now[0],
+    )
+    replicator.start()
+    try:
+        await _until(lambda: replicator.state is State.REPLICATING, "replicating")
+        now[0] += 500
+        assert replicator.stalled_s(now[0]) == 0.0  # nothing to do is no stall
+        consumer.queue.put_nowait(entry(1))
+        await _until(lambda: producers[0].sent, "sent")
+        now[0] += 90
+        assert replicator.stalled_s(now[0]) == 90.0  # sent, no receipt
+        assert replicator.stats()["stalledSeconds"] == 90.0
+
+        assert await replicator.restart()
+        assert replicator.restarts == 1 and replicator.stalled_s(now[0]) == 0.0
+        await _until(lambda: len(subscribed) == 2, "subscribed again")
+        consumer.queue.put_nowait(entry(1))  # unacknowledged: the broker delivers it again
+        await _until(lambda: producers[1].sent, "sent again")
+        assert producers[1].sent == producers[0].sent  # the entry without receipt, again
+        now[0] += 10
+        producers[1].receipt(0)
+        await _until(lambda: consumer.acks, "acknowledged")
+        assert replicator.restarts == 0 and replicator.stalled_s(now[0]) == 0.0
+    finally:
+        await replicator.stop()
