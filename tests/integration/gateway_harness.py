@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import pulsar
+from prometheus_client.parser import text_string_to_metric_families
 
 from georep.awaiting import within
 from georep.client.consumer import ReceivedEntry
@@ -115,12 +116,14 @@ class GatewayProcess(ChildProcess):
         instance: str | None = None,
         cluster_keys: dict[str, str] | None = None,
         remote_keys: dict[str, dict[str, Any]] | None = None,
+        gateway_keys: dict[str, Any] | None = None,
     ) -> None:
         """``kind = "pulsar"``: every cluster is a real Pulsar standalone. ``metadata``
         (a SQLite file) and ``instance`` make this one of several instances of the gateway
         of ``local`` (gateway/ownership.py): they share the file. ``cluster_keys`` go into
         every cluster's table (``tls_trust_certs_file``, ``token_file``, ...);
-        ``remote_keys`` into one remote's (``listener_name``, ``keepalive_interval_s``)."""
+        ``remote_keys`` into one remote's (``listener_name``, ``keepalive_interval_s``);
+        ``gateway_keys`` into ``[gateway]`` (``stuck_after_s``)."""
         keys = [f"{key} = {json.dumps(value)}" for key, value in (cluster_keys or {}).items()]
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
@@ -141,6 +144,7 @@ class GatewayProcess(ChildProcess):
             "discovery_interval_s = 0.5",
             "retry_backoff_s_max = 2.0",
             *([f'instance = "{instance}"'] if instance else []),
+            *(f"{key} = {json.dumps(value)}" for key, value in (gateway_keys or {}).items()),
             "",
             "[local]",
             f'name = "{local.name}"',
@@ -195,6 +199,24 @@ class GatewayProcess(ChildProcess):
     def replicators(self, topic_prefix: str = "") -> list[dict]:
         stats = self.get("/admin/georep/v1/stats")
         return [r for r in stats["replicators"] if r["topic"].startswith(topic_prefix)]
+
+
+def metric(gateway: GatewayProcess, name: str, **labels: str) -> float | None:
+    """The value of one sample of the gateway's ``/metrics`` (None: not exported)."""
+    status, text = http("GET", f"{gateway.url}/metrics")
+    assert status == 200, status
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return None
+
+
+def stuck_to(gateway: GatewayProcess, remote: str) -> str | None:
+    """The gateway's ``/health`` problem saying its replication to ``remote`` is stuck
+    (the watchdog: ``[gateway] stuck_after_s``), else None."""
+    problems = gateway.get("/health").get("problems", [])
+    return next((p for p in problems if f"replication to {remote} moved nothing on" in p), None)
 
 
 def when_the_link_closed_on_keepalive(gateway: GatewayProcess, topic: str) -> str | None:
