@@ -58,6 +58,7 @@ from georep.client.refusals import RIGHTS_DOCUMENT, Refusal
 from georep.gateway.config import ClusterEndpoint, ClusterKind
 from georep.gateway.errors import GatewayError
 from georep.gateway.ownership import Shares, Sole
+from georep.gateway.watchdog import Watch
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
@@ -142,11 +143,17 @@ class ReplicationManager:
         self.discovery_interval_s = discovery_interval_s
         #: The watchdog's threshold (:meth:`heal_stalled`).
         self.stuck_after_s = stuck_after_s
-        #: Remote -> restarts the watchdog made of its replicators, since the start.
-        self.restarts: dict[str, int] = {name: 0 for name in remotes}
-        #: Replicators restarted and not yet moving, and those past their restarts.
-        self._healing: set[Key] = set()
-        self._given_up: set[Key] = set()
+        #: What the watchdog restarted, and says (watchdog.py).
+        self.replication_watch: Watch[Key] = Watch(
+            lambda key: f"replication to {key[1]}",
+            "moved nothing on for {s:g} s or more while entries wait",
+            "move again",
+        )
+        self.sync_watch: Watch[str] = Watch(
+            lambda _topic: "subscription sync",
+            "applied nothing for {s:g} s or more while applies wait",
+            "apply again",
+        )
         self._clock = clock
         self._replicator_factory = replicator_factory
         self.local_link = _link(local)
@@ -299,48 +306,28 @@ class ReplicationManager:
             if replicator.schema_refused is None and replicator.stalled_s(now) >= self.stuck_after_s
         }
 
+    def stalled_syncs(self) -> dict[str, TopicSync]:
+        """Subscription syncs with applies waiting and none done for ``stuck_after_s``."""
+        now = self._clock()
+        return {
+            topic: sync
+            for topic, sync in self.syncs.items()
+            if sync.stalled_s(now) >= self.stuck_after_s
+        }
+
     async def heal_stalled(self) -> None:
-        """One watchdog pass: restart each stalled replicator (a fresh lookup and
-        connections, as unloading the topic does in Pulsar), at most
-        ``limits.replicator_restarts_max`` times until it moves again. Said once per
-        remote and pass with a count, and only when something changed: at 10,000 topics
-        one cause is one line. Runs between discovery passes, never beside one."""
+        """One watchdog pass (watchdog.py): restart each stalled replicator and sync (a
+        fresh lookup and connections, as unloading the topic does in Pulsar), at most
+        ``limits.replicator_restarts_max`` times until it moves again. Runs between
+        discovery passes, never beside one."""
         async with self._pass_lock:
-            stalled = self.stalled()
-            self._healing &= set(self.replicators)
-            healed = {key for key in self._healing if key not in stalled}
-            for remote, count in _per_remote(healed).items():
-                log.info("replication to %s: %d topic partitions move again", remote, count)
-            self._healing -= healed
-            self._given_up &= set(stalled)
-            restarting = {
-                key: replicator
-                for key, replicator in stalled.items()
-                if replicator.restarts < limits.replicator_restarts_max
-            }
-            given_up = set(stalled) - set(restarting) - self._given_up
-            self._given_up |= given_up
-            for remote in sorted({remote for _topic, remote in {*restarting, *given_up}}):
-                mine = sorted(key for key in stalled if key[1] == remote)
-                first = stalled[mine[0]]
-                log.warning(
-                    "replication to %s: %d topic partitions moved nothing on for %g s or more"
-                    " while entries wait (first %s: %s, last error: %s); restarting %d,"
-                    " %d past %d restarts",
-                    remote,
-                    len(mine),
-                    self.stuck_after_s,
-                    first.topic,
-                    first.state.value,
-                    first.last_error,
-                    sum(1 for key in restarting if key[1] == remote),
-                    sum(1 for key in given_up if key[1] == remote),
-                    limits.replicator_restarts_max,
-                )
-            for key in restarting:
-                self.restarts[key[1]] = self.restarts.get(key[1], 0) + 1
-            self._healing |= set(restarting)
-            await asyncio.gather(*(r.restart() for r in restarting.values()))
+            due = self.replication_watch.restart_due(
+                self.stalled(), set(self.replicators), self.stuck_after_s
+            )
+            due += self.sync_watch.restart_due(
+                self.stalled_syncs(), set(self.syncs), self.stuck_after_s
+            )
+            await asyncio.gather(*(part.restart() for part in due))
 
     def _record(self, error: BaseException) -> None:
         self.stats.errors += 1
@@ -766,11 +753,15 @@ class ReplicationManager:
             entry["delayS"] = max(entry["delayS"], replicator.delay_s or 0.0)
             entry["msgRateOut"] += replicator.rate_out
         for remote, entry in out.items():
-            entry["restarts"] = self.restarts.get(remote, 0)
+            entry["restarts"] = self.restarts_to(remote)
             entry["catchingUp"] = entry["backlogEntries"] > 0 and entry["msgRateOut"] > 0
             entry["delayS"] = round(entry["delayS"], 3)
             entry["msgRateOut"] = round(entry["msgRateOut"], 1)
         return out
+
+    def restarts_to(self, remote: str) -> int:
+        """Restarts of stuck replicators towards ``remote`` since the start."""
+        return self.replication_watch.restarts.get(f"replication to {remote}", 0)
 
     def _copy_without_origin(self, source: str) -> None:
         """A sync read a copy from ``source`` that names no origin: said once per cluster
@@ -827,18 +818,8 @@ class ReplicationManager:
                 " acknowledgements made there are not synced (Pulsar's replicator stamps no"
                 " source position on 3.0; docs/PULSAR.md)"
             )
-        stalled = self.stalled()
-        for remote, count in sorted(_per_remote(set(stalled)).items()):
-            past = sum(1 for key in stalled if key[1] == remote and key in self._given_up)
-            out.append(
-                f"{count} topic partitions' replication to {remote} moved nothing on for"
-                f" {self.stuck_after_s:g} s or more while entries wait"
-                + (
-                    f"; {past} could not be healed by {limits.replicator_restarts_max} restarts"
-                    if past
-                    else "; restarted"
-                )
-            )
+        out += self.replication_watch.problems(self.stalled(), self.stuck_after_s)
+        out += self.sync_watch.problems(self.stalled_syncs(), self.stuck_after_s)
         failing = sum(1 for s in self.syncs.values() if s.failing)
         if failing:
             out.append(f"{failing} topic partitions' subscription sync cannot attach")
@@ -847,13 +828,6 @@ class ReplicationManager:
                 out.append(f"changes of {watch.namespace} unknown: {watch.last_error}")
         out += self.sync_port.problems()
         return out
-
-
-def _per_remote(keys: set[Key]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for _topic, remote in keys:
-        out[remote] = out.get(remote, 0) + 1
-    return out
 
 
 def _link(endpoint: ClusterEndpoint) -> PulsarLink:

@@ -167,9 +167,16 @@ class ReplicationCollector:
             "Replicators the watchdog restarted because they were stuck",
             labels=["local_cluster", "remote_cluster"],
         )
-        for remote, count in sorted(manager.restarts.items()):
-            restarts.add_metric([local, remote], float(count))
+        for remote in sorted(manager.remotes):
+            restarts.add_metric([local, remote], float(manager.restarts_to(remote)))
         yield restarts
+        yield _gauge(
+            "georep_gateway_sync_stuck",
+            "Topic partitions whose subscription sync applied nothing for [gateway]"
+            " stuck_after_s while applies wait: restarted by the watchdog, /health says so",
+            ["local_cluster"],
+            [([local], len(manager.stalled_syncs()))],
+        )
         yield _gauge(
             "georep_gateway_problems",
             "Reasons /health answers degraded",

@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from georep import limits
-from georep.awaiting import within
+from georep.awaiting import awaiting, within
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
@@ -102,6 +102,10 @@ class TopicSync:
         self.last_error: str | None = None
         self.failing_since: float | None = None
         self.connected = False
+        #: When an apply last succeeded, or none waited: what the gateway's watchdog
+        #: measures a stall from (:meth:`stalled_s`); its restarts since.
+        self.progressed_at = clock()
+        self.restarts = 0
         self.core.set_sequence_floor(int(clock() * 1_000_000))
 
     def __repr__(self) -> str:
@@ -119,6 +123,29 @@ class TopicSync:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+    async def restart(self) -> bool:
+        """Detach and attach again (a fresh lookup and reader; the applies waiting stay
+        queued): the watchdog's heal. False when the running task did not end within
+        ``limits.replicator_restart_wait_s``, said at ERROR with where it waits."""
+        self.restarts += 1
+        task = self._task
+        try:
+            await within(self.stop(), limits.replicator_restart_wait_s)
+        except TimeoutError:
+            where = awaiting(task) if task is not None else "nothing"
+            log.error("%s: did not stop to restart; it waits in: %s", self, where)
+            return False
+        self.progressed_at = self._clock()
+        self.start()
+        return True
+
+    def stalled_s(self, now: float) -> float:
+        """Seconds without a successful apply while applies wait; 0 with none waiting."""
+        if not self._applies:
+            self.progressed_at = max(self.progressed_at, now)
+            return 0.0
+        return max(0.0, now - self.progressed_at)
 
     def state_changed(self) -> None:
         """T's subscriptions changed (or may have): read their states soon."""
@@ -338,6 +365,8 @@ class TopicSync:
                 continue
             self._applies.popleft()
             self._apply_room.set()
+            self.progressed_at = self._clock()
+            self.restarts = 0
             self.core.note_applied(action, applied.mark_delete, applied.ranges, self._clock())
 
     @property
@@ -356,6 +385,8 @@ class TopicSync:
             "toldAt": self.told_at,
             "markersWritten": dict(self.markers_written),
             "pendingApplies": len(self._applies),
+            "stalledSeconds": round(self.stalled_s(self._clock()), 1),
+            "restarts": self.restarts,
             "applyFailures": self.apply_failures,
             "sideMarkersDropped": self._markers.dropped,
             **self.core.stats(),

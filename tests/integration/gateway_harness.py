@@ -216,7 +216,8 @@ def stuck_to(gateway: GatewayProcess, remote: str) -> str | None:
     """The gateway's ``/health`` problem saying its replication to ``remote`` is stuck
     (the watchdog: ``[gateway] stuck_after_s``), else None."""
     problems = gateway.get("/health").get("problems", [])
-    return next((p for p in problems if f"replication to {remote} moved nothing on" in p), None)
+    stuck = f"replication to {remote}: "
+    return next((p for p in problems if p.startswith(stuck) and "moved nothing on" in p), None)
 
 
 def when_the_link_closed_on_keepalive(gateway: GatewayProcess, topic: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from georep import limits
 from georep.gateway.manager import ReplicationManager
 from georep.replicator.replicator import Replicator, ReplicatorSettings, State
+from georep.subsync.topic_sync import TopicSync
 from tests.unit.test_gateway_manager import FakeStore, endpoint
 from tests.unit.test_replicator_replicator import (
     TOPIC,
@@ -23,6 +25,9 @@ from tests.unit.test_replicator_replicator import (
     FakeProducer,
     entry,
 )
+from tests.unit.test_subsync_marker_routes import TOPIC as ROUTE_TOPIC
+from tests.unit.test_subsync_marker_routes import FakeLink as AttachingLink
+from tests.unit.test_subsync_marker_routes import FakePort, FakeRoute, sync_core
 
 STUCK_S = 60.0
 
@@ -48,7 +53,9 @@ class Stalling:
     async def stop(self, *, delete_subscription: bool = False) -> None:
         pass
 
-    # what replication_summary reads
+    # what replication_summary and problems read
+    failing = False
+    core = SimpleNamespace(copies_without_origin={})
     connected = False
     backlog_entries = 7
     delay_s = 100.0
@@ -79,7 +86,7 @@ def put(manager: ReplicationManager, count: int, remote: str) -> list[Stalling]:
 
 
 def said(caplog: pytest.LogCaptureFixture) -> list[str]:
-    lines = [r.getMessage() for r in caplog.records if r.name == "georep.gateway.manager"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "georep.gateway.watchdog"]
     caplog.clear()
     return lines
 
@@ -87,7 +94,7 @@ def said(caplog: pytest.LogCaptureFixture) -> list[str]:
 async def test_stuck_replicators_are_said_once_per_remote_restarted_then_given_up(
     manager: ReplicationManager, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="georep.gateway.manager")
+    caplog.set_level(logging.INFO, logger="georep.gateway.watchdog")
     to_b, to_c = put(manager, 500, "B"), put(manager, 3, "C")
     for replicator in to_b[:400]:
         replicator.stalled_for = STUCK_S + 1
@@ -97,22 +104,22 @@ async def test_stuck_replicators_are_said_once_per_remote_restarted_then_given_u
     assert "replication to B: 400 topic partitions moved nothing on" in line, line
     assert "restarting 400, 0 past 3 restarts" in line and "RequestTimeout" in line, line
     assert [r.restarts for r in to_b[:400]] == [1] * 400 and to_b[400].restarts == 0
-    assert manager.restarts == {"B": 400, "C": 0}
+    assert (manager.restarts_to("B"), manager.restarts_to("C")) == (400, 0)
     assert manager.replication_summary()["B"]["stalled"] == 400
     (problem,) = manager.problems()
-    assert problem.startswith("400 topic partitions' replication to B moved nothing on")
+    assert problem.startswith("replication to B: 400 topic partitions moved nothing on")
     assert problem.endswith("; restarted"), problem
 
     for _ in range(limits.replicator_restarts_max - 1):
         await manager.heal_stalled()
         assert len(said(caplog)) == 1
-    assert manager.restarts["B"] == 400 * limits.replicator_restarts_max
+    assert manager.restarts_to("B") == 400 * limits.replicator_restarts_max
     await manager.heal_stalled()  # past its restarts: said once, not restarted
     (line,) = said(caplog)
     assert "restarting 0, 400 past 3 restarts" in line, line
     await manager.heal_stalled()
     assert said(caplog) == []
-    assert manager.restarts["B"] == 400 * limits.replicator_restarts_max
+    assert manager.restarts_to("B") == 400 * limits.replicator_restarts_max
     (problem,) = manager.problems()
     assert "400 could not be healed by 3 restarts" in problem, problem
 
@@ -134,6 +141,28 @@ async def test_a_remote_that_refused_a_schema_is_not_stuck_but_said_on_its_own(
     await manager.heal_stalled()
     assert replicator.restarts == 0
     assert not any("moved nothing on" in p for p in manager.problems())
+
+
+async def test_a_sync_whose_applies_wait_is_restarted_and_said_apart(
+    manager: ReplicationManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="georep.gateway.watchdog")
+    syncs = [Stalling(f"persistent://t/ns/y-partition-{i}") for i in range(3)]
+    for sync in syncs:
+        manager.syncs[sync.topic] = cast(Any, sync)
+    syncs[0].stalled_for = STUCK_S
+    await manager.heal_stalled()
+    (line,) = said(caplog)
+    assert line.startswith("subscription sync: 1 topic partitions applied nothing for 60 s")
+    assert syncs[0].restarts == 1 and syncs[1].restarts == 0
+    assert manager.problems() == [
+        "subscription sync: 1 topic partitions applied nothing for 60 s or more while"
+        " applies wait; restarted"
+    ]
+    syncs[0].moves()
+    await manager.heal_stalled()
+    assert said(caplog) == ["subscription sync: 1 topic partitions apply again"]
+    assert manager.problems() == []
 
 
 async def _until(condition, what: str) -> None:
@@ -188,3 +217,48 @@ async def test_a_stall_is_entries_waiting_without_progress_and_a_restart_opens_e
         assert replicator.restarts == 0 and replicator.stalled_s(now[0]) == 0.0
     finally:
         await replicator.stop()
+
+
+class QuietRoute(FakeRoute):
+    """A route for in-band markers: nothing to start, stop or listen to."""
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    async def close_writer(self) -> None:
+        pass
+
+    def listeners(self, hear):
+        return []
+
+
+async def test_a_sync_is_stalled_while_applies_wait_and_a_restart_attaches_again():
+    now = [1000.0]
+    port = FakePort()
+    port.route = QuietRoute()
+    link = AttachingLink()  # attaching never ends: the applies wait
+    sync = TopicSync(
+        topic=str(ROUTE_TOPIC),
+        core=sync_core(in_band=True),
+        local_link=cast(Any, link),
+        port=cast(Any, port),
+        connected=lambda remote: False,
+        clock=lambda: now[0],
+    )
+    sync.start()
+    try:
+        await _until(lambda: link.subscribed == [str(ROUTE_TOPIC)], "attaching")
+        now[0] += 100
+        assert sync.stalled_s(now[0]) == 0.0  # nothing to apply is no stall
+        sync._applies.append(cast(Any, "an apply"))
+        now[0] += 100
+        assert sync.stalled_s(now[0]) == 100.0 and sync.stats()["stalledSeconds"] == 100.0
+        assert await sync.restart()
+        await _until(lambda: len(link.subscribed) == 2, "attaching again")
+        assert sync.restarts == 1 and list(sync._applies) == ["an apply"]
+        assert sync.stalled_s(now[0]) == 0.0
+    finally:
+        await sync.stop()
