@@ -17,9 +17,11 @@ waits for.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
@@ -28,6 +30,21 @@ async def within(awaitable: Awaitable[_T], timeout_s: float | None) -> _T:
     limit); a cancellation of the caller is never lost, whatever the awaitable did."""
     async with asyncio.timeout(timeout_s):
         return await awaitable
+
+
+async def stopped_within(
+    stopping: Awaitable[None], task: asyncio.Task[Any] | None, owner: object, timeout_s: float
+) -> bool:
+    """Await ``stopping`` (which cancels ``task`` and waits for it) at most ``timeout_s``;
+    False when it did not end: a task that does not end when cancelled is a bug, said at
+    ERROR with where it waits."""
+    try:
+        await within(stopping, timeout_s)
+    except TimeoutError:
+        where = awaiting(task) if task is not None else "nothing"
+        log.error("%s: did not stop within %g s; it waits in: %s", owner, timeout_s, where)
+        return False
+    return True
 
 
 def awaiting(task: asyncio.Task[Any], limit: int = 20) -> str:

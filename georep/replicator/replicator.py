@@ -82,7 +82,7 @@ from tenacity import (
 )
 
 from georep import limits
-from georep.awaiting import awaiting, within
+from georep.awaiting import stopped_within, within
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, ServerError, moved, said_once_per_cluster
@@ -256,12 +256,9 @@ class Replicator:
         ``limits.replicator_restart_wait_s`` of its cancellation: a bug, said at ERROR
         with where it waits."""
         self.restarts += 1
-        task = self._task
-        try:
-            await within(self.stop(), limits.replicator_restart_wait_s)
-        except TimeoutError:
-            where = awaiting(task) if task is not None else "nothing"
-            log.error("%s: did not stop to restart; it waits in: %s", self, where)
+        if not await stopped_within(
+            self.stop(), self._task, self, limits.replicator_restart_wait_s
+        ):
             return False
         self._stopping = False
         self._task = None

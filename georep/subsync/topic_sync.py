@@ -45,7 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from georep import limits
-from georep.awaiting import awaiting, within
+from georep.awaiting import stopped_within, within
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
@@ -129,12 +129,9 @@ class TopicSync:
         queued): the watchdog's heal. False when the running task did not end within
         ``limits.replicator_restart_wait_s``, said at ERROR with where it waits."""
         self.restarts += 1
-        task = self._task
-        try:
-            await within(self.stop(), limits.replicator_restart_wait_s)
-        except TimeoutError:
-            where = awaiting(task) if task is not None else "nothing"
-            log.error("%s: did not stop to restart; it waits in: %s", self, where)
+        if not await stopped_within(
+            self.stop(), self._task, self, limits.replicator_restart_wait_s
+        ):
             return False
         self.progressed_at = self._clock()
         self.start()

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from georep import limits
-from georep.awaiting import awaiting, within
+from georep.awaiting import awaiting, stopped_within, within
 
 
 async def _inner(event: asyncio.Event) -> None:
@@ -70,3 +70,31 @@ async def test_a_time_limit_raises_timeout_error_and_none_is_no_limit():
     with pytest.raises(TimeoutError):
         await within(asyncio.Event().wait(), 0.01)
     assert await within(asyncio.sleep(0, "done"), None) == "done"
+
+
+async def test_a_task_that_does_not_end_when_cancelled_is_said_with_where_it_waits(caplog):
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await _outer(release)
+            except asyncio.CancelledError:
+                continue  # a bug: it swallows its cancellation
+
+    task = asyncio.create_task(stubborn())
+    await asyncio.sleep(0)
+
+    async def stop() -> None:
+        task.cancel()
+        await asyncio.shield(task)
+
+    caplog.set_level(logging.ERROR, logger="georep.awaiting")
+    assert not await stopped_within(stop(), task, "Stubborn(x)", 0.05)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("Stubborn(x): did not stop within 0.05 s; it waits in:"), line
+    assert "_outer" in line and "_inner" in line, line
+    release.set()
+    await task
+    done = asyncio.create_task(asyncio.sleep(0))
+    assert await stopped_within(done, done, "Quick", 1)
