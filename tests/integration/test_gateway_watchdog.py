@@ -7,6 +7,10 @@ watchdog pass the gateway says so (one WARNING for the remote, with a count),
 is restarted. Once B runs again (SIGCONT) it moves again, ``/health`` clears, and B holds
 every message of A exactly once.
 
+A real Prometheus (Debian's package) scrapes the gateway with the shipped alerting rules
+(docker/prometheus/georep-alerts.yml): ``GeorepReplicationStuck`` fires for B while it
+is frozen and clears once replication moves again.
+
 A remote that accepts a connection and never answers is the black-holed link of
 tests/integration/test_wan_link.py, which checks the same watchdog on it.
 """
@@ -21,6 +25,7 @@ import pytest
 
 from tests.integration.gateway_harness import metric, produce, stuck_to, wait_for
 from tests.integration.test_wan_link import NAMESPACE, across_a_link, all_once_on_b
+from tests.prometheus_tools import PrometheusProcess
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -28,13 +33,17 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 STUCK_S = 5.0
 
 
-def test_a_frozen_remote_is_said_stuck_restarted_and_healed(tmp_path, toxiproxy):
+def test_a_frozen_remote_is_said_stuck_restarted_healed_and_alerted(tmp_path, toxiproxy):
     topic = f"persistent://{NAMESPACE}/frozen-{uuid.uuid4().hex[:6]}"
     keys = {
         "gateway_keys": {"stuck_after_s": STUCK_S},
         "remote_keys": {"B": {"keepalive_interval_s": 6.0}},
     }
-    with across_a_link(tmp_path, toxiproxy, 0, **keys) as world:
+    stuck = {"local_cluster": "A", "remote_cluster": "B"}
+    with (
+        across_a_link(tmp_path, toxiproxy, 0, **keys) as world,
+        PrometheusProcess(tmp_path / "prometheus", [f"127.0.0.1:{world.gateway.port}"]) as prom,
+    ):
         a, b, gateway = world.a, world.b, world.gateway
         sent = produce(a.url, topic, 100, "before", batching=False)
         all_once_on_b(world, topic, sent)
@@ -52,6 +61,8 @@ def test_a_frozen_remote_is_said_stuck_restarted_and_healed(tmp_path, toxiproxy)
             assert "replication to B: 1 topic partitions moved nothing on" in said
             (replicator,) = gateway.replicators(topic)
             assert replicator["stalledSeconds"] >= 0 and replicator["restarts"] >= 1
+            (alert,) = wait_for(lambda: prom.firing("GeorepReplicationStuck", **stuck), 60)
+            print(f"Prometheus fires {alert['labels']['alertname']}: {alert['annotations']}")
         finally:
             os.kill(b.process.pid, signal.SIGCONT)
 
@@ -60,3 +71,4 @@ def test_a_frozen_remote_is_said_stuck_restarted_and_healed(tmp_path, toxiproxy)
         assert metric(gateway, "georep_gateway_replication_stuck", remote_cluster="B") == 0
         wait_for(lambda: "replication to B: 1 topic partitions move again" in
                  gateway.log_path.read_text(), timeout_s=60)  # fmt: skip
+        wait_for(lambda: not prom.firing("GeorepReplicationStuck", **stuck), 60)
