@@ -29,6 +29,7 @@ from tests.bookie_harness import (
     running_bookie,
     set_faults,
 )
+from tests.integration.broker_cluster import free_port
 
 LEDGER = 9
 #: Generous: the bookie retries every 0.2 s here; a loaded CI machine may be slow.
@@ -273,5 +274,21 @@ async def test_a_read_only_bookie_is_left_out_of_new_ensembles(tmp_path):
             with pytest.raises(NotEnoughBookies):
                 await placement.replace([b0.address, b1.address], [b0.address])
         assert await store.bookies.read_only_bookies() == set()  # given up on stop
+    finally:
+        await store.close()
+
+
+async def test_a_bookie_restarted_after_kill_9_while_read_only_takes_adds_at_once(tmp_path):
+    """Killed while read-only, a bookie leaves its read-only lease in the metadata store;
+    restarted on the same address (writable now), it gives it up as it registers, or
+    placement would leave it out until the lease ran out (the cluster refused its topics
+    with NotEnoughBookies after a full disk was freed and the cluster killed -9)."""
+    store = await MetadataStore.open(f"sqlite:///{tmp_path}/meta.db")
+    port = free_port()
+    await store.bookies.mark_bookie_read_only(f"127.0.0.1:{port}", 3600)  # the last life
+    try:
+        async with running_bookie(tmp_path / "b0", metadata_store=store, port=port) as b0:
+            assert b0.address == f"127.0.0.1:{port}"
+            assert await store.bookies.read_only_bookies() == set()
     finally:
         await store.close()

@@ -227,6 +227,11 @@ class Bookie:
         if self._bookies is not None:
             await self._bookies.register_bookie(self._address, config.lease_s)
             self._registered = True
+            # A bookie killed while read-only left its read-only lease behind, under this
+            # address: placement would skip the restarted bookie until it ran out. What
+            # this life says replaces it at once.
+            self._published_read_only = True
+            await self._publish_read_only(self._bookies, config.lease_s)
             self._tasks.append(loop.create_task(self._lease_loop(), name="bookie-lease"))
             self._tasks.append(loop.create_task(self._gc_loop(), name="bookie-gc"))
         log.info(
