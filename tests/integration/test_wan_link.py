@@ -7,9 +7,8 @@ a PING unanswered for another, each checked every half interval: within three ti
 ``keepalive_interval_s``, here 6 s), reconnect once the link
 heals, and leave B holding every message of A exactly once. Nothing may reach B while
 the link is black: the proof that the gateway's traffic takes the link and no other way.
-A black hole is also a remote that accepts connections and never answers: the
-gateway's watchdog says its replication is stuck (``stuck_after_s``) and restarts it,
-and ``/health`` clears once it moves again (a frozen remote: test_gateway_watchdog.py).
+A remote that accepts connections and never answers, said stuck by the gateway's
+watchdog, restarted and healed: a frozen remote, test_gateway_watchdog.py.
 """
 
 from __future__ import annotations
@@ -28,12 +27,10 @@ from tests.integration.gateway_harness import (
     GatewayProcess,
     admin_url,
     create_namespace,
-    metric,
     origin_counts,
     payloads_on,
     produce,
     read_entries,
-    stuck_to,
     wait_for,
     when_the_link_closed_on_keepalive,
 )
@@ -42,9 +39,6 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
 NAMESPACE = "geo/wan"
 KEEPALIVE_S = 6.0
-#: ``[gateway] stuck_after_s``: past the keep-alive's bound, so the keep-alive is seen
-#: noticing the black hole before the watchdog restarts anything.
-STUCK_S = 3 * KEEPALIVE_S + 2
 
 
 @contextlib.contextmanager
@@ -94,10 +88,7 @@ def all_once_on_b(world: SimpleNamespace, topic: str, sent: list[bytes]) -> None
 
 def test_a_black_holed_link_is_noticed_and_nothing_is_lost_or_doubled(tmp_path, toxiproxy):
     topic = f"persistent://{NAMESPACE}/orders-{uuid.uuid4().hex[:6]}"
-    keys = {
-        "remote_keys": {"B": {"keepalive_interval_s": KEEPALIVE_S}},
-        "gateway_keys": {"stuck_after_s": STUCK_S},
-    }
+    keys = {"remote_keys": {"B": {"keepalive_interval_s": KEEPALIVE_S}}}
     with across_a_link(tmp_path, toxiproxy, 80, **keys) as world:
         a, b, gateway = world.a, world.b, world.gateway
         sent = produce(a.url, topic, 300, "before", batching=False)
@@ -114,9 +105,6 @@ def test_a_black_holed_link_is_noticed_and_nothing_is_lost_or_doubled(tmp_path, 
         # while it is black, nothing reaches B: the gateway's only way is the link
         on_b = payloads_on(b.url, topic)
         assert not [p for p in on_b if p.startswith(b"during")], "B was reached around the link"
-        print(f"/health: {wait_for(lambda: stuck_to(gateway, 'B'), timeout_s=120)}")
-        restarts = "georep_gateway_replication_restarts_total"
-        wait_for(lambda: (metric(gateway, restarts, remote_cluster="B") or 0) >= 1, 60)
 
         world.broker.heal()
         all_once_on_b(world, topic, sent)
