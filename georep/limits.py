@@ -558,6 +558,10 @@ replicator_stuck_after_s_max = 86_400.0
 replicator_restarts_max = 3
 #: How long a restart waits for the replicator's task to end once cancelled.
 replicator_restart_wait_s = 30.0
+#: ``/metrics`` per topic partition (``[metrics] topic_level = true``) for at most so
+#: many of them; past it a WARNING and ``georep_gateway_metrics_topics_left_out``. Per
+#: namespace (the default) a scrape beside 10,000 partitions stays a few series.
+metrics_topic_partitions_max = 2_000
 #: Replicators (topic partition x remote cluster) one gateway runs, by default; the
 #: gateway's ``[limits] replicators_max`` may ask for up to the ceiling. Past it, topics
 #: are not replicated: a WARNING, ``/metrics`` and a degraded ``/health`` say so.

@@ -48,6 +48,9 @@ Example (``examples/gateway-a.toml`` has a commented one)::
     replicators_max = 40000                 # topic partitions x remotes (limits.py: default)
     sync_topics_max = 20000                 # topic partitions synced
 
+    [metrics]
+    topic_level = false                     # true: series per topic partition (bounded)
+
 Secrets (``rest/tokens.py`` names the variables): a cluster's token comes from a file
 (``token_file``) or an environment variable (``token_env``); a literal ``token`` is
 accepted for local experiments and warned about; with none of them, the first token of
@@ -112,6 +115,7 @@ _SECTIONS = {
     "policies",
     "subscription_sync",
     "limits",
+    "metrics",
 }
 _GATEWAY_KEYS = {
     "listen",
@@ -235,6 +239,9 @@ class GatewayConfig:
     heartbeat_s: float = limits.gateway_heartbeat_s_default
     #: The REST served over https with this certificate and key; None: plain http.
     rest_tls: TlsFiles | None = None
+    #: ``/metrics`` per topic partition (at most ``limits.metrics_topic_partitions_max``)
+    #: rather than per namespace, as Pulsar's ``exposeTopicLevelMetricsInPrometheus``.
+    metrics_topic_level: bool = False
 
     @property
     def open(self) -> bool:
@@ -315,6 +322,11 @@ def parse(
     check_keys(policies, {"namespaces", "topics"}, "[policies]")
     caps = _table(document, "limits")
     check_keys(caps, _LIMIT_KEYS, "[limits]")
+    metrics = _table(document, "metrics")
+    check_keys(metrics, {"topic_level"}, "[metrics]")
+    topic_level = metrics.get("topic_level", False)
+    if not isinstance(topic_level, bool):
+        raise ConfigError(f"[metrics] topic_level must be true or false, got {topic_level!r}")
     admin_tokens = _tokens(environ.get(GATEWAY_TOKENS_ENV), gateway.get("token_file"), base_dir)
     read_only = _tokens(
         environ.get(GATEWAY_READ_ONLY_TOKENS_ENV), gateway.get("read_only_token_file"), base_dir
@@ -359,6 +371,7 @@ def parse(
         ),
         instance=_instance(gateway.get("instance")),
         rest_tls=_rest_tls(gateway, base_dir),
+        metrics_topic_level=topic_level,
         **_lease(gateway),
     )
 

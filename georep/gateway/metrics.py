@@ -3,103 +3,171 @@
 Names follow Pulsar's replication metrics (``pulsar_replication_backlog``,
 ``..._rate_in``, ``..._rate_out``, ``..._throughput_in/out``, ``..._connected_count``,
 ``..._delay_in_seconds``) under the ``georep_`` prefix, labelled by local cluster, remote
-cluster and topic (partition). A collector reads the live objects when scraped, so a
+cluster and **namespace**: a namespace's topic partitions summed (the delay and the
+stall: the largest; ``connected``: how many are). With ``[metrics] topic_level = true``
+(Pulsar's ``exposeTopicLevelMetricsInPrometheus``) the label is the topic partition
+instead, for at most ``limits.metrics_topic_partitions_max`` of them (the first by name;
+past it a WARNING and ``georep_gateway_metrics_topics_left_out``). A scrape reads the
+replicators' fields, never their stats: beside 10,000 partitions it runs on the event
+loop (bench/gateway_health.py). A collector reads the live objects when scraped, so a
 replicator that stops simply stops appearing; nothing is registered globally (each
 gateway app has its own registry).
 
-Subscription sync (``georep_subsync_*``): per topic partition the snapshots started,
-completed and timed out (Pulsar's ``pulsar_replicated_subscriptions_snapshots_*``
-counterparts) and markers written; per subscription and source cluster the sync lag
-of the last state applied here and the ranges it left on the subscription; beside real
-Pulsar, the hot topics read alone between metrics pages and those dropped past the bound.
+Subscription sync (``georep_subsync_*``): per namespace (or topic partition) the
+snapshots started, completed and timed out (Pulsar's
+``pulsar_replicated_subscriptions_snapshots_*`` counterparts) and markers written; per
+namespace and source cluster (or topic partition, subscription and source) the sync
+lag of the last state applied here (the largest) and the ranges it left on the
+subscriptions; beside real Pulsar, the hot topics read alone between metrics pages and
+those dropped past the bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import logging
+import operator
+import time
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from georep import limits
 from georep.gateway.manager import ReplicationManager
+from georep.replicator.replicator import Replicator
 
-_LABELS = ["local_cluster", "remote_cluster", "topic"]
+log = logging.getLogger(__name__)
 
-#: name -> (help, stats field); gauges per replicator.
-_GAUGES = {
-    "georep_replication_backlog": (
-        "Entries the replication subscription has not acknowledged (Pulsar counts entries too)",
-        "replicationBacklog",
-    ),
-    "georep_replication_delay_in_seconds": (
-        "Seconds since the oldest entry not yet replicated was published",
-        "replicationDelayInSeconds",
-    ),
-    "georep_replication_rate_in": ("Messages read from the local topic per second", "msgRateIn"),
-    "georep_replication_rate_out": (
-        "Messages the remote acknowledged per second",
-        "msgRateOut",
-    ),
-    "georep_replication_throughput_in": ("Bytes read per second", "msgThroughputIn"),
-    "georep_replication_throughput_out": ("Bytes replicated per second", "msgThroughputOut"),
-    "georep_replication_stalled_seconds": (
-        "Seconds without an entry moved on while entries wait (0: moving, or nothing to do)",
-        "stalledSeconds",
-    ),
-}
-#: name -> (help, stats field); counters per replicator (exported with ``_total``).
-_COUNTERS = {
-    "georep_replication_messages_out": ("Messages stored on the remote", "msgOutCounter"),
-    "georep_replication_bytes_out": ("Bytes stored on the remote", "bytesOutCounter"),
-    "georep_replication_duplicates": (
-        "Messages the remote already had (deduplicated re-sends)",
-        "duplicatesCounter",
-    ),
-    "georep_replication_errors": ("Local or remote faults seen", "errorsCounter"),
-}
+#: The figures of a replicator: (name, help, counter?, how topic partitions aggregate),
+#: in the order :func:`_figures` reads them.
+_REPLICATION: list[tuple[str, str, bool, Callable[[float, float], float]]] = [
+    ("georep_replication_backlog",
+     "Entries the replication subscriptions have not acknowledged (Pulsar counts entries too)",
+     False, operator.add),
+    ("georep_replication_delay_in_seconds",
+     "Seconds since the oldest entry not yet replicated was published (the largest)",
+     False, max),
+    ("georep_replication_rate_in", "Messages read from the local topics per second",
+     False, operator.add),
+    ("georep_replication_rate_out", "Messages the remote acknowledged per second",
+     False, operator.add),
+    ("georep_replication_throughput_in", "Bytes read per second", False, operator.add),
+    ("georep_replication_throughput_out", "Bytes replicated per second", False, operator.add),
+    ("georep_replication_stalled_seconds",
+     "Seconds without an entry moved on while entries wait (the largest; 0: moving)",
+     False, max),
+    ("georep_replication_connected",
+     "Replicators whose local subscription and remote producer are both connected"
+     " (per topic partition: 1 or 0)",
+     False, operator.add),
+    ("georep_replication_schema_refused",
+     "Replicators stopped because the remote refuses the schema of their next entry",
+     False, operator.add),
+    ("georep_replication_messages_out", "Messages stored on the remote", True, operator.add),
+    ("georep_replication_bytes_out", "Bytes stored on the remote", True, operator.add),
+    ("georep_replication_duplicates",
+     "Messages the remote already had (deduplicated re-sends)", True, operator.add),
+    ("georep_replication_errors", "Local or remote faults seen", True, operator.add),
+]  # fmt: skip
+
+
+def _figures(replicator: Replicator, now: float) -> tuple[float | None, ...]:
+    """A replicator's figures in ``_REPLICATION``'s order (None: not known), read from
+    its fields, never its stats: a scrape beside 10,000 partitions runs on the gateway's
+    event loop."""
+    rates, counters = replicator.rates, replicator.counters
+    return (
+        replicator.backlog_entries,
+        replicator.delay_s,
+        rates["msgRateIn"],
+        rates["msgRateOut"],
+        rates["msgThroughputIn"],
+        rates["msgThroughputOut"],
+        replicator.stalled_s(now),
+        1 if replicator.connected else 0,
+        0 if replicator.schema_refused is None else 1,
+        counters.messages_out,
+        counters.bytes_out,
+        counters.duplicates,
+        counters.errors,
+    )
+
+
+class TopicLevel:
+    """Per topic partition (``[metrics] topic_level = true``), for at most
+    ``limits.metrics_topic_partitions_max`` of them, the first in name order; else per
+    namespace. Past the bound a WARNING says how many were left out (once for each new
+    count) and ``georep_gateway_metrics_topics_left_out`` counts them."""
+
+    def __init__(self, enabled: bool, partitions_max: int) -> None:
+        self.enabled = enabled
+        self.partitions_max = partitions_max
+        self.left_out = 0
+        self._said = 0
+
+    def chosen(self, topics: Iterable[str]) -> set[str] | None:
+        """The topic partitions with series of their own (None: per namespace)."""
+        if not self.enabled:
+            return None
+        ordered = sorted(set(topics))
+        self.left_out = max(0, len(ordered) - self.partitions_max)
+        if self.left_out and self.left_out != self._said:
+            log.warning(
+                "metrics per topic partition for %d of %d; %d left out past"
+                " limits.metrics_topic_partitions_max (per namespace: [metrics] topic_level"
+                " = false)",
+                self.partitions_max,
+                len(ordered),
+                self.left_out,
+            )
+        self._said = self.left_out
+        return set(ordered[: self.partitions_max])
 
 
 class ReplicationCollector:
-    def __init__(self, manager: ReplicationManager) -> None:
+    def __init__(self, manager: ReplicationManager, level: TopicLevel | None = None) -> None:
         self.manager = manager
+        self.level = level or TopicLevel(False, limits.metrics_topic_partitions_max)
 
     def collect(self) -> Iterator[Metric]:
-        stats = self.manager.replicator_stats()
-        gauges = {
-            name: GaugeMetricFamily(name, text, labels=_LABELS)
-            for name, (text, _) in _GAUGES.items()
-        }
-        connected = GaugeMetricFamily(
-            "georep_replication_connected",
-            "1 when both the local subscription and the remote producer are connected",
-            labels=_LABELS,
-        )
-        schema_refused = GaugeMetricFamily(
-            "georep_replication_schema_refused",
-            "1 while the remote refuses the schema of the topic's next entry (replication stopped)",
-            labels=_LABELS,
-        )
-        counters = {
-            name: CounterMetricFamily(name, text, labels=_LABELS)
-            for name, (text, _) in _COUNTERS.items()
-        }
-        for item in stats:
-            labels = [item["localCluster"], item["remoteCluster"], item["topic"]]
-            for name, (_, key) in _GAUGES.items():
-                if item[key] is not None:
-                    gauges[name].add_metric(labels, float(item[key]))
-            connected.add_metric(labels, 1.0 if item["connected"] else 0.0)
-            schema_refused.add_metric(labels, 0.0 if item.get("schemaRefused") is None else 1.0)
-            for name, (_, key) in _COUNTERS.items():
-                counters[name].add_metric(labels, float(item[key]))
-        yield from gauges.values()
-        yield connected
-        yield schema_refused
-        yield from counters.values()
+        manager, local = self.manager, self.manager.local.name
+        now = time.time()
+        chosen = self.level.chosen(topic for topic, _remote in manager.replicators)
+        where = "namespace" if chosen is None else "topic"
+        folds = [fold for _name, _text, _counter, fold in _REPLICATION]
+        held: dict[tuple[str, ...], list[float | None]] = {}
+        for (topic, remote), replicator in manager.replicators.items():
+            if chosen is None:
+                key = (local, remote, replicator.topic_name.namespace)
+            elif topic in chosen:
+                key = (local, remote, topic)
+            else:
+                continue
+            values = held.get(key)
+            if values is None:
+                held[key] = list(_figures(replicator, now))
+                continue
+            for index, value in enumerate(_figures(replicator, now)):
+                if value is not None:
+                    known = values[index]
+                    values[index] = value if known is None else folds[index](known, value)
+        labels = ["local_cluster", "remote_cluster", where]
+        for index, (name, text, counter, _fold) in enumerate(_REPLICATION):
+            kind = CounterMetricFamily if counter else GaugeMetricFamily
+            rows = {k: float(v[index]) for k, v in held.items() if v[index] is not None}  # type: ignore[arg-type]
+            yield _family(kind, name, text, labels, rows)
+        stats = manager.replicators
         replicators = GaugeMetricFamily(
             "georep_gateway_replicators", "Replicators running", labels=["local_cluster"]
         )
         replicators.add_metric([self.manager.local.name], float(len(stats)))
+        yield _gauge(
+            "georep_gateway_metrics_topics_left_out",
+            "Topic partitions without series of their own past"
+            " limits.metrics_topic_partitions_max ([metrics] topic_level = true)",
+            ["local_cluster"],
+            [([local], self.level.left_out)],
+        )
         yield replicators
         errors = CounterMetricFamily(
             "georep_gateway_discovery_errors",
@@ -154,13 +222,16 @@ class ReplicationCollector:
                 for operation, refusal in refusals.items()
             ],
         )
-        summary = manager.replication_summary()
+        stalled = manager.stalled()
         yield _gauge(
             "georep_gateway_replication_stuck",
             "Replicators to a remote that moved nothing on for [gateway] stuck_after_s while"
             " entries wait: restarted by the watchdog, /health says so",
             ["local_cluster", "remote_cluster"],
-            [([local, remote], entry["stalled"]) for remote, entry in summary.items()],
+            [
+                ([local, remote], sum(1 for key in stalled if key[1] == remote))
+                for remote in sorted(manager.remotes)
+            ],
         )
         restarts = CounterMetricFamily(
             "georep_gateway_replication_restarts",
@@ -197,36 +268,68 @@ def _gauge(
 _SNAPSHOTS = {
     "georep_subsync_snapshots_started": ("Snapshots started", "started"),
     "georep_subsync_snapshots_completed": ("Snapshots completed", "completed"),
-    "georep_subsync_snapshots_timed_out": ("Snapshots abandoned at their timeout", "timedOut"),
+    "georep_subsync_snapshots_timed_out": ("Snapshots abandoned at their timeout", "timed_out"),
 }
 
 
 class SyncCollector:
-    def __init__(self, manager: ReplicationManager) -> None:
+    def __init__(self, manager: ReplicationManager, level: TopicLevel | None = None) -> None:
         self.manager = manager
+        self.level = level or TopicLevel(False, limits.metrics_topic_partitions_max)
 
     def collect(self) -> Iterator[Metric]:
-        topic_labels = ["local_cluster", "topic"]
-        applied_labels = ["local_cluster", "topic", "subscription", "source_cluster"]
-        snapshots = {
-            name: CounterMetricFamily(name, text, labels=topic_labels)
-            for name, (text, _) in _SNAPSHOTS.items()
-        }
-        markers = CounterMetricFamily(
-            "georep_subsync_markers_written", "Markers this gateway wrote", labels=topic_labels
-        )
-        lag = GaugeMetricFamily(
+        """Snapshots and markers per namespace (or topic partition); the sync lag (the
+        largest) and the ranges left (their sum) per namespace and source cluster, or per
+        topic partition, subscription and source."""
+        manager, local = self.manager, self.manager.local.name
+        chosen = self.level.chosen(manager.syncs)
+        where = "namespace" if chosen is None else "topic"
+        counted: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in _SNAPSHOTS}
+        markers: dict[tuple[str, ...], float] = {}
+        lag: dict[tuple[str, ...], float] = {}
+        ranges: dict[tuple[str, ...], float] = {}
+        for topic, sync in manager.syncs.items():
+            if chosen is None:
+                at = (local, sync.topic_name.namespace)
+            elif topic in chosen:
+                at = (local, topic)
+            else:
+                continue
+            controller = sync.core.controller.stats
+            for name, (_, field) in _SNAPSHOTS.items():
+                counted[name][at] = counted[name].get(at, 0.0) + getattr(controller, field)
+            markers[at] = markers.get(at, 0.0) + sum(sync.markers_written.values())
+            for (subscription, source), applied in sync.core.applied.items():
+                row = (*at, source) if chosen is None else (*at, subscription, source)
+                ranges[row] = ranges.get(row, 0.0) + applied.ranges
+                if applied.sync_lag_ms is not None:
+                    lag[row] = max(lag.get(row, 0.0), applied.sync_lag_ms)
+        labels = ["local_cluster", where]
+        applied_labels = [*labels, "source_cluster"]
+        if chosen is not None:
+            applied_labels = [*labels, "subscription", "source_cluster"]
+        for name, (text, _) in _SNAPSHOTS.items():
+            yield _family(CounterMetricFamily, name, text, labels, counted[name])
+        yield _family(
+            CounterMetricFamily, "georep_subsync_markers_written", "Markers this gateway wrote",
+            labels, markers,
+        )  # fmt: skip
+        yield _family(
+            GaugeMetricFamily,
             "georep_subsync_lag_ms",
-            "Milliseconds from a source writing a subscription's state to it being applied here",
-            labels=applied_labels,
+            "Milliseconds from a source writing a subscription's state to it being applied"
+            " here (the largest)",
+            applied_labels,
+            lag,
         )
-        ranges = GaugeMetricFamily(
+        yield _family(
+            GaugeMetricFamily,
             "georep_subsync_applied_ranges",
-            "Acknowledged ranges the subscription holds after the last state applied here",
-            labels=applied_labels,
+            "Acknowledged ranges the subscriptions hold after the last state applied here",
+            applied_labels,
+            ranges,
         )
-        local = self.manager.local.name
-        summary = self.manager.sync_stats()
+        summary = manager.sync_stats(topics=[])
         yield _gauge(
             "georep_subsync_topics",
             "Topic partitions synced, by state (connected; failing: cannot attach)",
@@ -252,25 +355,29 @@ class SyncCollector:
             )
             dropped.add_metric([local], float(changes["hotDropped"]))
             yield dropped
-        for topic in summary["topics"]:
-            labels = [local, topic["topic"]]
-            for name, (_, key) in _SNAPSHOTS.items():
-                snapshots[name].add_metric(labels, float(topic["snapshots"][key]))
-            markers.add_metric(labels, float(sum(topic["markersWritten"].values())))
-            for subscription, entry in topic["subscriptions"].items():
-                for source, applied in entry["applied"].items():
-                    row = [*labels, subscription, source]
-                    if applied["syncLagMs"] is not None:
-                        lag.add_metric(row, float(applied["syncLagMs"]))
-                    ranges.add_metric(row, float(applied["ranges"]))
-        yield from snapshots.values()
-        yield markers
-        yield lag
-        yield ranges
 
 
-def registry_for(manager: ReplicationManager) -> CollectorRegistry:
+def _family(
+    kind: type[GaugeMetricFamily] | type[CounterMetricFamily],
+    name: str,
+    text: str,
+    labels: list[str],
+    values: dict[tuple[str, ...], float],
+) -> Metric:
+    family = kind(name, text, labels=labels)
+    for key, value in sorted(values.items()):
+        family.add_metric(list(key), value)
+    return family
+
+
+def registry_for(manager: ReplicationManager, *, topic_level: bool = False) -> CollectorRegistry:
+    """The gateway's metrics: per namespace, or per topic partition with ``topic_level``
+    (``[metrics] topic_level``), bounded by ``limits.metrics_topic_partitions_max``."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ReplicationCollector(manager))
-    registry.register(SyncCollector(manager))
+    registry.register(
+        ReplicationCollector(manager, TopicLevel(topic_level, limits.metrics_topic_partitions_max))
+    )
+    registry.register(
+        SyncCollector(manager, TopicLevel(topic_level, limits.metrics_topic_partitions_max))
+    )
     return registry

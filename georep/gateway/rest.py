@@ -404,6 +404,6 @@ def create_app(gateway: Served) -> web.Application:
 
     app = application(_answer, limits.gateway_request_body_bytes_max)
     app[GATEWAY] = gateway
-    app[REGISTRY] = registry_for(gateway.manager)
+    app[REGISTRY] = registry_for(gateway.manager, topic_level=gateway.config.metrics_topic_level)
     register(app, ROUTES, gateway.config.access)
     return app

@@ -68,7 +68,7 @@ import enum
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -674,6 +674,12 @@ class Replicator:
     def rate_out(self) -> float:
         """Messages the remote acknowledged per second, at the last sample."""
         return self._rates["msgRateOut"]
+
+    @property
+    def rates(self) -> Mapping[str, float]:
+        """``msgRateIn``, ``msgThroughputIn``, ``msgRateOut``, ``msgThroughputOut`` at the
+        last sample (Pulsar's names)."""
+        return self._rates
 
     @property
     def delay_s(self) -> float | None:

@@ -150,7 +150,8 @@ def test_a_refused_schema_stops_the_topic_loudly_then_resumes(world: World) -> N
     assert stats["schemaRefused"] is not None
     assert message_count(b, topic) == 0  # nothing sent under another version
     _, metrics = http("GET", f"{gateway.url}/metrics")
-    labels = f'local_cluster="A",remote_cluster="B",topic="{topic}"'
+    namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]  # per namespace by default
+    labels = f'local_cluster="A",namespace="{namespace}",remote_cluster="B"'
     refused_line = f"georep_replication_schema_refused{{{labels}}} 1.0"
     assert refused_line in metrics
     strategy = f"{admin_url(b)}/admin/v2/namespaces/{STRICT}/schemaCompatibilityStrategy"

@@ -253,9 +253,9 @@ def test_full_mode_out_of_order_acks_fail_over_to_b_and_to_one_way_c(world) -> N
         assert applied["applies"] >= 1 and applied["syncLagMs"] is not None
         status, metrics = http("GET", f"{world.gateways['B'].url}/metrics")
         assert status == 200
+        namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]  # per namespace by default
         assert (
-            f'georep_subsync_lag_ms{{local_cluster="B",source_cluster="A",subscription="s",'
-            f'topic="{topic}"}}'
+            f'georep_subsync_lag_ms{{local_cluster="B",namespace="{namespace}",source_cluster="A"}}'
         ) in metrics
         assert "georep_subsync_snapshots_completed_total" in metrics
         # C first: what a consumer acknowledges on B travels back to A and from A on to

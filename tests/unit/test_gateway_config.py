@@ -55,6 +55,14 @@ def test_a_good_file(tmp_path) -> None:
         {"B_TOKEN": "b-token-0123456789abcdef"},
     )
     assert stuck.stuck_after_s == 300.0
+    assert not config.metrics_topic_level
+    per_topic = load(
+        write(
+            tmp_path, GOOD.replace("[rate_limits]", "[metrics]\ntopic_level = true\n[rate_limits]")
+        ),
+        {"B_TOKEN": "b-token-0123456789abcdef"},
+    )
+    assert per_topic.metrics_topic_level
     assert config.open
     assert config.local.kind is ClusterKind.GEOREP
     pulsar = load(
@@ -129,6 +137,8 @@ def test_tokens_from_files_and_the_environment(tmp_path) -> None:
             "[gateway] stuck_after_s must be in [5, 86400]",
         ),
         (("discovery_interval_s = 1.5", 'stuck_after_s = "60"'), "number > 0"),
+        (("[rate_limits]", "[metrics]\ntopic_level = 1\n[rate_limits]"), "true or false"),
+        (("[rate_limits]", "[metrics]\ntopics = true\n[rate_limits]"), "topics"),
         (('name = "A"', 'name = "A"\nkind = "kafka"'), "kind 'kafka': use one of georep, pulsar"),
         (("[rate_limits]", "[limits]\nreplicators_max = -1\n[rate_limits]"), "whole number"),
         (("[rate_limits]", "[limits]\nsync_topics_max = 1e9\n[rate_limits]"), "whole number"),
