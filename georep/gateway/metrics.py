@@ -222,6 +222,17 @@ class ReplicationCollector:
                 for operation, refusal in refusals.items()
             ],
         )
+        not_connected: dict[str, int] = {}
+        for (_topic, remote), replicator in manager.replicators.items():
+            if not replicator.connected:
+                not_connected[remote] = not_connected.get(remote, 0) + 1
+        yield _gauge(
+            "georep_gateway_replicators_not_connected",
+            "Replicators to a remote whose local subscription or remote producer is not"
+            " connected (their last errors: /admin/georep/v1/stats)",
+            ["local_cluster", "remote_cluster"],
+            [([local, remote], not_connected.get(remote, 0)) for remote in sorted(manager.remotes)],
+        )
         stalled = manager.stalled()
         yield _gauge(
             "georep_gateway_replication_stuck",

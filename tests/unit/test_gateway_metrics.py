@@ -60,6 +60,7 @@ def test_by_default_a_namespace_is_one_series_its_partitions_summed(manager) -> 
     sent = samples(manager, "georep_replication_messages_out_total")
     assert sorted(sent.values()) == [200, 300]
     assert set(samples(manager, "georep_replication_connected").values()) == {0}
+    assert samples(manager, "georep_gateway_replicators_not_connected") == {at: 5}
     assert samples(manager, "georep_gateway_metrics_topics_left_out") == {
         (("local_cluster", "A"),): 0
     }
