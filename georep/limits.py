@@ -562,6 +562,10 @@ replicator_restart_wait_s = 30.0
 #: many of them; past it a WARNING and ``georep_gateway_metrics_topics_left_out``. Per
 #: namespace (the default) a scrape beside 10,000 partitions stays a few series.
 metrics_topic_partitions_max = 2_000
+#: The gateway's live page (``GET /status``): rows (namespace x remote) a page, and the
+#: seconds after which a browser reloads it.
+status_page_rows_max = 50
+status_page_refresh_s = 5
 #: Replicators (topic partition x remote cluster) one gateway runs, by default; the
 #: gateway's ``[limits] replicators_max`` may ask for up to the ceiling. Past it, topics
 #: are not replicated: a WARNING, ``/metrics`` and a degraded ``/health`` say so.

@@ -93,6 +93,37 @@ def _figures(replicator: Replicator, now: float) -> tuple[float | None, ...]:
     )
 
 
+def replication_figures(
+    manager: ReplicationManager, now: float, topics: set[str] | None = None
+) -> dict[tuple[str, str, str], list[float | None]]:
+    """``_REPLICATION``'s figures per (local cluster, remote, namespace), the topic
+    partitions of each folded; per (..., topic partition) for ``topics`` alone when
+    given. Both ``/metrics`` and the status page (``status_page.py``) read these."""
+    local = manager.local.name
+    folds = [fold for _name, _text, _counter, fold in _REPLICATION]
+    held: dict[tuple[str, str, str], list[float | None]] = {}
+    for (topic, remote), replicator in manager.replicators.items():
+        if topics is None:
+            key = (local, remote, replicator.topic_name.namespace)
+        elif topic in topics:
+            key = (local, remote, topic)
+        else:
+            continue
+        values = held.get(key)
+        if values is None:
+            held[key] = list(_figures(replicator, now))
+            continue
+        for index, value in enumerate(_figures(replicator, now)):
+            if value is not None:
+                known = values[index]
+                values[index] = value if known is None else folds[index](known, value)
+    return held
+
+
+#: Where each figure is in a row of :func:`replication_figures`.
+FIGURE = {name: index for index, (name, *_rest) in enumerate(_REPLICATION)}
+
+
 class TopicLevel:
     """Per topic partition (``[metrics] topic_level = true``), for at most
     ``limits.metrics_topic_partitions_max`` of them, the first in name order; else per
@@ -134,27 +165,15 @@ class ReplicationCollector:
         now = time.time()
         chosen = self.level.chosen(topic for topic, _remote in manager.replicators)
         where = "namespace" if chosen is None else "topic"
-        folds = [fold for _name, _text, _counter, fold in _REPLICATION]
-        held: dict[tuple[str, ...], list[float | None]] = {}
-        for (topic, remote), replicator in manager.replicators.items():
-            if chosen is None:
-                key = (local, remote, replicator.topic_name.namespace)
-            elif topic in chosen:
-                key = (local, remote, topic)
-            else:
-                continue
-            values = held.get(key)
-            if values is None:
-                held[key] = list(_figures(replicator, now))
-                continue
-            for index, value in enumerate(_figures(replicator, now)):
-                if value is not None:
-                    known = values[index]
-                    values[index] = value if known is None else folds[index](known, value)
+        held = replication_figures(manager, now, chosen)
         labels = ["local_cluster", "remote_cluster", where]
         for index, (name, text, counter, _fold) in enumerate(_REPLICATION):
             kind = CounterMetricFamily if counter else GaugeMetricFamily
-            rows = {k: float(v[index]) for k, v in held.items() if v[index] is not None}  # type: ignore[arg-type]
+            rows: dict[tuple[str, ...], float] = {}
+            for key, values in held.items():
+                value = values[index]
+                if value is not None:
+                    rows[key] = float(value)
             yield _family(kind, name, text, labels, rows)
         stats = manager.replicators
         replicators = GaugeMetricFamily(

@@ -95,6 +95,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         },
     }},
     "PrometheusText": {"type": "string"},
+    "StatusPage": {"type": "string", "description": "an HTML page"},
     "OpenAPIDocument": {"type": "object"},
     "Clusters": {"type": "object",
                  "properties": {"local": _ENDPOINT,

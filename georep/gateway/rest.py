@@ -16,6 +16,7 @@ topic's with ``POST /admin/v2/persistent/{t}/{ns}/{topic}/replication``). Here:
 ``GET    /admin/georep/v1/stats``                            replicators and discovery
 ``GET    /admin/georep/v1/ownership``                        gateway instances, owned partitions
 ``GET    /metrics``, ``GET /health``, ``GET /admin/georep/v1/openapi.json``  public
+``GET    /status``                                           the live page (status_page.py)
 ==========================================================  ====================================
 
 A PUT body is ``{"clusters": ["B", "C"], "version": 3}``; ``version`` is optional: when
@@ -46,6 +47,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from georep import limits
 from georep.decimal_text import parse_decimal
+from georep.gateway import status_page
 from georep.gateway.config import GatewayConfig
 from georep.gateway.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
 from georep.gateway.manager import ReplicationManager
@@ -299,6 +301,23 @@ async def get_stats(request: web.Request) -> web.Response:
     )
 
 
+async def status(request: web.Request) -> web.Response:
+    """The live page (status_page.py): ``?page=N`` (from 1) of its rows, worst first."""
+    gateway = request.app[GATEWAY]
+    manager = gateway.manager
+    page = _count_query(request, "page", 1, limits.gateway_namespace_topics_max)
+    text = status_page.render(
+        cluster=gateway.config.local.name,
+        instance=manager.instance,
+        partitions_owned=manager.partitions_owned,
+        partitions_known=manager.stats.topics,
+        problems=manager.problems(),
+        all_rows=status_page.rows(manager),
+        page=page,
+    )
+    return web.Response(text=text, content_type="text/html", charset="utf-8")
+
+
 async def get_ownership(request: web.Request) -> web.Response:
     """The gateway instances of this cluster and the partitions this one runs;
     ``?topic=`` (a topic partition) adds the instance that owns it."""
@@ -359,6 +378,11 @@ ROUTES: tuple[Route, ...] = (
           response="PrometheusText", response_media_type="text/plain"),
     Route("GET", OPENAPI_PATH, openapi, Role.PUBLIC, "This OpenAPI document", "service",
           response="OpenAPIDocument"),
+    Route("GET", "/status", status, Role.PUBLIC,
+          "The live page: per namespace and remote, stuck and lagging first", "service",
+          response="StatusPage", response_media_type="text/html",
+          query=(QueryParameter("page", "which page of rows, from 1",
+                                {"type": "integer", "minimum": 0}),)),
     Route("GET", f"{V1}/clusters", get_clusters, Role.READ,
           "The local cluster and the remotes this gateway replicates to", "clusters",
           response="Clusters"),

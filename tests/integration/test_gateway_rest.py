@@ -114,6 +114,10 @@ def test_tokens(gateway) -> None:
     assert call(gateway, "GET", f"{V1}/stats", token=None)[0] == 401
     assert call(gateway, "GET", "/metrics", token=None)[0] == 200
     assert call(gateway, "GET", "/health", token=None)[1]["cluster"] == "A"
+    status, page = call(gateway, "GET", "/status", token=None)  # public, as /metrics is
+    assert status == 200 and "<title>georep gateway A</title>" in page
+    assert "nothing replicated yet" in page and "page 1 of 1" in page
+    assert call(gateway, "GET", "/status?page=x", token=None)[0] == 400
 
 
 def test_clusters_and_stats(gateway) -> None:
