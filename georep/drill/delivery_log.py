@@ -9,7 +9,13 @@ negatively acknowledged). It is written as ``deliveries.jsonl``, one JSON object
      "drill_id": "m000042", "index": 42, "key": "key-3", "message_id": "5:40",
      "origin_cluster": "A", "origin_position": "3:42", "origin_ledger_id": 3,
      "origin_entry_id": 42, "batch_index": -1, "delivered_at": 1764000000123,
-     "redelivery_count": 0, "acked": true, "nacked": false}
+     "redelivery_count": 0, "acked": true, "nacked": false, "payload_schema_version": null,
+     "undecodable": null}
+
+``payload_schema_version`` is the message's schema version on the delivering cluster (null when
+it names none) and ``undecodable`` why it could not be decoded by that version there
+(null when it could, or was not tried): only the ``avro-evolving`` scenario's consumers
+on B try (avro_records.py).
 
 ``delivered_at`` is epoch milliseconds and ``phase`` is ``before`` (on A) or ``after``
 (on B) the failure, so the file is also a delivery log for ``georep reconcile
@@ -52,6 +58,10 @@ class Delivery:
     redelivery_count: int = 0
     acked: bool = False
     nacked: bool = False
+    #: Not ``schema_version``: in a delivery log that names the log's own format version
+    #: (spark_reconcile/schema.py, DELIVERY_SCHEMA_VERSION).
+    payload_schema_version: int | None = None
+    undecodable: str | None = None
 
     def to_json(self) -> dict[str, object]:
         row = asdict(self)

@@ -27,8 +27,10 @@ Steps (each timed in the report's ``timings_s``):
    the origin of ``time_to_resume_on_B_s``.
 6. **move to B**: the same subscription name, type and number of consumers, from the
    earliest position should the subscription not exist on B (duplicates rather than
-   loss); each acknowledges what it receives. Meanwhile a Reader lists the copies on B
-   (nothing crosses after the failure, so that is what was replicated before it).
+   loss); each acknowledges what it receives and, for a scenario on Avro records
+   (``avro-evolving``), decodes it by its schema version on B first (avro_records.py).
+   Meanwhile a Reader lists the copies on B (nothing crosses after the failure, so that
+   is what was replicated before it).
 7. **drain** until nothing arrived for ``limits.drill_drain_quiet_s_default`` seconds
    once as many messages arrived as B should deliver (replicated, not acked on A), or
    for ``..._quiet_incomplete_s`` without; at most ``..._drain_timeout_s_max``.
@@ -53,7 +55,7 @@ from georep.drill import rest
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
 from georep.drill.progress import Progress
-from georep.drill.report import ModeFacts, Produced, classify, mode_report
+from georep.drill.report import ModeFacts, Produced, classify, mode_report, schemas_on_b
 from georep.drill.scenarios import SCENARIOS, AckEach
 from georep.drill.settings import KILL, DrillSettings
 from georep.drill.topology import A, B, Topology
@@ -140,7 +142,8 @@ class DrillOp:
             self.facts.warnings += [f"consumer error: {e}" for e in group.errors[:5]]
         records = self.log.records()
         classification = classify(produced, origins, records)
-        return ModeRun(mode_report(classification, produced, self.facts), records)
+        schemas = schemas_on_b(produced, records) if self.scenario.avro else None
+        return ModeRun(mode_report(classification, produced, self.facts, schemas), records)
 
     async def _consume_on_a(
         self, client_a: PulsarObject
@@ -182,6 +185,7 @@ class DrillOp:
                 s.seed,
                 s.produce_rate_per_s,
                 abort=abort,
+                avro=self.scenario.avro,
             )
         )
         deadline = time.monotonic() + limits.drill_consume_timeout_s_max
@@ -334,6 +338,7 @@ class DrillOp:
             log=self.log,
             counter=counter,
             receiver_queue_size=_RECEIVER_QUEUE_B,
+            decode_by_version=self.scenario.avro,
         )
         self.progress.phase(f"{self.mode}: move consumers to B")
         reading = asyncio.ensure_future(asyncio.to_thread(read_origins, client_b, self.topic))

@@ -55,6 +55,12 @@ SYNC_PERIODS = {"subscriptions": "flagged", "snapshot_interval_s": 1.0, "poll_in
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    # The scenarios, each in a line of its own under the flags (docs/DRILL.md, Scenarios).
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    width = max(len(name) for name in SCENARIOS)
+    parser.epilog = "scenarios (--scenario):\n" + "\n".join(
+        f"  {name:<{width}}  {scenario.summary}" for name, scenario in SCENARIOS.items()
+    )
     parser.add_argument(
         "--scenario",
         default="shared-out-of-order",
@@ -322,11 +328,22 @@ def summary(report: dict[str, Any], out: Path) -> str:
             f" replicated {block['replicated_before_failure']}/{block['produced']}"
             f"  sync lag {'n/a' if lag is None else f'{lag:.0f} ms'}"
             f"  resume on B {'n/a' if resume is None else f'{resume:.2f} s'}"
+            + _undecodable_text(block)
         )
         lines.append(f"    {verdict(mode, block).headline()}")
         lines += [f"    warning: {w}" for w in block["warnings"]]
     lines.append(f"  report: {out / 'report.html'} (report.json, deliveries.jsonl)")
     return "\n".join(lines)
+
+
+def _undecodable_text(block: dict[str, Any]) -> str:
+    """``  undecodable on B 0 (versions 0: 150, 1: 150)``; "" for a scenario without a
+    schema."""
+    undecodable = block.get("undecodable_on_B")
+    if undecodable is None:
+        return ""
+    versions = ", ".join(f"{v}: {n}" for v, n in (block["schema_versions_on_B"] or {}).items())
+    return f"  undecodable on B {undecodable['count']} (versions {versions or 'none'})"
 
 
 def _iso(epoch_s: float) -> str:

@@ -24,6 +24,15 @@ Worked example: messages 0..9 produced, 0..7 replicated; A delivered 0..5 and ac
 0..3 (4 and 5 in flight); B delivered 2..7. Then duplicates = {2, 3}, redelivered =
 {4, 5}, lost = {} (0 and 1 acked on A, 6 and 7 delivered on B), not_replicated = {8, 9}.
 
+**Undecodable on B** (the ``avro-evolving`` scenario only; null otherwise): the distinct
+messages delivered on B that B's consumers could not decode by their schema version
+(avro_records.py says when), counted by that version, beside every version B's
+deliveries carried. Worked example: 300 messages, v1 for 0..149 and v2 for 150..299; B
+numbers them 0 and 1 and every copy decodes: ``schema_versions_on_B = {"0": 150, "1":
+150}`` and ``undecodable_on_B.count = 0``. Had the copies of 150..299 kept A's version 1
+on a B that registered v2 first (its version 0), each would name v1 there:
+``by_version = {"1": 150}``.
+
 A's cursor at the failure (``internalStats``: mark-delete position and individually
 deleted ranges) tells which acknowledgements A itself had recorded: a duplicate whose
 acknowledgement A had not recorded (still in the client's buffer when A died) could not
@@ -188,9 +197,49 @@ def _category(identities: set[str], produced: Mapping[str, Produced]) -> dict[st
     }
 
 
+def schemas_on_b(
+    produced: Mapping[str, Produced], deliveries: Iterable[Delivery]
+) -> tuple[dict[str, int], dict[str, Any]]:
+    """(distinct messages delivered on B by schema version, undecodable on B): versions
+    as text (``"none"`` for a copy naming none), as JSON keys go; a message delivered
+    several times is undecodable when any of its deliveries was."""
+    by_drill_id = {message.drill_id: position for position, message in produced.items()}
+    versions: dict[str, str] = {}
+    problems: dict[str, str] = {}
+    for delivery in deliveries:
+        if delivery.phase != AFTER:
+            continue
+        identity = delivery.origin_position
+        if identity not in produced:
+            identity = by_drill_id.get(delivery.drill_id, "")
+            if not identity:
+                continue  # an unknown delivery: counted in checks
+        version = (
+            "none"
+            if delivery.payload_schema_version is None
+            else str(delivery.payload_schema_version)
+        )
+        versions[identity] = version
+        if delivery.undecodable is not None:
+            problems[identity] = f"{version}: {delivery.undecodable}"
+    undecodable = _category(set(problems), produced)
+    undecodable["by_version"] = dict(
+        sorted(Counter(versions[identity] for identity in problems).items())
+    )
+    reasons = sorted(set(problems.values()))
+    undecodable["reasons"] = reasons[: limits.drill_sample_ids_max]
+    return dict(sorted(Counter(versions.values()).items())), undecodable
+
+
 def mode_report(
-    classification: Classification, produced: Mapping[str, Produced], facts: ModeFacts
+    classification: Classification,
+    produced: Mapping[str, Produced],
+    facts: ModeFacts,
+    schemas: tuple[dict[str, int], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """One target's block; ``schemas``: :func:`schemas_on_b`'s figures, for a scenario
+    whose messages carry a schema (None: ``schema_versions_on_B`` and
+    ``undecodable_on_B`` are null)."""
     c = classification
     duplicates = _category(c.duplicates, produced)
     cursor_block = None
@@ -234,6 +283,8 @@ def mode_report(
             "origin_mismatches": c.origin_mismatches,
             "unknown_deliveries": c.unknown_deliveries,
         },
+        "schema_versions_on_B": None if schemas is None else schemas[0],
+        "undecodable_on_B": None if schemas is None else schemas[1],
         "sync_lag_at_failure_ms": None
         if facts.sync_lag_ms is None
         else round(facts.sync_lag_ms, 1),

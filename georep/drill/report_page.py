@@ -110,6 +110,7 @@ _PROBLEM_ROWS = (
     ("duplicates", "duplicates: acked on A, delivered again on B"),
     ("lost", "lost: replicated, never acked on A nor delivered on B"),
     ("redelivered", "redelivered: unacked on A, delivered on B (expected)"),
+    ("undecodable_on_B", "undecodable on B by their schema version (avro-evolving)"),
     ("sync_lag_at_failure_ms", "sync lag at the failure (ms)"),
     ("time_to_resume_on_B_s", "time to resume on B (s)"),
 )
@@ -122,6 +123,8 @@ _INVENTORY_ROWS = (
     ("unacked_on_A", "delivered on A, not acknowledged"),
     ("delivered_on_B", "delivered on B (distinct)"),
 )
+#: Rows left out when no target has their figure (a scenario without a schema).
+_OPTIONAL_ROWS = frozenset({"undecodable_on_B"})
 #: Rows whose figure is a share of another row, shown beside the count.
 _SHARE_OF = {"duplicates": "acked_on_A", "lost": "replicated_before_failure"}
 
@@ -193,6 +196,8 @@ def _cell(key: str, value: Any, block: Mapping[str, Any]) -> str:
             extra = f'<span class="share">{percent(value / whole)}</span>'
     elif key == "redelivered" and value:
         css += " warn"
+    elif key == "undecodable_on_B":
+        css += " bad" if value else " ok"
     return f'<td class="{css}" data-key="{key}">{html.escape(text)}{extra}</td>'
 
 
@@ -208,6 +213,8 @@ def _figures(modes: Mapping[str, Mapping[str, Any]]) -> str:
     ):
         rows.append(f'<tr class="group"><th colspan="{len(modes) + 1}">{group}</th></tr>')
         for key, label in group_rows:
+            if key in _OPTIONAL_ROWS and all(_value(b, key) is None for b in modes.values()):
+                continue
             cells = "".join(_cell(key, _value(block, key), block) for block in modes.values())
             rows.append(f'<tr class="{css}"><td>{html.escape(label)}</td>{cells}</tr>')
     return '<div class="scroll"><table class="figures">' + "".join(rows) + "</table></div>"

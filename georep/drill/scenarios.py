@@ -29,6 +29,10 @@ on A):
 - ``with-nacks``: Shared, 2 consumers; every 7th message (i % 7 == 3) is negatively
   acknowledged on its first delivery and acknowledged when redelivered (after
   :data:`NACK_REDELIVERY_DELAY_MS`); the others on receipt.
+- ``avro-evolving``: ``shared-out-of-order``'s consumers and acknowledgements, on Avro
+  records whose schema gains a field half-way through production (a compatible v2,
+  avro_records.py); the consumers on B decode each message by its schema version, as
+  ``AUTO_CONSUME`` does, and the report counts those undecodable on B.
 """
 
 from __future__ import annotations
@@ -160,6 +164,9 @@ class Scenario:
     #: (consumer number, seed, target on A) -> the consumer's policy on A.
     policy_on_a: Callable[[int, int, int], AckPolicy]
     negative_ack_redelivery_delay_ms: int | None = None
+    #: Messages are Avro records under an evolving schema (avro_records.py), decoded on B
+    #: by their schema version.
+    avro: bool = False
 
 
 def _shared_out_of_order(consumer: int, seed: int, target: int) -> AckPolicy:
@@ -204,6 +211,15 @@ SCENARIOS: dict[str, Scenario] = {
             "Shared, 2 consumers: every 7th message nacked once, then acked when redelivered",
             lambda consumer, seed, target: NackThenAck(),
             negative_ack_redelivery_delay_ms=NACK_REDELIVERY_DELAY_MS,
+        ),
+        Scenario(
+            "avro-evolving",
+            SHARED,
+            2,
+            "as shared-out-of-order, on Avro records whose schema gains a field half-way;"
+            " decoded on B by version",
+            _shared_out_of_order,
+            avro=True,
         ),
     )
 }

@@ -31,6 +31,7 @@ from typing import Any
 
 from georep import limits
 from georep.decimal_text import parse_decimal
+from georep.drill import avro_records
 from georep.drill.delivery_log import BEFORE, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
 from georep.drill.report import Produced
@@ -46,6 +47,7 @@ from georep.drill.scenarios import (
     Received,
     Scenario,
 )
+from georep.pulsar.schema_version import version_number
 from georep.replicator.origin import (
     ORIGIN_CLUSTER_PROPERTY,
     ORIGIN_POSITION_PROPERTY,
@@ -117,19 +119,41 @@ def produce(
     rate_per_s: float,
     *,
     abort: threading.Event,
+    avro: bool = False,
 ) -> dict[str, Produced]:
     """Produce ``count`` messages, at most ``rate_per_s`` a second (0: no limit); by
-    origin position (their ids on A). ``abort`` set: give up (DrillError)."""
+    origin position (their ids on A). ``abort`` set: give up (DrillError). ``avro``:
+    each message is its Avro record (avro_records.py), the first half under v1 and the
+    rest under v2, each half by its own producer (the first flushed and closed before
+    the second opens, so the topic holds them in production order)."""
     pulsar = pulsar_module()
     rng = random.Random(seed)
-    producer = client.create_producer(
-        topic,
-        producer_name=None,
-        batching_enabled=False,
-        block_if_queue_full=True,
-        max_pending_messages=1_000,
-        send_timeout_millis=30_000,
-    )
+    #: The one open producer, with its schema (None: bytes).
+    opened: list[tuple[dict[str, Any] | None, PulsarObject]] = []
+
+    def producer_for(index: int) -> PulsarObject:
+        schema = avro_records.schema_of(index, count) if avro else None
+        if opened and opened[-1][0] is schema:
+            return opened[-1][1]
+        if opened:
+            _, previous = opened.pop()
+            previous.flush()
+            previous.close()
+        options = {}
+        if schema is not None:
+            options["schema"] = pulsar.schema.AvroSchema(None, schema_definition=schema)
+        producer = client.create_producer(
+            topic,
+            producer_name=None,
+            batching_enabled=False,
+            block_if_queue_full=True,
+            max_pending_messages=1_000,
+            send_timeout_millis=30_000,
+            **options,
+        )
+        opened.append((schema, producer))
+        return producer
+
     answered = threading.Condition()
     receipts: dict[int, object] = {}
     failures: list[str] = []
@@ -157,17 +181,23 @@ def produce(
                 wait_s = started + index * interval_s - time.monotonic()
                 if wait_s > 0 and abort.wait(wait_s):
                     raise DrillError(f"production on A stopped after {index} messages")
+            producer = producer_for(index)
+            content: object = f"{identity} key={key}".encode()
+            if avro:
+                content = avro_records.record_of(index, identity, key, count)
             producer.send_async(
-                f"{identity} key={key}".encode(),
+                content,
                 receipt(index),
                 properties={DRILL_ID_PROPERTY: identity, DRILL_INDEX_PROPERTY: str(index)},
                 partition_key=key,
             )
-        producer.flush()
+        for _, producer in opened:
+            producer.flush()
         with answered:
             answered.wait_for(lambda: len(receipts) + len(failures) >= count, timeout=30.0)
     finally:
-        producer.close()
+        for _, producer in opened:
+            producer.close()
     if failures or len(receipts) < count:
         sample = ", ".join(failures[:3]) or "no receipt"
         raise DrillError(f"{count - len(receipts)} of {count} sends on A failed ({sample})")
@@ -264,6 +294,7 @@ class ConsumerGroup:
         counter: DeliveryCounter,
         receiver_queue_size: int,
         rate_per_s: float = 0.0,
+        decode_by_version: bool = False,
     ) -> None:
         self.client = client
         self.cluster = cluster
@@ -276,6 +307,11 @@ class ConsumerGroup:
         self.log = log
         self.counter = counter
         self.receiver_queue_size = receiver_queue_size
+        #: Each delivery decoded by its schema version, as AUTO_CONSUME decodes
+        #: (avro_records.py); None: not tried.
+        self.schemas = (
+            avro_records.SchemaLookup(self._schema_version_of) if decode_by_version else None
+        )
         #: Each consumer handles at most rate / consumers messages a second (0: no limit).
         self.interval_s = len(policies) / rate_per_s if rate_per_s > 0 else 0.0
         self.stopping = threading.Event()
@@ -330,6 +366,13 @@ class ConsumerGroup:
             except Exception as error:  # a consumer of a dead cluster: nothing to do
                 logging.getLogger(__name__).debug("closing a consumer: %s", error)
 
+    def _schema_version_of(self, version: int) -> avro_records.WriterSchema:
+        """The topic's schema under ``version``, asked of the consumers' cluster as
+        AUTO_CONSUME asks it (GET_SCHEMA). The official client offers the request only on
+        its native client, ``Client._client``, which its own AvroSchema uses the same way."""
+        info = self.client._client.get_schema_info(self.topic, version)
+        return avro_records.WriterSchema(info.schema_type().name, info.schema())
+
     def _delivery(self, message: PulsarObject, consumer_name: str) -> Delivery:
         message_id = message.message_id()
         properties = message.properties()
@@ -343,7 +386,7 @@ class ConsumerGroup:
                 "A" if origin_position else ""
             )
         index_text = properties.get(DRILL_INDEX_PROPERTY, "")
-        return Delivery(
+        delivery = Delivery(
             mode=self.mode,
             cluster=self.cluster,
             phase=self.phase,
@@ -360,6 +403,13 @@ class ConsumerGroup:
             delivered_at=int(time.time() * 1000),
             redelivery_count=message.redelivery_count(),
         )
+        if self.schemas is not None:
+            delivery.payload_schema_version = version_number(message.schema_version())
+            expected = avro_records.expected_fields(delivery.index, delivery.drill_id, delivery.key)
+            delivery.undecodable = avro_records.decode_problem(
+                message.data(), delivery.payload_schema_version, self.schemas, expected
+            )
+        return delivery
 
     def _consume(self, consumer: PulsarObject, policy: AckPolicy) -> None:
         pulsar = pulsar_module()

@@ -3,8 +3,9 @@ alone (no I/O), for the top of report.html and the terminal summary.
 
 **Pass** means nothing was consumed twice and nothing lost: no duplicate (acknowledged on
 A, delivered again on B) and no loss (replicated, never acknowledged on A, never
-delivered on B). Redeliveries of messages A never saw acknowledged are expected and do
-not fail a target.
+delivered on B); and, when the messages carry a schema (``avro-evolving``), no message
+undecodable on B by its schema version. Redeliveries of messages A never saw
+acknowledged are expected and do not fail a target.
 
 **Shares**: duplicates as a share of the messages acknowledged on A (the ones a perfect
 sync would have kept from coming again), losses as a share of the messages replicated
@@ -40,6 +41,8 @@ class Verdict:
     replicated: int
     redelivered: int
     why: list[str] = field(default_factory=list)
+    #: Messages on B undecodable by their schema version; None: the scenario carries none.
+    undecodable: int | None = None
 
     @property
     def duplicates_share(self) -> float | None:
@@ -57,6 +60,7 @@ class Verdict:
             f"{word}: {self.duplicates} duplicates ({percent(self.duplicates_share)} of"
             f" {self.acked_on_a} acknowledged on A), {self.lost} lost"
             f" ({percent(self.lost_share)} of {self.replicated} replicated)"
+            + ("" if self.undecodable is None else f", {self.undecodable} undecodable on B")
         )
 
 
@@ -75,9 +79,13 @@ def verdict(target: str, block: Mapping[str, Any]) -> Verdict:
     duplicates = _count(block, "duplicates")
     acked = _count(block, "acked_on_A")
     lost = _count(block, "lost")
+    undecodable = (
+        None if block.get("undecodable_on_B") is None else _count(block, "undecodable_on_B")
+    )
     result = Verdict(
         target=target,
-        passed=duplicates == 0 and lost == 0,
+        passed=duplicates == 0 and lost == 0 and not undecodable,
+        undecodable=undecodable,
         duplicates=duplicates,
         acked_on_a=acked,
         lost=lost,
@@ -121,6 +129,15 @@ def verdict(target: str, block: Mapping[str, Any]) -> Verdict:
         )
     if lost:
         why.append(f"{lost} replicated messages were neither acknowledged on A nor delivered on B.")
+    if undecodable:
+        by_version = (block.get("undecodable_on_B") or {}).get("by_version") or {}
+        versions = ", ".join(f"{n} of version {v}" for v, n in by_version.items())
+        why.append(
+            f"{undecodable} messages delivered on B could not be decoded by their schema"
+            f" version there ({versions})."
+        )
+    elif undecodable == 0:
+        why.append("Every message delivered on B decoded by its schema version there.")
     if result.redelivered:
         why.append(
             f"{result.redelivered} delivered on A but never acknowledged came again on B"

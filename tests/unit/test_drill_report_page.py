@@ -135,6 +135,19 @@ def test_the_verdict_comes_first_coloured_and_says_why():
     assert "georep reconcile --input" in page and "--deliveries deliveries.jsonl" in page
 
 
+def test_undecodable_on_b_has_its_row_only_when_a_target_measured_it():
+    report, deliveries = three_target_report()
+    assert 'data-key="undecodable_on_B"' not in render(report, deliveries)
+    undecodable = {"count": 3, "sample": [], "by_version": {"1": 3}, "reasons": []}
+    report["modes"]["pulsar"]["undecodable_on_B"] = undecodable
+    report["modes"]["full"]["undecodable_on_B"] = {**undecodable, "count": 0, "by_version": {}}
+    page = render(report, deliveries)
+    (row,) = re.findall(r"<tr[^>]*><td>undecodable on B.*?</tr>", page)
+    cells = re.findall(r'<td class="n ?([a-z ]*)"(?: data-key="[^"]+")?>([^<]+)<', row)
+    assert cells == [("bad", "3"), ("note", "n/a"), ("ok", "0")]  # pulsar, compatible, full
+    assert "3 messages delivered on B could not be decoded" in page
+
+
 def test_duplicates_are_drawn_after_redeliveries_on_one_time_scale():
     report, deliveries = three_target_report()
     later = [

@@ -45,7 +45,9 @@ def test_every_scenario_is_complete():
         "exclusive-cumulative",
         "failover",
         "with-nacks",
+        "avro-evolving",
     }
+    assert [name for name, s in SCENARIOS.items() if s.avro] == ["avro-evolving"]
     for scenario in SCENARIOS.values():
         policies = [scenario.policy_on_a(i, 1, 100) for i in range(scenario.consumers)]
         assert len(policies) == scenario.consumers >= 1
