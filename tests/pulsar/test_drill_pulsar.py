@@ -4,7 +4,9 @@ replicated subscriptions, measured by the same drill as georep.
 Shared consumers acknowledging out of order leave acknowledged ranges above A's
 mark-delete position at the failure; Pulsar syncs the mark-delete position alone, so B
 delivers those again: duplicates, and nothing lost (every message was replicated before
-A failed). The drill starts its own two standalones (about 10 s).
+A failed). The drill starts its own two standalones (about 10 s). The cut-link drill runs
+the avro-evolving scenario (the same consumers on Avro records whose schema changes
+half-way): every message on B decodes by the version Pulsar's replicator stamped.
 """
 
 from __future__ import annotations
@@ -37,13 +39,21 @@ def drill(tmp_path: Path, *flags: str) -> dict:
     return asyncio.run(main.drill(settings, out, Progress(enabled=False)))
 
 
-@pytest.mark.parametrize("fail", ["kill", "cut-link"])
+@pytest.mark.parametrize(
+    ("fail", "scenario"), [("kill", "shared-out-of-order"), ("cut-link", "avro-evolving")]
+)
 def test_real_pulsar_redelivers_acknowledged_messages_after_failover(
-    pulsar_jars, pulsar_version, tmp_path, monkeypatch, fail
+    pulsar_jars, pulsar_version, tmp_path, monkeypatch, fail, scenario
 ):
     monkeypatch.setenv(VERSION_ENV, pulsar_version)  # the drill resolves the release it names
-    report = drill(tmp_path, "--fail", fail)
+    report = drill(tmp_path, "--fail", fail, "--scenario", scenario)
     block = report["modes"]["pulsar"]
+    if scenario == "avro-evolving":  # measured as georep is: decoded on B by version
+        assert block["undecodable_on_B"]["count"] == 0, block["undecodable_on_B"]
+        versions = block["schema_versions_on_B"]
+        assert len(versions) == 2 and "none" not in versions, versions
+    else:
+        assert block["undecodable_on_B"] is None
     assert block["checks"] == {"origin_missing": 0, "origin_mismatches": 0, "unknown_deliveries": 0}
     assert block["produced"] == 200
     assert block["replicated_before_failure"] == 200, block["not_replicated"]
