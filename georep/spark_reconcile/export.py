@@ -6,7 +6,10 @@ For each topic partition that matches ``--topics`` (a glob over full names, e.g.
 1. reads every data message with the official pulsar-client ``Reader`` from the earliest
    position (markers are never dispatched, so the index holds data messages only), one
    row per message: its position (ledger, entry, batch index), its origin identity
-   (``schema.py``), key, publish and event time, payload size;
+   (``schema.py``), key, publish and event time, payload size, and its schema version
+   with which schema that version is on this cluster (``payload_schema``: asked of the
+   admin v2 ``GET /admin/v2/schemas/{tenant}/{namespace}/{topic}/schema/{version}``
+   once per topic and version; null when the cluster holds no schema under it);
 2. then takes each subscription's acknowledgement state at message precision, stamped
    ``captured_at``: one row per cursor with
 
@@ -86,6 +89,7 @@ from georep.awaiting import within
 from georep.client.tls import ClientTls, TlsSettingsError, uses_tls
 from georep.position import Position
 from georep.pulsar.cursor_text import parse_cursor, parse_position
+from georep.pulsar.schema_version import version_number
 from georep.rest.tokens import ADMIN_TOKENS_ENV, TokenError, client_token
 from georep.spark_reconcile import schema
 from georep.spark_reconcile.errors import ExportError
@@ -240,6 +244,37 @@ class AdminClient:
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ExportError(f"admin REST {path}: expected a list of names")
         return names
+
+    def payload_schema(self, topic: str, version: int) -> str | None:
+        """``schema.schema_fingerprint`` of ``topic``'s schema under ``version`` on this
+        cluster (``topic``: the base name, whose partitions share the history); None
+        when it holds none under that version."""
+        path = f"/admin/v2/schemas/{_topic_path(topic)}/schema/{version}"
+        try:
+            answer = self.get(path)
+        except _NotFound:
+            return None
+        if not isinstance(answer, dict) or not isinstance(answer.get("data"), str):
+            raise ExportError(f"admin REST {path}: not a schema")
+        return schema.schema_fingerprint(str(answer.get("type")), answer["data"])
+
+
+class PayloadSchemas:
+    """The fingerprint of each schema version met while reading one topic, asked once
+    (:meth:`AdminClient.payload_schema`); forgotten when the next topic begins, so it
+    holds one topic's versions at most (``limits.schema_versions_per_topic_max``)."""
+
+    def __init__(self, admin: AdminClient) -> None:
+        self._admin = admin
+        self._topic = ""
+        self._known: dict[int, str | None] = {}
+
+    def of(self, topic: str, version: int) -> str | None:
+        if topic != self._topic:
+            self._topic, self._known = topic, {}
+        if version not in self._known:
+            self._known[version] = self._admin.payload_schema(topic, version)
+        return self._known[version]
 
 
 class _NotFound(ExportError):
@@ -406,6 +441,7 @@ def export(
     messages = TableFile(out, schema.MESSAGES, cluster)
     subscriptions = TableFile(out, schema.SUBSCRIPTIONS, cluster)
     progress = Progress(progress_interval_s)
+    payload_schemas = PayloadSchemas(admin)
     counts = dict.fromkeys(
         ("messages", "unmapped", "resolved", "subscriptions", "batch_entries",
          "batch_entries_truncated", "batch_state_missing"),
@@ -430,7 +466,7 @@ def export(
             try:
                 _read_partition(
                     pulsar, client, name, cluster, messages.buffer, set_aside.buffer, counts,
-                    progress,
+                    progress, payload_schemas,
                 )  # fmt: skip
                 set_aside.buffer.flush()
                 set_aside.writer.close()
@@ -472,6 +508,7 @@ def _read_partition(
     set_aside: RowBuffer,
     counts: dict[str, int],
     progress: Progress,
+    payload_schemas: PayloadSchemas,
 ) -> None:
     """Every message of one topic partition into ``rows``; those whose origin position
     the client does not show into ``set_aside`` (see the module docstring)."""
@@ -493,6 +530,7 @@ def _read_partition(
                 message.properties(), message.producer_name(), cluster, ledger_id, entry_id
             )
             event_ms = message.event_timestamp()
+            version = version_number(message.schema_version())
             (rows if origin.ledger_id is not None else set_aside).append(
                 {
                     "schema_version": schema.SCHEMA_VERSION,
@@ -509,6 +547,10 @@ def _read_partition(
                     "publish_time": message.publish_timestamp(),
                     "event_time": event_ms or None,
                     "size": len(message.data()),
+                    "payload_schema_version": version,
+                    "payload_schema": None
+                    if version is None
+                    else payload_schemas.of(topic, version),
                 }
             )
             counts["messages"] += 1

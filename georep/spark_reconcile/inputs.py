@@ -97,9 +97,10 @@ def _check_file(path: Path, table: str) -> tuple[int, int]:
         raise InputError(f"{path} holds the {declared.decode(errors='replace')} table, not {table}")
     expected = schema.SCHEMAS[table]
     missing = [name for name in expected.names if name not in file_schema.names]
-    if missing and set(missing) <= set(schema.ADDED_IN_VERSION_2.get(table, ())):
+    if missing:
         version = _version_of(path, metadata, file_schema)
-        if version == 1:  # written before those columns existed: read without them
+        if set(missing) <= set(schema.added_after(version, table)):
+            # written before those columns existed: read without them (null)
             expected = pa.schema([f for f in expected if f.name not in missing])
             missing = []
     if missing:
@@ -169,7 +170,8 @@ def _check_versions(versions: dict[int, list[str]]) -> None:
     described = "; ".join(
         f"schema version {version} in {_some(paths)}" for version, paths in sorted(foreign.items())
     )
-    readable = " and ".join(str(v) for v in schema.READABLE_VERSIONS)
+    *earlier, last = schema.READABLE_VERSIONS
+    readable = f"{', '.join(str(v) for v in earlier)} and {last}" if earlier else str(last)
     mixed = ""
     if len(versions) > 1:
         listed = ", ".join(str(v) for v in sorted(versions))
@@ -227,7 +229,7 @@ def load(spark: SparkSession, checked: CheckedExports, deliveries_path: str | No
     from pyspark.sql import functions as F
 
     subscriptions = frames[schema.SUBSCRIPTIONS]
-    for name in schema.ADDED_IN_VERSION_2[schema.SUBSCRIPTIONS]:  # null in version 1 files
+    for name in schema.ADDED_IN_VERSION[2][schema.SUBSCRIPTIONS]:  # null in version 1 files
         empty = F.array().cast(subscriptions.schema[name].dataType)
         subscriptions = subscriptions.withColumn(name, F.coalesce(name, empty))
     deliveries = load_deliveries(spark, deliveries_path) if deliveries_path else None

@@ -20,10 +20,13 @@ Tables written under OUT (every one a directory of Parquet files):
 
 ==========================  =============================================================
 link_summary                per topic, origin and replica: published, copied, missing,
-                            duplicated, unmapped copies
+                            duplicated, unmapped and undecodable copies
 replication_gap             each message of an origin with no copy on a replica
 replication_gaps            per topic partition and link: gap size, first/last publish
                             time, first/last origin position
+undecodable_copies          each copy whose schema is not its origin's (a version its
+                            cluster lacks or holds another schema under): undecodable
+                            as written
 translated_positions        per subscription and origin range (-1 = MDP): where the
                             copies of its messages lie on the replica, how many the
                             replica's subscription acknowledged
@@ -330,7 +333,7 @@ def reconcile(
     from georep.spark_reconcile.inputs import load
 
     keep = StorageLevel.MEMORY_AND_DISK
-    step = _Steps(16 if deliveries_path else 13, quiet, spark.sparkContext)
+    step = _Steps(17 if deliveries_path else 14, quiet, spark.sparkContext)
     out.mkdir(parents=True, exist_ok=True)
     inputs = load(spark, checked, deliveries_path)
     step("inputs checked")
@@ -388,12 +391,13 @@ def reconcile(
     risk = write(R.redelivery_risk(translation), "redelivery_risk")
     skips = write(R.skip_risk(linked, subscriptions, ids), "skip_risk")
     gap = write(R.replication_gap(linked), "replication_gap")
+    undecodable = write(R.undecodable_copies(linked), "undecodable_copies")
     by_lane.unpersist()
     differences = write(R.batch_differences(risk, skips, subscriptions), "batch_differences",
                         small=True)  # fmt: skip
     gaps = write(R.gap_summary(gap), "replication_gaps", small=True)
     links_table = write(
-        R.link_summary(index, link_rows, gaps, duplicates, R.unmapped_copies(index)),
+        R.link_summary(index, link_rows, gaps, duplicates, R.unmapped_copies(index), undecodable),
         "link_summary",
         small=True,
     )
@@ -523,6 +527,7 @@ def _totals(
             F.sum("gap_messages").alias("replication_gap"),
             F.sum("duplicate_copies").alias("duplicate_copies"),
             F.sum("unmapped_copies").alias("unmapped_copies"),
+            F.sum("undecodable_copies").alias("undecodable_copies"),
         ),
         subscriptions_table.agg(
             F.countDistinct("topic", "partition", "subscription").alias("subscriptions"),
@@ -637,7 +642,8 @@ def _report_tables(
     tables = []
     link_rows, total = rows(
         links_table.select("gap_messages", "duplicate_copies", "unmapped_copies",
-                           "origin_messages", "copies", "origin_cluster", "replica_cluster",
+                           "undecodable_copies", "origin_messages", "copies",
+                           "origin_cluster", "replica_cluster",
                            "topic", "gap_first_publish_time", "gap_last_publish_time"),
         [F.desc("gap_messages"), "topic", "origin_cluster", "replica_cluster"],
     )  # fmt: skip
@@ -645,7 +651,8 @@ def _report_tables(
                    "Per topic and link: messages published on the origin, copies on the "
                    "replica, messages missing there (replication gap) with their publish-time "
                    "window, identities stored twice, copies whose origin position the export "
-                   "could not find (not compared).",
+                   "could not find (not compared), copies whose schema is not their origin's "
+                   "(undecodable as written).",
                    link_rows, total))  # fmt: skip
     gap_rows, total = rows(
         gaps.select("gap_messages", "origin_cluster", "replica_cluster", "topic", "partition",

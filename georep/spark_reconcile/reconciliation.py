@@ -272,10 +272,11 @@ def acknowledgements(
 
 
 def published(acked: DataFrame) -> DataFrame:
-    """The messages each cluster published itself, with their origin's acks."""
+    """The messages each cluster published itself, with their origin's acks and schema."""
     return acked.where(F.col("cluster") == F.col("origin_cluster")).select(
-        *PLACE, *IDENTITY, "publish_time", "key", F.col("acks").alias("origin_acks")
-    )
+        *PLACE, *IDENTITY, "publish_time", "key", F.col("acks").alias("origin_acks"),
+        F.col("payload_schema").alias("origin_payload_schema"),
+    )  # fmt: skip
 
 
 def replica_copies(acked: DataFrame) -> DataFrame:
@@ -287,6 +288,8 @@ def replica_copies(acked: DataFrame) -> DataFrame:
         F.col("ledger_id").alias("replica_ledger_id"),
         F.col("entry_id").alias("replica_entry_id"),
         F.col("acks").alias("replica_acks"),
+        F.col("payload_schema_version").alias("replica_schema_version"),
+        F.col("payload_schema").alias("replica_payload_schema"),
     )
 
 
@@ -535,6 +538,25 @@ def replication_gap(linked_rows: DataFrame) -> DataFrame:
     )
 
 
+def undecodable_copies(linked_rows: DataFrame) -> DataFrame:
+    """Copies that do not decode as their origin was written: the origin's schema is
+    known (``origin_payload_schema``) and the copy names no version, a version its
+    cluster holds no schema under, or one whose schema is another (schema.py, "Payload
+    schemas"). Worked example: A stamped a message with its v1, ``AVRO:3f0c…``; B holds
+    that schema as its v0. A copy stamped 0 is sound; one stamped 1 names B's v1, say
+    ``AVRO:9a1e…``: undecodable as written. Messages with no schema on their origin (or
+    whose origin no longer holds it) are not judged."""
+    origin = F.col("origin_payload_schema")
+    return linked_rows.where(
+        F.col("replica_ledger_id").isNotNull()
+        & origin.isNotNull()
+        & ~F.col("replica_payload_schema").eqNullSafe(origin)
+    ).select(
+        *PLACE, *IDENTITY, "replica_cluster", "replica_ledger_id", "replica_entry_id",
+        "replica_schema_version", "replica_payload_schema", "origin_payload_schema",
+    )  # fmt: skip
+
+
 def gap_summary(gap: DataFrame) -> DataFrame:
     """Per topic partition and link: how many messages are missing, and when and where
     the missing stretch begins and ends on the origin."""
@@ -584,9 +606,10 @@ def link_summary(
     gaps: DataFrame,
     duplicates: DataFrame,
     unmapped: DataFrame,
+    undecodable: DataFrame,
 ) -> DataFrame:
     """Per (topic, origin, replica): published, copied, missing (and when), duplicated,
-    unmapped. ``index``: :func:`message_index`."""
+    unmapped, undecodable (:func:`undecodable_copies`). ``index``: :func:`message_index`."""
     link_key = ["topic", "origin_cluster", "replica_cluster"]
     local = F.col("cluster") == F.col("origin_cluster")
     published_counts = (
@@ -606,14 +629,16 @@ def link_summary(
     doubled = duplicates.groupBy(*link_key).agg(
         F.sum(F.col("copies") - 1).alias("duplicate_copies")
     )
+    garbled = undecodable.groupBy(*link_key).agg(F.count(F.lit(1)).alias("undecodable_copies"))
     return (
         link_rows.join(published_counts, on=["topic", "origin_cluster"], how="left")
         .join(copied, on=link_key, how="left")
         .join(missing, on=link_key, how="left")
         .join(doubled, on=link_key, how="left")
         .join(unmapped, on=link_key, how="left")
+        .join(garbled, on=link_key, how="left")
         .fillna(0, subset=["origin_messages", "copies", "gap_messages", "duplicate_copies",
-                           "unmapped_copies"])
+                           "unmapped_copies", "undecodable_copies"])
     )  # fmt: skip
 
 
@@ -833,13 +858,15 @@ def local_messages(messages: DataFrame) -> DataFrame:
 # --- the page's verdict -------------------------------------------------------------
 def link_totals(link_summary_table: DataFrame, subscription_summary_table: DataFrame) -> DataFrame:
     """Per (origin, replica) over every topic: published on the origin, missing on the
-    replica, stored twice there, acknowledged on the origin, redelivery and skip risk:
+    replica, stored twice there, undecodable there, acknowledged on the origin,
+    redelivery and skip risk:
     one row per link pair, the figures of the page's verdict."""
     pair = ["origin_cluster", "replica_cluster"]
     stored = link_summary_table.groupBy(*pair).agg(
         F.sum("origin_messages").alias("published"),
         F.sum("gap_messages").alias("replication_gap"),
         F.sum("duplicate_copies").alias("duplicate_copies"),
+        F.sum("undecodable_copies").alias("undecodable_copies"),
     )
     acked = subscription_summary_table.groupBy(*pair).agg(
         F.sum("acked_on_origin").alias("acked_on_origin"),

@@ -59,6 +59,7 @@ PROBLEM_TOTALS = (
     "skip_risk",
     "batch_entries_differing",
     "unmapped_copies",
+    "undecodable_copies",
 )
 #: What a column, a total or a series is called on the page (others: underscores as
 #: spaces).
@@ -73,6 +74,7 @@ COLUMN_LABELS = {
     "last_origin_position": "last missing (origin position)",
     "duplicate_copies": "stored twice",
     "unmapped_copies": "copies not compared",
+    "undecodable_copies": "undecodable as written",
     "origin_mdp": "origin mark-delete",
     "translated_mdp": "origin mark-delete on replica",
     "replica_mdp": "replica mark-delete",
@@ -174,12 +176,13 @@ def _inputs(inputs: Sequence[str], deliveries: str | None, drill_page: str | Non
 
 
 def link_verdict(link: Mapping[str, Any]) -> tuple[str, str, str]:
-    """(word, headline, why) of one link pair: ``fail`` (missing or doubled copies),
-    ``at risk`` (a failover at export time would redeliver or skip), ``pass``."""
+    """(word, headline, why) of one link pair: ``fail`` (missing, doubled or undecodable
+    copies), ``at risk`` (a failover at export time would redeliver or skip), ``pass``."""
     gap, doubled = int(link["replication_gap"] or 0), int(link["duplicate_copies"] or 0)
+    garbled = int(link.get("undecodable_copies") or 0)
     redeliver, skip = int(link["redelivery_risk"] or 0), int(link["skip_risk"] or 0)
     published, acked = int(link["published"] or 0), int(link["acked_on_origin"] or 0)
-    word = "fail" if gap or doubled else "at risk" if redeliver or skip else "pass"
+    word = "fail" if gap or doubled or garbled else "at risk" if redeliver or skip else "pass"
     origin, replica = link["origin_cluster"], link["replica_cluster"]
     headline = (
         f"{origin} → {replica}: {gap:,} missing ({percent(share(gap, published))} of"
@@ -197,10 +200,15 @@ def link_verdict(link: Mapping[str, Any]) -> tuple[str, str, str]:
             f" {worst['translated_mdp'] or 'none'}; {replica}'s own is"
             f" {worst['replica_mdp'] or 'none (no such subscription there)'}."
         )
-    elif not gap and not doubled:
+    elif not gap and not doubled and not garbled:
         why = f"Every message of {origin} is on {replica} once, and the cursors agree."
     if gap:
         why += f" {gap:,} messages of {origin} never reached {replica}."
+    if garbled:
+        why += (
+            f" {garbled:,} copies on {replica} name a schema version that is not their"
+            f" origin's schema there: undecodable as written (undecodable_copies)."
+        )
     return word, headline, why.strip()
 
 

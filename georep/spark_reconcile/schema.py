@@ -1,4 +1,4 @@
-"""The tables ``georep export`` writes and ``georep reconcile`` reads, version 2.
+"""The tables ``georep export`` writes and ``georep reconcile`` reads, version 3.
 
 Two tables per cluster, each a Parquet file under the export directory::
 
@@ -29,19 +29,38 @@ two are not. An entry listed there is never at or below the mark-delete position
 a range (those hold whole entries). A message is acknowledged when its entry is, or when
 its batch index is. Version 1 had no such column: its files still read, with no batch
 index acknowledged (entry precision).
+
+**Payload schemas** (version 3). ``payload_schema_version`` is the message's schema
+version as stamped on it, in the numbering of the cluster that holds it (null: the
+message names none, as a schema-less producer's). ``payload_schema`` says which schema
+that version is *there*: ``TYPE:fingerprint``, the first 16 hex digits of the SHA-256 of
+the schema's definition (JSON definitions re-serialised with sorted keys and no spaces,
+so two registries' spellings of one schema agree), or null when the message names no
+version or its cluster holds no schema under it. Versions differ between clusters (each
+numbers its own), fingerprints do not: a copy decodes as its origin was written when its
+``payload_schema`` equals its origin's. Example: A's v1 is B's v0; the copy of a message A
+stamped 1 is stamped 0 on B, and both rows say ``AVRO:3f0c…``. Versions 1 and 2 had no
+such columns: their files still read, with both null (no schema compared).
 """
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 import pyarrow as pa
 
 from georep.decimal_text import parse_decimal
 
-SCHEMA_VERSION = 2
-#: Versions this georep reads: 1 is version 2 without ``batch_acks``.
-READABLE_VERSIONS = (1, 2)
-#: Columns a table gained after version 1, which a version 1 file may lack.
-ADDED_IN_VERSION_2 = {"subscriptions": ("batch_acks",)}
+SCHEMA_VERSION = 3
+#: Versions this georep reads: 1 is version 2 without ``batch_acks``, 2 is version 3
+#: without the payload schema columns.
+READABLE_VERSIONS = (1, 2, 3)
+#: Columns each version added, per table: a file of an earlier version may lack them.
+ADDED_IN_VERSION: dict[int, dict[str, tuple[str, ...]]] = {
+    2: {"subscriptions": ("batch_acks",)},
+    3: {"messages": ("payload_schema_version", "payload_schema")},
+}
 VERSION_KEY = b"georep.schema_version"
 TABLE_KEY = b"georep.table"
 
@@ -93,6 +112,9 @@ MESSAGES_SCHEMA = pa.schema(
         pa.field("publish_time", _TIME, nullable=False),
         pa.field("event_time", _TIME),
         pa.field("size", pa.int32(), nullable=False),
+        # version 3: the message's schema version on this cluster and which schema that is
+        pa.field("payload_schema_version", pa.int64()),
+        pa.field("payload_schema", pa.string()),
     ],
     metadata=_metadata(MESSAGES),
 )
@@ -114,6 +136,36 @@ SUBSCRIPTIONS_SCHEMA = pa.schema(
 )
 
 SCHEMAS = {MESSAGES: MESSAGES_SCHEMA, SUBSCRIPTIONS: SUBSCRIPTIONS_SCHEMA}
+
+
+def added_after(version: int, table: str) -> tuple[str, ...]:
+    """The columns of ``table`` that versions after ``version`` added.
+
+    >>> added_after(1, SUBSCRIPTIONS), added_after(2, MESSAGES), added_after(3, MESSAGES)
+    (('batch_acks',), ('payload_schema_version', 'payload_schema'), ())
+    """
+    return tuple(
+        name
+        for added, tables in sorted(ADDED_IN_VERSION.items())
+        if added > version
+        for name in tables.get(table, ())
+    )
+
+
+def schema_fingerprint(type_name: str, definition: str) -> str:
+    """``TYPE:fingerprint`` of a registered schema (see the module docstring): equal for
+    equal schemas however each registry spells their JSON.
+
+    >>> schema_fingerprint("AVRO", '{"type": "string"}') == schema_fingerprint(
+    ...     "AVRO", '{"type":"string"}')
+    True
+    """
+    try:
+        canonical = json.dumps(json.loads(definition), sort_keys=True, separators=(",", ":"))
+    except ValueError:  # not JSON (a Protobuf descriptor's text, say): as registered
+        canonical = definition
+    return f"{type_name}:{hashlib.sha256(canonical.encode()).hexdigest()[:16]}"
+
 
 #: The delivery log a failover drill writes (JSON lines or Parquet): one row per message
 #: delivered to a consumer. ``delivered_at`` is epoch milliseconds or ISO-8601 in JSON;

@@ -2,7 +2,8 @@
 what it wrote: published with the official client (single messages, copies carrying
 ``georep.origin.*`` properties, a batch, a partitioned topic), acknowledged out of order
 by a subscription, exported, and the Parquet rows checked against the message ids the
-client saw and the cursor the admin REST shows."""
+client saw and the cursor the admin REST shows; Avro messages under two versions of a
+schema, exported with their version and which schema it names."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ import uuid
 import pulsar
 import pyarrow.parquet as pq
 import pytest
+from pulsar.schema import AvroSchema
 
 from georep.client.link import PulsarLink
+from georep.drill.avro_records import SCHEMA_V1, SCHEMA_V2
 from georep.protocol import batch as batch_format
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.spark_reconcile import schema
@@ -217,6 +220,41 @@ def test_export_then_reconcile(cluster, tmp_path) -> None:
         if not line.startswith("reconcile: [") and "incubator modules" not in line
     ]  # fmt: skip
     assert others == [], others
+
+
+def test_export_records_each_messages_schema(cluster, tmp_path) -> None:
+    """Each row names its message's schema version and which schema that version is on
+    the cluster (a fingerprint of the registered definition); a schema-less message
+    names neither."""
+    topic = f"persistent://{NAMESPACE}/readings-{uuid.uuid4().hex[:8]}"
+    with open_client(cluster.url) as client:
+        for definition in (SCHEMA_V1, SCHEMA_V2):
+            schema_of = AvroSchema(None, schema_definition=definition)
+            producer = client.create_producer(topic, schema=schema_of, batching_enabled=False)
+            for index in range(2):
+                producer.send({"id": f"m{index}", "index": index, "key": "k", "note": "n"})
+            producer.close()
+        client.create_producer(topic, batching_enabled=False).send(b"raw")
+    out = tmp_path / "export"
+    done = georep("export", "--cluster-admin", admin(cluster), "--service-url", cluster.url,
+                  "--topics", topic, "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = sorted(
+        pq.read_table(out / "messages" / "B.parquet").to_pylist(), key=lambda r: r["entry_id"]
+    )
+    path = topic.removeprefix("persistent://")
+    registered = {}
+    for version in (0, 1):
+        url = f"{admin(cluster)}/admin/v2/schemas/{path}/schema/{version}"
+        with urllib.request.urlopen(url, timeout=15) as answer:
+            registered[version] = schema.schema_fingerprint(
+                "AVRO", json.loads(answer.read())["data"]
+            )
+    assert registered[0] != registered[1]
+    assert [(r["payload_schema_version"], r["payload_schema"]) for r in rows] == [
+        (0, registered[0]), (0, registered[0]), (1, registered[1]), (1, registered[1]),
+        (None, None),
+    ]  # fmt: skip
 
 
 def test_export_of_an_unreachable_cluster_fails_cleanly(tmp_path) -> None:

@@ -25,7 +25,7 @@ def message_row(**changes) -> dict:
         "schema_version": schema.SCHEMA_VERSION, "cluster": "A", "topic": "persistent://t/n/x",
         "partition": -1, "ledger_id": 1, "entry_id": 0, "batch_index": -1, "origin_cluster": "A",
         "origin_ledger_id": 1, "origin_entry_id": 0, "key": None, "publish_time": NOW,
-        "event_time": None, "size": 1,
+        "event_time": None, "size": 1, "payload_schema_version": None, "payload_schema": None,
     }  # fmt: skip
     row.update(changes)
     return row
@@ -81,14 +81,14 @@ def test_column_of_another_type_is_refused(tmp_path) -> None:
 
 
 def test_wrong_version_is_refused(tmp_path) -> None:
-    directory = write(tmp_path, "A", message_schema=with_version(3))
-    with pytest.raises(InputError, match=r"schema version 3 in .*reads versions 1 and 2"):
+    directory = write(tmp_path, "A", message_schema=with_version(4))
+    with pytest.raises(InputError, match=r"schema version 4 in .*reads versions 1, 2 and 3"):
         check_exports([directory])
 
 
 def test_mixed_versions_are_refused(tmp_path) -> None:
-    directories = [write(tmp_path, "A"), write(tmp_path, "B", message_schema=with_version(3))]
-    with pytest.raises(InputError, match=r"schema version 3 in .*B.*the inputs mix versions 2, 3"):
+    directories = [write(tmp_path, "A"), write(tmp_path, "B", message_schema=with_version(4))]
+    with pytest.raises(InputError, match=r"schema version 4 in .*B.*the inputs mix versions 3, 4"):
         check_exports(directories)
 
 
@@ -110,10 +110,26 @@ def test_version_1_exports_read_without_batch_indexes(tmp_path) -> None:
         check_exports([unversioned])
 
 
+def test_version_2_exports_read_without_payload_schemas(tmp_path) -> None:
+    """A version 2 messages file has no payload schema columns: it passes the checks (and
+    compares no schema); a version 3 file without them is refused."""
+    added = ("payload_schema_version", "payload_schema")
+    narrow = schema.MESSAGES_SCHEMA
+    for name in added:
+        narrow = narrow.remove(narrow.get_field_index(name))
+    row = {k: v for k, v in message_row(schema_version=2).items() if k not in added}
+    directory = write(tmp_path / "v2", "A", messages=[row], message_schema=with_version(2, narrow))
+    assert check_exports([directory]).rows == {"messages": 1, "subscriptions": 0}
+    current = write(tmp_path / "v3", "A", messages=[{**row, "schema_version": 3}],
+                    message_schema=with_version(3, narrow))  # fmt: skip
+    with pytest.raises(InputError, match=r"missing column\(s\) payload_schema_version, payload"):
+        check_exports([current])
+
+
 def test_version_from_the_column_when_the_footer_has_none(tmp_path) -> None:
     bare = schema.MESSAGES_SCHEMA.with_metadata({})
-    directory = write(tmp_path, "A", messages=[message_row(schema_version=3)], message_schema=bare)
-    with pytest.raises(InputError, match="schema version 3"):
+    directory = write(tmp_path, "A", messages=[message_row(schema_version=4)], message_schema=bare)
+    with pytest.raises(InputError, match="schema version 4"):
         check_exports([directory])
 
 

@@ -33,6 +33,15 @@ Case Q (batch-index acknowledgements, message precision), A→B, q on both sides
         40:1 -> 50:1  partly on origin   origin only [1]  replica only []
         40:3 -> 50:3  partly on replica  origin only []   replica only [0]
     At entry precision (the export before batch indexes) the risks were 1 and 0.
+
+Case S (payload schemas), A→B: A's v0 is schema "AVRO:one", its v1 "AVRO:two"; B
+registered them the other way round (its v0 is "AVRO:two", its v1 "AVRO:one").
+
+    A 60:0 60:1 stamped 0 (one), 60:2 60:3 60:5 stamped 1 (two), 60:4 no schema
+    B copies: 60:0 60:1 stamped 1 (one) and 60:2 stamped 0 (two): sound;
+              60:3 stamped 1 (one, not its origin's two): undecodable;
+              60:5 stamped 9, which B does not hold: undecodable;
+              60:4 no schema, as its origin: not judged
 """
 
 from __future__ import annotations
@@ -205,6 +214,22 @@ def case_big() -> tuple[list[dict], list[dict], list[dict], list[dict]]:
     return a_messages, a_subs, b_messages, b_subs
 
 
+S = "persistent://geo/ns/readings"
+ONE, TWO = "AVRO:one", "AVRO:two"
+
+
+def case_s() -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    def stamped(row: dict, version: int | None, fingerprint: str | None) -> dict:
+        return {**row, "payload_schema_version": version, "payload_schema": fingerprint}
+
+    on_a = {0: (0, ONE), 1: (0, ONE), 2: (1, TWO), 3: (1, TWO), 4: (None, None), 5: (1, TWO)}
+    on_b = {0: (1, ONE), 1: (1, ONE), 2: (0, TWO), 3: (1, ONE), 4: (None, None), 5: (9, None)}
+    a_messages = [stamped(message("A", 60, e, topic=S), *on_a[e]) for e in on_a]
+    b_messages = [stamped(message("B", 70, e, topic=S, origin=("A", 60, e)), *on_b[e])
+                  for e in on_b]  # fmt: skip
+    return a_messages, [], b_messages, []
+
+
 def write_cases(root: Path, *cases) -> list[str]:
     a_messages: list[dict] = []
     a_subs: list[dict] = []
@@ -260,7 +285,7 @@ def result(spark, tmp_path_factory) -> Result:
     """Every case in one reconciliation (each case on its own topic), with T's delivery
     log: Spark's cost is per job, not per row, so one run keeps the module fast."""
     root = tmp_path_factory.mktemp("reconcile")
-    inputs = write_cases(root / "in", case_t, case_p, case_q, case_duplicates, case_big)
+    inputs = write_cases(root / "in", case_t, case_p, case_q, case_duplicates, case_big, case_s)
     deliveries = deliveries_for_t(root / "deliveries.jsonl")
     totals = reconcile(spark, inputs, root / "out", deliveries)
     return Result(totals, root / "out", spark)
@@ -297,9 +322,23 @@ def test_totals_add_up_over_the_cases(result) -> None:
     assert totals["duplicate_copies"] == 1
     assert totals["batch_entries_partly_acked"] == 4 and totals["batch_entries_differing"] == 3
     assert totals["observed_duplicates"] == 4 and totals["observed_losses"] == 3
-    assert totals["clusters"] == 2 and totals["topics"] == 5
+    assert totals["undecodable_copies"] == 2
+    assert totals["clusters"] == 2 and totals["topics"] == 6
     summary = json.loads((result.out / "summary.json").read_text())
     assert summary == totals
+
+
+def test_copies_whose_schema_is_not_their_origins_are_undecodable(result) -> None:
+    rows = sorted(result.table("undecodable_copies", S), key=lambda r: r["origin_entry_id"])
+    assert [
+        (r["origin_entry_id"], r["replica_schema_version"], r["replica_payload_schema"],
+         r["origin_payload_schema"])
+        for r in rows
+    ] == [(3, 1, ONE, TWO), (5, 9, None, TWO)]  # fmt: skip
+    assert all(r["replica_cluster"] == "B" for r in rows)
+    (link,) = result.table("link_summary", S)
+    assert (link["copies"], link["undecodable_copies"]) == (6, 2)
+    assert all(r["undecodable_copies"] == 0 for r in result.table("link_summary", T))
 
 
 def test_positions_are_translated_per_range(result) -> None:
@@ -424,7 +463,7 @@ def test_delivery_log_duplicates_and_losses(result) -> None:
 
 def test_report_is_one_self_contained_page(result) -> None:
     page = (result.out / "report.html").read_text()
-    assert page.count("<svg") == 5, "one timeline per topic"
+    assert page.count("<svg") == 6, "one timeline per topic"
     assert "Observed losses" in page and T in page
     assert "<script" not in page and "src=" not in page and "<link" not in page
     assert re.search(r"<h1>georep reconciliation of A, B, \d{4}-\d\d-\d\d \d\d:\d\d UTC</h1>", page)

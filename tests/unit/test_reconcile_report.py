@@ -53,6 +53,14 @@ WORST = {
             " export time would deliver 0 again (0% of 300 acknowledged on A) and skip 0",
             "3 messages of A never reached B.",
         ),
+        (
+            {"undecodable_copies": 4},
+            "fail",
+            "A → B: 0 missing (0% of 600 published), 0 stored twice; a failover to B at"
+            " export time would deliver 0 again (0% of 300 acknowledged on A) and skip 0",
+            "4 copies on B name a schema version that is not their origin's schema there:"
+            " undecodable as written (undecodable_copies).",
+        ),
     ],
 )
 def test_a_link_verdict_in_words(figures, word, headline, why):
