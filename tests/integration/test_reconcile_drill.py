@@ -5,7 +5,8 @@ the Spark job's figures checked against the drill's own report.json — exactly.
 **World.** Clusters A and B and a gateway each (processes), replicating two namespaces
 both ways: ``drill/compat`` synced in pulsar-compatible mode, ``drill/full`` in full
 mode (a per-namespace override), so one world serves both drills. Each drill is
-``shared-out-of-order``, 300 messages, ``--fail cut-link`` on running clusters: the drill
+``avro-evolving`` (``shared-out-of-order``'s consumers on Avro records whose schema changes
+half-way), 300 messages, ``--fail cut-link`` on running clusters: the drill
 cuts the link over the gateways' REST (the topic's policy set to ``[]``). As soon as
 the cut is in place (no replicator of the topic left) the test SIGKILLs both gateways
 — the managed drill's cut-link — so that nothing moves A's cursor or B's topic once the
@@ -31,6 +32,8 @@ messages acknowledged on A                     ``acked_on_A_confirmed``
 subscription: translated mark-delete position  B's gateway's applied ``lastMarkDelete`` at
                                                the failure (the gateway's translation;
                                                bounds, below)
+link A→B: undecodable copies (0), every copy   ``undecodable_on_B`` (0): each delivery on
+naming a schema, both schemas on A             B decoded by its version there
 =============================================  ==========================================
 
 The observed figures are the drill's definitions because the delivery log carries
@@ -85,7 +88,7 @@ pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 
 MESSAGES = 300
-SCENARIO = "shared-out-of-order"
+SCENARIO = "avro-evolving"
 MODES = ("pulsar-compatible", "full")
 NAMESPACES = {"pulsar-compatible": "drill/compat", "full": "drill/full"}
 #: The managed drill's [subscription_sync] (drill/main.py SYNC_PERIODS), one mode per
@@ -320,6 +323,12 @@ def test_replication_and_cursors_are_the_drills(drilled, reconciled, mode) -> No
     assert link["copies"] == block["replicated_before_failure"]
     assert link["gap_messages"] == block["not_replicated"]["count"]
     assert link["duplicate_copies"] == 0 and link["unmapped_copies"] == 0
+    # every copy carries its origin's schema, as B's consumers found by decoding
+    assert link["undecodable_copies"] == 0 == block["undecodable_on_B"]["count"]
+    origins = pq.read_table(drilled.exports[mode, "A"] / "messages").to_pylist()
+    assert len({m["payload_schema"] for m in origins}) == 2  # v1 then v2, none without
+    copies = pq.read_table(drilled.exports[mode, "B"] / "messages").to_pylist()
+    assert all(c["payload_schema"] is not None for c in copies)
 
     (subscription,) = [r for r in reconciled.table("subscription_summary", topic)
                        if r["subscription"] == block["subscription"]]  # fmt: skip
