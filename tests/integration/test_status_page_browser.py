@@ -18,9 +18,9 @@ import pytest
 from georep import limits
 from georep.gateway import status_page
 from georep.gateway.manager import ReplicationManager
-from georep.replicator.replicator import Replicator
 from tests.integration.test_report_pages_browser import chromium
 from tests.unit.test_gateway_manager import FakeStore, endpoint
+from tests.unit.test_gateway_metrics import unstarted
 
 NAMESPACES, PARTITIONS = 200, 50
 
@@ -79,21 +79,13 @@ async def manager():
         namespace = f"tenant-{n % 7}/orders-region-{n:03d}-with-a-long-name"
         for p in range(PARTITIONS):
             topic = f"persistent://{namespace}/events-partition-{p}"
-            replicator = Replicator(
-                topic=topic,
-                local_cluster="A",
-                remote_cluster="B",
-                local_link=manager.local_link,
-                remote_link=manager.remote_links["B"],
-                clock=lambda: 10_000.0,
-            )
+            replicator = unstarted(manager, topic, clock=lambda: 10_000.0)
             replicator.backlog_entries = p
             if n % 40 != 3:  # every 40th namespace is not connected
                 replicator._consumer = cast(Any, SimpleNamespace(failure=None))
                 replicator._producer = cast(Any, SimpleNamespace(failed=False))
             if n in (17, 181) and p == 1:  # stuck: entries wait since long ago
                 replicator.progressed_at = 0.0
-            manager.replicators[topic, "B"] = replicator
     manager.partitions_owned = manager.stats.topics = NAMESPACES * PARTITIONS
     yield manager
     await manager.stop()

@@ -18,6 +18,21 @@ from georep.replicator.replicator import Replicator
 from tests.unit.test_gateway_manager import FakeStore, endpoint
 
 
+def unstarted(manager: ReplicationManager, topic: str, **options: Any) -> Replicator:
+    """A replicator to ``B`` on the manager's links, not started: what the gateway's
+    reads see of one (its figures are set by the test)."""
+    replicator = Replicator(
+        topic=topic,
+        local_cluster="A",
+        remote_cluster="B",
+        local_link=manager.local_link,
+        remote_link=manager.remote_links["B"],
+        **options,
+    )
+    manager.replicators[topic, "B"] = replicator
+    return replicator
+
+
 @pytest.fixture
 async def manager():
     manager = ReplicationManager(
@@ -25,17 +40,9 @@ async def manager():
     )
     for namespace, count in (("t/orders", 3), ("t/audit", 2)):
         for index in range(count):
-            topic = f"persistent://{namespace}/x-partition-{index}"
-            replicator = Replicator(
-                topic=topic,
-                local_cluster="A",
-                remote_cluster="B",
-                local_link=manager.local_link,
-                remote_link=manager.remote_links["B"],
-            )
+            replicator = unstarted(manager, f"persistent://{namespace}/x-partition-{index}")
             replicator.backlog_entries = 10 * (index + 1)
             replicator.counters.messages_out = 100
-            manager.replicators[topic, "B"] = replicator
     yield manager
     await manager.stop()
 
