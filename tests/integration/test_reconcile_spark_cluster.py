@@ -53,6 +53,7 @@ LOCAL_SUMMARY = {
     "skip_risk": 3,
     "subscriptions": 3,
     "topics": 2,
+    "undecodable_copies": 0,
     "unmapped_copies": 0,
 }
 
