@@ -751,7 +751,7 @@ class ReplicationManager:
             entry["stalled"] += key in stalled
             entry["backlogEntries"] += replicator.backlog_entries or 0
             entry["delayS"] = max(entry["delayS"], replicator.delay_s or 0.0)
-            entry["msgRateOut"] += replicator.rate_out
+            entry["msgRateOut"] += replicator.rates["msgRateOut"]
         for remote, entry in out.items():
             entry["restarts"] = self.restarts_to(remote)
             entry["catchingUp"] = entry["backlogEntries"] > 0 and entry["msgRateOut"] > 0

@@ -671,11 +671,6 @@ class Replicator:
         return self.local_connected and self.remote_connected
 
     @property
-    def rate_out(self) -> float:
-        """Messages the remote acknowledged per second, at the last sample."""
-        return self._rates["msgRateOut"]
-
-    @property
     def rates(self) -> Mapping[str, float]:
         """``msgRateIn``, ``msgThroughputIn``, ``msgRateOut``, ``msgThroughputOut`` at the
         last sample (Pulsar's names)."""

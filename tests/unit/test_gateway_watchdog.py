@@ -59,7 +59,7 @@ class Stalling:
     connected = False
     backlog_entries = 7
     delay_s = 100.0
-    rate_out = 0.0
+    rates = {"msgRateOut": 0.0}
 
     def moves(self) -> None:
         self.stalled_for = 0.0
