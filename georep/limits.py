@@ -452,6 +452,11 @@ sync_subscriptions_per_topic_max = 100
 #: Runs an origin index keeps (per origin cluster and partition); past it the oldest go,
 #: and ranges mapping there are treated as already applied.
 sync_index_runs_max = 1_000_000
+#: Per synced subscription, the gateway's own sync markers read back and kept until every
+#: remote stores a newer one (exposure.py); past it the oldest go, and the exposure
+#: counts from an older marker (more, never less, than it is). Also the updates written
+#: and not read back yet.
+sync_exposure_markers_max = 256
 #: Beside real Pulsar (no change feed): seconds between bulk reads of a namespace's
 #: subscription stats, which say which topics' subscriptions moved.
 sync_pulsar_scan_interval_s = 1.0
@@ -587,6 +592,11 @@ gateway_stats_page_max = 10_000
 remote_clusters_count_max = 64
 #: Replication policies the gateway's metadata store may hold (namespaces and topics).
 replication_policies_count_max = 10_000
+#: Subscription-sync policies the gateway's metadata store may hold (namespaces and topics).
+sync_policies_count_max = 10_000
+#: Characters of a subscription-name pattern (a sync policy's, stored or in the
+#: configuration): a regular expression, matched against names of at most 255 characters.
+sync_subscription_pattern_chars_max = 256
 #: Topics one namespace listing may return before the gateway ignores the rest.
 gateway_namespace_topics_max = 100_000
 #: Seconds between passes over policies and local topic lists (new topics and
@@ -654,6 +664,7 @@ invariant(replicator_retry_backoff_s_initial < replicator_retry_backoff_s_max)
 invariant(remote_clusters_count_max <= tenant_allowed_clusters_count_max)
 invariant(up_restart_backoff_s_initial < up_restart_backoff_s_max)
 invariant(replication_policies_count_max <= catalog_records_max)
+invariant(sync_policies_count_max <= catalog_records_max)
 
 # --- Spark reconciliation (georep/spark_reconcile) -----------------------------------
 #: Rows of one Parquet row group written by ``georep export``: an export holds at most one

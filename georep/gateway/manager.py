@@ -59,6 +59,7 @@ from georep.gateway.config import ClusterEndpoint, ClusterKind
 from georep.gateway.errors import GatewayError
 from georep.gateway.ownership import Shares, Sole
 from georep.gateway.watchdog import Watch
+from georep.position import Position
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
@@ -507,6 +508,7 @@ class ReplicationManager:
                 local_link=self.local_link,
                 port=self.sync_port,
                 connected=self._connected_to(topic),
+                stored_to=self._stored_to(topic),
                 opening=self.opening,
             )
             self.syncs[topic] = sync
@@ -571,6 +573,13 @@ class ReplicationManager:
             return replicator.local_connected and replicator.remote_connected
 
         return connected
+
+    def _stored_to(self, topic: str) -> Callable[[str], Position | None]:
+        def stored_to(remote: str) -> Position | None:
+            replicator = self.replicators.get((topic, remote))
+            return None if replicator is None else replicator.stored_to
+
+        return stored_to
 
     async def _partitions_of(self, name: TopicName, listed: list[str]) -> int:
         """The partition count of ``name``'s base topic (0 when not partitioned), asked of

@@ -687,6 +687,17 @@ class Replicator:
             return 0.0
         return None
 
+    @property
+    def stored_to(self) -> Position | None:
+        """How far the remote stores this topic partition: the last entry it confirmed
+        with every entry before it; ``Position.LATEST`` with nothing read and nothing
+        left on the local topic; None while not known (subscription sync's exposure)."""
+        if self._ack_to is not None:
+            return self._ack_to
+        if self.backlog_entries == 0 and not self._unsent and not self._in_flight:
+            return Position.LATEST
+        return None
+
     def stats(self) -> dict[str, Any]:
         """Pulsar's replication stats names (``replicationBacklog`` counts entries, as
         Pulsar's does), and georep's own counters."""

@@ -112,6 +112,26 @@ class OriginIndex:
             pending = (first if tail is None or first > tail else _after(tail), last)
         return merge(mapped), pending
 
+    def count(self, after: Position, upto: Position) -> int:
+        """How many recorded entries are keyed above ``after`` and at or below ``upto``:
+        the runs touched are found by bisection, so the cost follows the runs inside the
+        interval, not the index's size."""
+        if upto <= after:
+            return 0
+        total = 0
+        start = max(0, bisect.bisect_right(self._firsts, after) - 1)
+        for run in self._runs[start:]:
+            if run.origin_first > upto:
+                break
+            last = run.origin_last
+            if last <= after:
+                continue
+            lo = run.origin_first if run.origin_first > after else after.next_in_ledger()
+            hi = upto if upto < last else last
+            if lo <= hi:  # both in the run's ledger
+                total += hi[1] - lo[1] + 1
+        return total
+
     def floor(self, origin: Position) -> Position | None:
         """The local position of the last recorded entry at or below ``origin``."""
         index = bisect.bisect_right(self._firsts, origin) - 1

@@ -49,8 +49,10 @@ from georep.awaiting import stopped_within, within
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
+from georep.position import Position
 from georep.subsync.backoff import Backoff
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
+from georep.subsync.exposure import Exposure
 from georep.subsync.ports import SideMarker, SyncPort
 from georep.topic_name import TopicName
 
@@ -68,6 +70,7 @@ class TopicSync:
         local_link: PulsarLink,
         port: SyncPort,
         connected: Callable[[str], bool],
+        stored_to: Callable[[str], Position | None] = lambda remote: None,
         opening: asyncio.Semaphore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -77,6 +80,8 @@ class TopicSync:
         self._link = local_link
         self._port = port
         self._connected = connected
+        #: How far a remote stores T (its replicator's word), for the exposure.
+        self._stored_to = stored_to
         self._opening = opening or asyncio.Semaphore(limits.gateway_opening_count_max)
         self._markers = port.markers(self.topic_name)
         self._clock = clock
@@ -371,7 +376,22 @@ class TopicSync:
         """Not attached, and at least one attempt failed."""
         return not self.connected and self.failing_since is not None
 
+    def exposure(self) -> dict[str, dict[str, Exposure | None]]:
+        """Per subscription synced from here and remote, what a failover now would
+        deliver again (exposure.py)."""
+        stored = {remote: self._stored_to(remote) for remote in self.core.remotes}
+        return self.core.exposure(self._clock(), stored)
+
     def stats(self) -> dict[str, Any]:
+        core = self.core.stats()
+        for name, figures in self.exposure().items():
+            entry = core["subscriptions"].setdefault(name, {"applied": {}})
+            entry["exposure"] = {
+                remote: None
+                if figure is None
+                else {"messages": figure.messages, "oldestAckAgeS": _rounded(figure.oldest_s)}
+                for remote, figure in figures.items()
+            }
         return {
             "topic": self.topic,
             "connected": self.connected,
@@ -386,5 +406,9 @@ class TopicSync:
             "restarts": self.restarts,
             "applyFailures": self.apply_failures,
             "sideMarkersDropped": self._markers.dropped,
-            **self.core.stats(),
+            **core,
         }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
