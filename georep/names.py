@@ -15,6 +15,12 @@ every one of them                   not ``.`` or ``..``: a path segment of that 
                                     something else
 ==================================  =========================================================
 
+A *subscription pattern* (a subscription-sync policy's, ``check_subscription_pattern``)
+is a regular expression of Python's ``re`` that must match a subscription's whole name
+(``re.fullmatch``), as a Java pattern does with ``matches()`` in Pulsar's regex
+subscriptions: ``orders-.*`` takes ``orders-eu`` and not ``old-orders-eu``. Printable,
+1..``limits.sync_subscription_pattern_chars_max`` characters, and it must compile.
+
 Topic names are Unicode while tenants and namespaces are ASCII, as in Pulsar (whose
 ``\\w`` is ASCII): a unicode tenant is refused by Pulsar, a unicode topic accepted.
 Printable means no control, format or separator characters other than the space (so no
@@ -75,3 +81,30 @@ def check(kind: str, name: object) -> str:
     if kind != "role" and "/" in name:
         raise InvalidName(f"{label} name {name!r} may not contain '/'")
     return name
+
+
+def check_subscription_pattern(text: object) -> re.Pattern[str]:
+    """``text`` compiled, if it is a valid subscription pattern (the rule above).
+
+    >>> check_subscription_pattern("orders-.*").fullmatch("orders-eu") is not None
+    True
+    >>> try:
+    ...     check_subscription_pattern("orders-(")
+    ... except InvalidName as error:
+    ...     print(error)
+    subscription pattern 'orders-(' is not a regular expression: missing ), \
+unterminated subpattern at position 7
+    """
+    chars_max = limits.sync_subscription_pattern_chars_max
+    if not isinstance(text, str):
+        raise InvalidName(f"a subscription pattern must be a string, got {type(text).__name__}")
+    if not 0 < len(text) <= chars_max:
+        raise InvalidName(f"a subscription pattern has 1..{chars_max} characters, not {len(text)}")
+    if not text.isprintable():
+        raise InvalidName(f"subscription pattern {text!r} has unprintable characters")
+    try:
+        return re.compile(text)
+    except re.error as error:
+        raise InvalidName(
+            f"subscription pattern {text!r} is not a regular expression: {error}"
+        ) from None

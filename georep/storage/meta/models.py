@@ -326,6 +326,33 @@ class ReplicationPolicyRow(Base):
     version: Mapped[int] = mapped_column(Integer)
 
 
+#: A stored subscription pattern's column (``limits.sync_subscription_pattern_chars_max``
+#: is what a policy may use of it).
+pattern_chars_max = 1024
+
+
+class SubscriptionSyncPolicyRow(Base):
+    """Which subscriptions a namespace (``scope = 'namespace'``) or topic (``scope =
+    'topic'``) syncs beside the flagged ones, names as in ``replication_policies``:
+    ``subscriptions`` is ``all`` or ``flagged``; with ``flagged``, ``pattern`` (a regular
+    expression a name must match whole) adds the subscriptions it matches. A topic's row
+    overrides its namespace's; changes CAS ``version``."""
+
+    __tablename__ = "subscription_sync_policies"
+    __table_args__ = (
+        CheckConstraint("version >= 1", name="version"),
+        CheckConstraint("scope IN ('namespace', 'topic')", name="scope"),
+        CheckConstraint("subscriptions IN ('all', 'flagged')", name="subscriptions"),
+    )
+
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
+    subscriptions: Mapped[str] = mapped_column(String(16))
+    pattern: Mapped[str | None] = mapped_column(String(pattern_chars_max))
+    updated_at: Mapped[float] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(Integer)
+
+
 class GatewayMemberRow(Base):
     """A live gateway instance of a cluster (``gateway/ownership.py``): its lease, renewed
     every heartbeat, and ``view``, the sorted instance names whose shares of the topic

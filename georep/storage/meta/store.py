@@ -10,6 +10,7 @@ repository; a process opens it once and hands each component the repository it u
 - ``managed_ledgers.py``: managed ledgers and cursors (``storage/managed_ledger``);
 - ``catalog.py``: tenants and namespaces (the admin REST, the broker);
 - ``replication_policies.py``: the gateway's remote clusters and policies;
+- ``subscription_sync_policies.py``: the gateway's subscription-sync policies;
 - ``gateway_members.py``: the gateway instances of a cluster (``gateway/ownership.py``);
 - ``schemas.py``: topics' schema versions and namespaces' compatibility strategies.
 
@@ -47,6 +48,10 @@ from georep.storage.meta.replication_policies import (
     ReplicationPolicyRepository,
 )
 from georep.storage.meta.schemas import SchemaRepository
+from georep.storage.meta.subscription_sync_policies import (
+    SubscriptionSyncPolicyRecord,
+    SubscriptionSyncPolicyRepository,
+)
 from georep.storage.meta.under_replication import (
     UnderReplicatedLedger,
     UnderReplicationRepository,
@@ -74,6 +79,8 @@ __all__ = [
     "ReplicationPolicyRecord",
     "ReplicationPolicyRepository",
     "SchemaRepository",
+    "SubscriptionSyncPolicyRecord",
+    "SubscriptionSyncPolicyRepository",
     "TenantRecord",
     "UnderReplicatedLedger",
     "UnderReplicationRepository",
@@ -93,6 +100,7 @@ class MetadataStore:
         self.managed_ledgers = ManagedLedgerRepository(engine)
         self.catalog = CatalogRepository(engine)
         self.replication_policies = ReplicationPolicyRepository(engine)
+        self.subscription_sync_policies = SubscriptionSyncPolicyRepository(engine)
         self.gateway_members = GatewayMemberRepository(engine)
         self.schemas = SchemaRepository(engine)
 
