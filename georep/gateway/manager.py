@@ -58,12 +58,14 @@ from georep.client.refusals import RIGHTS_DOCUMENT, Refusal
 from georep.gateway.config import ClusterEndpoint, ClusterKind
 from georep.gateway.errors import GatewayError
 from georep.gateway.ownership import Shares, Sole
+from georep.gateway.sync_choice import SyncChoices
 from georep.gateway.watchdog import Watch
 from georep.position import Position
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
 from georep.storage.meta.replication_policies import ReplicationPolicyRepository
+from georep.storage.meta.subscription_sync_policies import SubscriptionSyncPolicyRepository
 from georep.subsync.change_watch import ChangeWatch
 from georep.subsync.core import SyncCore
 from georep.subsync.ports import GeorepPort, SyncPort
@@ -126,8 +128,12 @@ class ReplicationManager:
         sync_topics_max: int = limits.sync_topics_count_max,
         ownership: Shares | None = None,
         stuck_after_s: float = limits.replicator_stuck_after_s_default,
+        sync_policies: SubscriptionSyncPolicyRepository | None = None,
     ) -> None:
         self.local = local
+        #: Which subscriptions each topic syncs beside the flagged (sync_choice.py); None:
+        #: the configuration alone.
+        self.sync_policies = sync_policies
         #: Which topic partitions this instance runs among the gateways of its cluster
         #: (ownership.py); alone, all of them.
         self.ownership: Shares = ownership or Sole(uuid.uuid4().hex[:8])
@@ -163,6 +169,10 @@ class ReplicationManager:
         self.remote_admins = {name: _admin(endpoint) for name, endpoint in self.remotes.items()}
         self.replicators: dict[Key, Replicator] = {}
         self.sync_settings = sync_settings or SyncSettings()
+        #: The stored subscription-sync policies read at the last pass, over the
+        #: configuration (built again only when they changed).
+        self.sync_choices = SyncChoices(self.sync_settings, ())
+        self._sync_policies_read: tuple[object, ...] = ()
         #: How subscription sync reads and changes the local cluster's subscriptions, and
         #: where its markers travel.
         self.sync_port = self._sync_port()
@@ -346,7 +356,9 @@ class ReplicationManager:
         policies = await self.store.list_replication_policies()
         namespace_policies = {p.name: p.clusters for p in policies if p.scope == "namespace"}
         topic_policies = {p.name: p.clusters for p in policies if p.scope == "topic"}
+        await self._read_sync_policies()
         namespaces = set(namespace_policies) | set(self.sync_settings.namespaces)
+        namespaces |= self.sync_choices.namespaces()
         for name in topic_policies:
             with contextlib.suppress(InvalidTopicName):
                 namespaces.add(TopicName.parse(name).namespace)
@@ -365,6 +377,7 @@ class ReplicationManager:
         signature = (
             sorted(namespace_policies.items()),
             sorted(topic_policies.items()),
+            self._sync_policies_read,
             sorted((namespace, tuple(topics)) for namespace, topics in self._topics.items()),
             self.ownership.generation,
         )
@@ -487,16 +500,21 @@ class ReplicationManager:
             await self._drop_sync(topic)
         for topic, namespace in wanted.items():
             remotes = frozenset(targets.get(topic, ()))
+            try:
+                choice = self.sync_choices.for_topic(TopicName.parse(topic))
+            except InvalidTopicName:
+                continue
             sync = self.syncs.get(topic)
             if sync is not None:
                 sync.core.remotes = remotes
-                sync.core.namespace_sync = self.sync_settings.for_namespace(namespace)
+                if sync.core.choose(choice):
+                    sync.state_changed()  # newly chosen subscriptions go out now
                 continue
             if not self.ownership.may_run(topic):
                 continue  # another gateway still runs it
             core = SyncCore(
                 self.local.name,
-                namespace_sync=self.sync_settings.for_namespace(namespace),
+                namespace_sync=choice,
                 settings=self.sync_settings,
                 remotes=remotes,
                 in_band=self.sync_port.in_band,
@@ -516,6 +534,18 @@ class ReplicationManager:
             sync.start()
             sync.state_changed()  # read once: it may have changed before the watch began
         await self._watch_namespaces()
+
+    async def _read_sync_policies(self) -> None:
+        """The stored subscription-sync policies, in one query a pass (like the
+        replication policies'); the topics' choices are built again only when they
+        changed (sync_choice.py)."""
+        if self.sync_policies is None:
+            return
+        records = await self.sync_policies.list_policies()
+        read = tuple((p.scope, p.name, p.subscriptions, p.pattern) for p in records)
+        if read != self._sync_policies_read:
+            self.sync_choices = SyncChoices(self.sync_settings, records)
+            self._sync_policies_read = read
 
     async def _drop_sync(self, topic: str) -> None:
         sync = self.syncs.pop(topic)

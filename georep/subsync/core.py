@@ -79,7 +79,7 @@ from georep.subsync.ack_ranges_builder import build_ack_ranges
 from georep.subsync.ack_sync import AckPlan, AckRangesReceiver
 from georep.subsync.exposure import Acked, Exposure, Interval, difference, exposed, union
 from georep.subsync.range_mapping import OriginIndex, Range
-from georep.subsync.settings import NamespaceSync, Selection, SyncMode, SyncSettings
+from georep.subsync.settings import NamespaceSync, SyncMode, SyncSettings
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +221,9 @@ class SyncCore:
         self.copies_without_origin: dict[str, int] = {}
         self.on_copy_without_origin = on_copy_without_origin
         self.over_limit_subscriptions = 0
+        #: Why each subscription selected at the last state read is synced:
+        #: ``flag``, ``policy`` or ``flag+policy`` (``selected``).
+        self.synced_by: dict[str, str] = {}
         self.applied: dict[tuple[str, str], AppliedStats] = {}
         self.reset()
 
@@ -428,12 +431,34 @@ class SyncCore:
 
     # -- the subscriptions' state, polled --
 
+    def choose(self, namespace_sync: NamespaceSync) -> bool:
+        """Sync by ``namespace_sync`` from now on (a policy changed: the manager hands
+        every topic its choice once per change). True if the choice of subscriptions
+        changed, so their states should be read again."""
+        before = self.namespace_sync
+        self.namespace_sync = namespace_sync
+        return (before.subscriptions, before.pattern) != (
+            namespace_sync.subscriptions,
+            namespace_sync.pattern,
+        )
+
     def selected(self, states: Mapping[str, SubscriptionState]) -> dict[str, SubscriptionState]:
-        everyone = self.namespace_sync.subscriptions is Selection.ALL
-        chosen = {name: s for name, s in sorted(states.items()) if everyone or s.replicated}
+        """The subscriptions to sync, at most ``limits.sync_subscriptions_per_topic_max``
+        (by name): the flagged ones and those the policy takes (``NamespaceSync``). Why
+        each is synced is kept for ``/stats`` (``synced_by``)."""
+        choice = self.namespace_sync
+        chosen: dict[str, SubscriptionState] = {}
+        why: dict[str, str] = {}
+        for name, state in sorted(states.items()):
+            reason = choice.synced_by(name, state.replicated)
+            if reason is not None:
+                chosen[name] = state
+                why[name] = reason
         limit = limits.sync_subscriptions_per_topic_max
         self.over_limit_subscriptions = max(0, len(chosen) - limit)
-        return dict(list(chosen.items())[:limit])
+        kept = dict(list(chosen.items())[:limit])
+        self.synced_by = {name: why[name] for name in kept}
+        return kept
 
     def on_state(self, states: Mapping[str, SubscriptionState], now: float) -> list[WriteMarker]:
         if self.mode is SyncMode.OFF:
@@ -761,6 +786,7 @@ class SyncCore:
         for name, source in self.sources.items():
             entry = subscriptions.setdefault(name, {"applied": {}})
             entry["cacheSize"] = len(source.cache)
+            entry["syncedBy"] = self.synced_by.get(name)
             entry["source"] = {
                 "lastMarkDelete": _text(source.stats.last_mark_delete),
                 "ranges": source.stats.ranges,
@@ -798,6 +824,7 @@ class SyncCore:
             "badMarkers": self.bad_markers,
             "copiesWithoutOrigin": dict(sorted(self.copies_without_origin.items())),
             "subscriptionsOverLimit": self.over_limit_subscriptions,
+            "subscriptionChoice": self.namespace_sync.choice_json(),
             "indexRuns": {c: len(i) for c, i in sorted(self.forward.items())},
             "subscriptions": subscriptions,
         }

@@ -17,6 +17,9 @@
     mode = "pulsar-compatible"
     subscriptions = "all"
 
+    [subscription_sync.namespaces."shop/eu"]
+    subscription_pattern = "orders-.*"   # beside the flagged: names matching this, whole
+
 **Modes.** ``pulsar-compatible`` syncs the mark-delete position (MDP) only, through
 snapshots, as Pulsar does: it needs replication both ways. ``full`` adds the
 acknowledged ranges above the MDP and batch indexes, mapped through the origin
@@ -26,7 +29,16 @@ syncs nothing from this cluster (markers arriving from others are still applied)
 **Which subscriptions.** ``flagged``: those opted in as in Pulsar, by a consumer that
 subscribed with ``replicate_subscription_state_enabled=True`` (pulsar-client), or by
 the subscription property ``georep.replicated=true``; the broker keeps the flag on the
-cursor. ``all``: every subscription of the namespace's topics.
+cursor. ``all``: every subscription of the namespace's topics. ``subscription_pattern``
+(with ``flagged``, the default): the flagged ones and those whose whole name matches the
+regular expression (``names.check_subscription_pattern``). A table that sets
+``subscriptions`` sets the whole choice (a namespace's ``subscriptions = "flagged"``
+drops the top table's pattern); ``all`` beside a pattern is refused as ambiguous.
+
+**Which wins.** A subscription-sync policy stored in the gateway's metadata store (its
+REST, ``storage/meta/subscription_sync_policies.py``) chooses the subscriptions of its
+topic or namespace over this table: a topic's policy, else its namespace's, else the
+namespace's table here, else the top table. The mode always comes from here.
 
 **Where.** A gateway syncs the topics of every namespace it replicates (its policies)
 and of every namespace named under ``namespaces`` here; the latter is how a cluster
@@ -36,12 +48,14 @@ that only *receives* replication (C in A→C) applies the state A sends.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from georep import limits
 from georep.console import ConfigError, check_keys
+from georep.names import InvalidName, check_subscription_pattern
 from georep.topic_name import InvalidTopicName, check_namespace
 
 
@@ -56,10 +70,52 @@ class Selection(enum.Enum):
     ALL = "all"
 
 
+#: Why a subscription is synced (``NamespaceSync.synced_by``), as ``/stats`` says it.
+SYNCED_BY_FLAG = "flag"
+SYNCED_BY_POLICY = "policy"
+SYNCED_BY_BOTH = "flag+policy"
+
+
 @dataclass(frozen=True)
 class NamespaceSync:
+    """How a topic's subscriptions are synced: the mode, and which subscriptions.
+
+    >>> choice = NamespaceSync(pattern=re.compile("orders-.*"))
+    >>> [choice.synced_by(n, f) for n, f in [("orders-eu", False), ("orders-eu", True),
+    ...                                      ("audit", True), ("audit", False)]]
+    ['policy', 'flag+policy', 'flag', None]
+    """
+
     mode: SyncMode = SyncMode.FULL
     subscriptions: Selection = Selection.FLAGGED
+    #: Beside the flagged subscriptions, those whose whole name matches (FLAGGED only).
+    pattern: re.Pattern[str] | None = None
+    #: Where the choice of subscriptions comes from, for ``/stats``: ``configuration``,
+    #: ``namespace policy`` or ``topic policy``.
+    chosen_by: str = "configuration"
+
+    def synced_by(self, name: str, flagged: bool) -> str | None:
+        """Why subscription ``name`` (its flag ``flagged``) is synced, or None if it is
+        not: ``flag``, ``policy`` (``all`` or the pattern) or ``flag+policy``."""
+        by_policy = self.subscriptions is Selection.ALL or (
+            self.pattern is not None and self.pattern.fullmatch(name) is not None
+        )
+        if by_policy:
+            return SYNCED_BY_BOTH if flagged else SYNCED_BY_POLICY
+        return SYNCED_BY_FLAG if flagged else None
+
+    def choosing(
+        self, subscriptions: Selection, pattern: re.Pattern[str] | None, chosen_by: str
+    ) -> NamespaceSync:
+        """This mode with another choice of subscriptions (a stored policy's)."""
+        return replace(self, subscriptions=subscriptions, pattern=pattern, chosen_by=chosen_by)
+
+    def choice_json(self) -> dict[str, Any]:
+        return {
+            "subscriptions": self.subscriptions.value,
+            "pattern": None if self.pattern is None else self.pattern.pattern,
+            "chosenBy": self.chosen_by,
+        }
 
 
 @dataclass(frozen=True)
@@ -85,6 +141,7 @@ class SyncSettings:
 _KEYS = {
     "mode",
     "subscriptions",
+    "subscription_pattern",
     "snapshot_interval_s",
     "snapshot_timeout_s",
     "snapshot_cache_size",
@@ -115,7 +172,7 @@ def parse_sync(table: Mapping[str, Any]) -> SyncSettings:
             raise ConfigError(f"{inner}: {error}") from None
         if not isinstance(overrides, Mapping):
             raise ConfigError(f"{inner} must be a table")
-        check_keys(overrides, {"mode", "subscriptions"}, inner)
+        check_keys(overrides, {"mode", "subscriptions", "subscription_pattern"}, inner)
         namespaces[name] = _namespace_sync(overrides, default, inner)
     interval = _seconds(table, "snapshot_interval_s", limits.snapshot_interval_s_default)
     timeout = _seconds(table, "snapshot_timeout_s", limits.snapshot_timeout_s_default)
@@ -154,8 +211,21 @@ def _namespace_sync(table: Mapping[str, Any], base: NamespaceSync, where: str) -
         out = replace(out, mode=_enum(SyncMode, table["mode"], f"{where} mode"))
     if "subscriptions" in table:
         out = replace(
-            out, subscriptions=_enum(Selection, table["subscriptions"], f"{where} subscriptions")
+            out,
+            subscriptions=_enum(Selection, table["subscriptions"], f"{where} subscriptions"),
+            pattern=None,
         )
+    if "subscription_pattern" in table:
+        if out.subscriptions is Selection.ALL:
+            raise ConfigError(
+                f'{where} subscription_pattern beside subscriptions = "all": all takes every'
+                ' subscription; use "flagged" (the flag or the pattern) or drop the pattern'
+            )
+        try:
+            pattern = check_subscription_pattern(table["subscription_pattern"])
+        except InvalidName as error:
+            raise ConfigError(f"{where} subscription_pattern: {error}") from None
+        out = replace(out, pattern=pattern)
     return out
 
 
