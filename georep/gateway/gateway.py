@@ -77,11 +77,17 @@ class Gateway:
                 replicators_max=config.replicators_max,
                 sync_topics_max=config.sync_topics_max,
                 ownership=self.ownership,
+                sync_policies=store.subscription_sync_policies,
             )
             await self.ownership.start()
-            self._runner = RestRunner(
-                create_app(Served(config, store.replication_policies, self.manager, self.ownership))
+            served = Served(
+                config,
+                store.replication_policies,
+                self.manager,
+                self.ownership,
+                store.subscription_sync_policies,
             )
+            self._runner = RestRunner(create_app(served))
             await self._runner.setup()
             # [gateway] tls_cert_file / tls_key_file: https only, on the one port.
             tls = config.rest_tls.server_context() if config.rest_tls is not None else None

@@ -36,6 +36,27 @@ _POLICY = {
     "required": ["clusters", "version"],
     "properties": {"clusters": _CLUSTER_NAMES, "version": {"type": "integer", "minimum": 1}},
 }
+_SUBSCRIPTION_CHOICE = {
+    "enum": ["all", "flagged"],
+    "description": "all: every subscription; flagged: those a consumer"
+    " flagged, and those the pattern matches",
+}
+_SUBSCRIPTION_PATTERN = {
+    "type": ["string", "null"],
+    "minLength": 1,
+    "maxLength": limits.sync_subscription_pattern_chars_max,
+    "description": "a regular expression (Python re) a subscription's whole name must"
+    " match; only with flagged",
+}
+_SYNC_POLICY = {
+    "type": "object",
+    "required": ["subscriptions", "pattern", "version"],
+    "properties": {
+        "subscriptions": _SUBSCRIPTION_CHOICE,
+        "pattern": _SUBSCRIPTION_PATTERN,
+        "version": {"type": "integer", "minimum": 1},
+    },
+}
 _ENDPOINT = {
     "type": "object",
     "properties": {
@@ -118,6 +139,25 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "topics": {"type": "object", "additionalProperties": _POLICY},
         },
     },
+    "SyncPolicy": _SYNC_POLICY,
+    "SyncPolicyChange": {
+        "type": "object",
+        "required": ["subscriptions"],
+        "additionalProperties": False,
+        "properties": {
+            "subscriptions": _SUBSCRIPTION_CHOICE,
+            "pattern": _SUBSCRIPTION_PATTERN,
+            "version": {"type": "integer", "minimum": 0,
+                        "description": "apply only at this version (0: only if none)"},
+        },
+    },
+    "SyncPolicies": {
+        "type": "object",
+        "properties": {
+            "namespaces": {"type": "object", "additionalProperties": _SYNC_POLICY},
+            "topics": {"type": "object", "additionalProperties": _SYNC_POLICY},
+        },
+    },
     "Stats": {
         "type": "object",
         "properties": {
@@ -166,7 +206,7 @@ def _statuses(route: Route) -> set[int]:
         statuses.add(400)
     if route.role is Role.ADMIN:
         statuses.add(409)
-    if "replication" in route.path:
+    if "replication" in route.path or route.path.endswith("/subscription-sync"):
         statuses.add(404)
     return statuses
 
@@ -177,7 +217,8 @@ def document(routes: tuple[Route, ...]) -> dict[str, Any]:
         routes,
         title="georep gateway admin",
         description=(
-            "Replication policies, clusters and replicator stats of one gateway. Every"
+            "Replication and subscription-sync policies, clusters and replicator stats of"
+            " one gateway. Every"
             " POST must say Content-Type: application/json."
         ),
         schemas=SCHEMAS,

@@ -1,4 +1,5 @@
-"""The gateway's REST admin (aiohttp): replication policies, clusters, stats, metrics.
+"""The gateway's REST admin (aiohttp): replication and subscription-sync policies,
+clusters, stats, metrics.
 
 Every route is in :data:`ROUTES`; ``create_app`` registers exactly those and
 ``openapi.py`` documents exactly those. Paths live under georep's own prefix,
@@ -12,6 +13,9 @@ topic's with ``POST /admin/v2/persistent/{t}/{ns}/{topic}/replication``). Here:
 ``DELETE /admin/georep/v1/namespaces/{t}/{ns}/replication``  remove it (``?version=N``: CAS)
 ``GET|PUT|DELETE /admin/georep/v1/persistent/{t}/{ns}/{topic}/replication``  per topic
 ``GET    /admin/georep/v1/policies``                         every policy
+``GET|PUT|DELETE /admin/georep/v1/namespaces/{t}/{ns}/subscription-sync``  which subscriptions
+``GET|PUT|DELETE /admin/georep/v1/persistent/{t}/{ns}/{topic}/subscription-sync``  sync, per topic
+``GET    /admin/georep/v1/subscription-sync-policies``       every subscription-sync policy
 ``GET    /admin/georep/v1/clusters``                         local and remote clusters
 ``GET    /admin/georep/v1/stats``                            replicators and discovery
 ``GET    /admin/georep/v1/ownership``                        gateway instances, owned partitions
@@ -26,6 +30,18 @@ ones); the local cluster's own name is accepted and ignored, so Pulsar habits of
 every cluster carry over. A topic's policy overrides its namespace's, even an empty one
 (``[]``: this topic is not replicated). The answer is the stored policy, with its new
 version. A change takes effect at once: the manager runs a discovery pass.
+
+A subscription-sync policy (PIP-398's ask: sync chosen by the operator, not by the
+consumer's flag) says which subscriptions of a namespace or topic are synced beside the
+flagged ones: ``{"subscriptions": "all"}``, or ``{"subscriptions": "flagged", "pattern":
+"orders-.*"}`` (the flagged ones, and those whose whole name matches the regular
+expression; without a pattern, the flag alone, which on a topic undoes its namespace's
+``all``). ``version`` works as above, and so do scopes: a topic's policy (its partition's,
+else its partitioned topic's) overrides its namespace's, which overrides the
+``[subscription_sync]`` table of the configuration. A bad pattern is 400 with the
+reason. Answers are ``{"subscriptions", "pattern", "version"}``; each synced
+subscription's ``/stats`` entry says ``syncedBy``: ``flag``, ``policy`` or
+``flag+policy``.
 
 Every request goes through the shared REST toolkit (``rest/``), as on the cluster's admin:
 mutations need an admin token, reads a read-only or admin token once tokens are
@@ -62,6 +78,10 @@ from georep.storage.meta.replication_policies import (
     ReplicationPolicyRecord,
     ReplicationPolicyRepository,
 )
+from georep.storage.meta.subscription_sync_policies import (
+    SubscriptionSyncPolicyRecord,
+    SubscriptionSyncPolicyRepository,
+)
 from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 
 log = logging.getLogger(__name__)
@@ -70,6 +90,8 @@ V1 = "/admin/georep/v1"
 OPENAPI_PATH = f"{V1}/openapi.json"
 _NAMESPACE_POLICY = f"{V1}/namespaces/{{tenant}}/{{namespace}}/replication"
 _TOPIC_POLICY = f"{V1}/persistent/{{tenant}}/{{namespace}}/{{topic}}/replication"
+_NAMESPACE_SYNC_POLICY = f"{V1}/namespaces/{{tenant}}/{{namespace}}/subscription-sync"
+_TOPIC_SYNC_POLICY = f"{V1}/persistent/{{tenant}}/{{namespace}}/{{topic}}/subscription-sync"
 
 
 @dataclass(frozen=True)
@@ -80,6 +102,7 @@ class Served:
     policies: ReplicationPolicyRepository
     manager: ReplicationManager
     ownership: Ownership
+    sync_policies: SubscriptionSyncPolicyRepository
 
 
 GATEWAY = web.AppKey("gateway", Served)
@@ -122,11 +145,7 @@ async def _body(request: web.Request) -> tuple[list[str], int | None]:
         raise PolicyError('"clusters" must be a list of cluster names')
     if len(clusters) > limits.remote_clusters_count_max:
         raise PolicyError(f'"clusters" names at most {limits.remote_clusters_count_max}')
-    version = document.get("version")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
-        raise PolicyError('"version" must be an integer')
-    if version is not None and version < 0:
-        raise PolicyError('"version" must be >= 0')
+    version = _body_version(document)
     gateway = request.app[GATEWAY]
     local = gateway.config.local.name
     unknown_clusters = sorted({c for c in clusters if c != local} - set(gateway.config.remotes))
@@ -136,6 +155,41 @@ async def _body(request: web.Request) -> tuple[list[str], int | None]:
             f" {sorted(gateway.config.remotes)}"
         )
     return sorted({c for c in clusters if c != local}), version
+
+
+def _sync_policy_json(record: SubscriptionSyncPolicyRecord) -> dict[str, Any]:
+    return {
+        "subscriptions": record.subscriptions,
+        "pattern": record.pattern,
+        "version": record.version,
+    }
+
+
+async def _sync_body(request: web.Request) -> tuple[str, str | None, int | None]:
+    """The choice, pattern and optional version of a subscription-sync PUT body, checked
+    for shape here and for meaning by the repository (``check_choice``: a 400 too)."""
+    document = await read_json(request, required=True)
+    if not isinstance(document, dict):
+        raise PolicyError('the body must be an object: {"subscriptions": "all" | "flagged"}')
+    unknown = sorted(set(document) - {"subscriptions", "pattern", "version"})
+    if unknown:
+        raise PolicyError(f"unknown field(s) {unknown}; expected subscriptions, pattern, version")
+    subscriptions = document.get("subscriptions")
+    if subscriptions not in ("all", "flagged"):
+        raise PolicyError('"subscriptions" must be "all" or "flagged"')
+    pattern = document.get("pattern")
+    if pattern is not None and not isinstance(pattern, str):
+        raise PolicyError('"pattern" must be a string (a regular expression) or null')
+    return subscriptions, pattern, _body_version(document)
+
+
+def _body_version(document: dict[str, Any]) -> int | None:
+    version = document.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        raise PolicyError('"version" must be an integer')
+    if version is not None and version < 0:
+        raise PolicyError('"version" must be >= 0')
+    return version
 
 
 def _version_query(request: web.Request) -> int | None:
@@ -263,6 +317,85 @@ async def put_topic_policy(request: web.Request) -> web.Response:
 
 async def delete_topic_policy(request: web.Request) -> web.Response:
     return await _delete(request, "topic", _topic_of(request))
+
+
+async def list_sync_policies(request: web.Request) -> web.Response:
+    policies = await request.app[GATEWAY].sync_policies.list_policies()
+    return json_response(
+        {
+            "namespaces": {
+                p.name: _sync_policy_json(p) for p in policies if p.scope == "namespace"
+            },
+            "topics": {p.name: _sync_policy_json(p) for p in policies if p.scope == "topic"},
+        }
+    )
+
+
+async def _get_sync(request: web.Request, scope: str, name: str) -> web.Response:
+    record = await request.app[GATEWAY].sync_policies.get_policy(scope, name)
+    if record is None:
+        raise PolicyNotFound(f"no subscription-sync policy for {scope} {name}")
+    return json_response(_sync_policy_json(record))
+
+
+async def _put_sync(request: web.Request, scope: str, name: str) -> web.Response:
+    subscriptions, pattern, version = await _sync_body(request)
+    gateway = request.app[GATEWAY]
+    try:
+        record = await gateway.sync_policies.put_policy(
+            scope, name, subscriptions, pattern, expected_version=version
+        )
+    except BadVersion as error:
+        raise PolicyConflict(str(error)) from None
+    log.info(
+        "subscription-sync policy of %s %s set to %s%s (version %d)",
+        scope,
+        name,
+        subscriptions,
+        "" if pattern is None else f" + pattern {pattern!r}",
+        record.version,
+    )
+    gateway.manager.poke()
+    return json_response(_sync_policy_json(record))
+
+
+async def _delete_sync(request: web.Request, scope: str, name: str) -> web.Response:
+    gateway = request.app[GATEWAY]
+    try:
+        deleted = await gateway.sync_policies.delete_policy(
+            scope, name, expected_version=_version_query(request)
+        )
+    except BadVersion as error:
+        raise PolicyConflict(str(error)) from None
+    if not deleted:
+        raise PolicyNotFound(f"no subscription-sync policy for {scope} {name}")
+    log.info("subscription-sync policy of %s %s deleted", scope, name)
+    gateway.manager.poke()
+    return web.Response(status=204)
+
+
+async def get_namespace_sync_policy(request: web.Request) -> web.Response:
+    return await _get_sync(request, "namespace", _namespace_of(request))
+
+
+async def put_namespace_sync_policy(request: web.Request) -> web.Response:
+    return await _put_sync(request, "namespace", _namespace_of(request))
+
+
+async def delete_namespace_sync_policy(request: web.Request) -> web.Response:
+    return await _delete_sync(request, "namespace", _namespace_of(request))
+
+
+async def get_topic_sync_policy(request: web.Request) -> web.Response:
+    return await _get_sync(request, "topic", _topic_of(request))
+
+
+async def put_topic_sync_policy(request: web.Request) -> web.Response:
+    return await _put_sync(request, "topic", _topic_of(request))
+
+
+async def delete_topic_sync_policy(request: web.Request) -> web.Response:
+    return await _delete_sync(request, "topic", _topic_of(request))
 
 
 async def get_stats(request: web.Request) -> web.Response:
@@ -405,6 +538,26 @@ ROUTES: tuple[Route, ...] = (
           "policies", request="PolicyChange", response="Policy"),
     Route("DELETE", _TOPIC_POLICY, delete_topic_policy, Role.ADMIN,
           "Remove a topic's policy: its namespace's applies again", "policies",
+          query=(_VERSION,)),
+    Route("GET", f"{V1}/subscription-sync-policies", list_sync_policies, Role.READ,
+          "Every subscription-sync policy", "subscription sync", response="SyncPolicies"),
+    Route("GET", _NAMESPACE_SYNC_POLICY, get_namespace_sync_policy, Role.READ,
+          "Which subscriptions a namespace syncs beside the flagged (PIP-398)",
+          "subscription sync", response="SyncPolicy"),
+    Route("PUT", _NAMESPACE_SYNC_POLICY, put_namespace_sync_policy, Role.ADMIN,
+          "Set which subscriptions a namespace syncs: all, or the flagged and a pattern",
+          "subscription sync", request="SyncPolicyChange", response="SyncPolicy"),
+    Route("DELETE", _NAMESPACE_SYNC_POLICY, delete_namespace_sync_policy, Role.ADMIN,
+          "Remove a namespace's sync policy: the configuration's choice applies again",
+          "subscription sync", query=(_VERSION,)),
+    Route("GET", _TOPIC_SYNC_POLICY, get_topic_sync_policy, Role.READ,
+          "Which subscriptions a topic syncs, overriding its namespace's",
+          "subscription sync", response="SyncPolicy"),
+    Route("PUT", _TOPIC_SYNC_POLICY, put_topic_sync_policy, Role.ADMIN,
+          "Set which subscriptions a topic syncs", "subscription sync",
+          request="SyncPolicyChange", response="SyncPolicy"),
+    Route("DELETE", _TOPIC_SYNC_POLICY, delete_topic_sync_policy, Role.ADMIN,
+          "Remove a topic's sync policy: its namespace's applies again", "subscription sync",
           query=(_VERSION,)),
     Route("GET", f"{V1}/stats", get_stats, Role.READ,
           "Replicator stats (Pulsar's replication stats names), discovery, subscription sync;"

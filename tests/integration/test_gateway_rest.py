@@ -19,6 +19,8 @@ TOKEN = "gateway-admin-token-0123456789"
 V1 = "/admin/georep/v1"
 NS = f"{V1}/namespaces/geo/rest/replication"
 TOPIC = f"{V1}/persistent/geo/rest/orders/replication"
+SYNC_NS = f"{V1}/namespaces/geo/rest/subscription-sync"
+SYNC_TOPIC = f"{V1}/persistent/geo/rest/orders/subscription-sync"
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +107,53 @@ def test_malformed_json_and_large_bodies(gateway) -> None:
     status, answer = raw(b'{"clusters": [' + b'"B",' * 30_000 + b'"B"]}')
     assert status == 413 and "reason" in answer  # JSON, like every other answer
     assert call(gateway, "GET", NS)[0] == 404, "a refused body changed nothing"
+
+
+def test_subscription_sync_policy_life_cycle(gateway) -> None:
+    assert call(gateway, "GET", SYNC_NS)[0] == 404
+    status, policy = call(gateway, "PUT", SYNC_NS, {"subscriptions": "flagged", "pattern": "o-.*"})
+    assert (status, policy) == (200, {"subscriptions": "flagged", "pattern": "o-.*", "version": 1})
+    assert call(gateway, "GET", SYNC_NS) == (200, policy)
+    status, answer = call(gateway, "PUT", SYNC_NS, {"subscriptions": "all", "version": 7})
+    assert status == 409 and "version 1" in answer["reason"]
+    status, policy = call(gateway, "PUT", SYNC_NS, {"subscriptions": "all", "version": 1})
+    assert (status, policy) == (200, {"subscriptions": "all", "pattern": None, "version": 2})
+    status, topic = call(gateway, "PUT", SYNC_TOPIC, {"subscriptions": "flagged", "version": 0})
+    assert (status, topic["version"]) == (200, 1)
+    status, listed = call(gateway, "GET", f"{V1}/subscription-sync-policies")
+    assert listed == {
+        "namespaces": {"geo/rest": policy},
+        "topics": {"persistent://geo/rest/orders": topic},
+    }
+    assert "geo/rest" not in call(gateway, "GET", f"{V1}/policies")[1]["namespaces"]
+    assert call(gateway, "DELETE", f"{SYNC_NS}?version=1")[0] == 409
+    assert call(gateway, "DELETE", f"{SYNC_NS}?version=2")[0] == 204
+    assert call(gateway, "DELETE", SYNC_NS)[0] == 404
+    assert call(gateway, "DELETE", SYNC_TOPIC)[0] == 204
+    status, answer = call(gateway, "PUT", SYNC_NS, {"subscriptions": "all"}, token=None)
+    assert status == 401 and "Bearer" in answer["reason"]
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ({"subscriptions": "flagged", "pattern": "orders-("}, "is not a regular expression"),
+        ({"subscriptions": "flagged", "pattern": "x" * 300}, "1..256 characters"),
+        ({"subscriptions": "flagged", "pattern": ""}, "1..256 characters"),
+        ({"subscriptions": "all", "pattern": "o.*"}, 'beside subscriptions "all"'),
+        ({"subscriptions": "some"}, '"all" or "flagged"'),
+        ({}, '"all" or "flagged"'),
+        ({"subscriptions": "flagged", "pattern": 3}, "a string"),
+        ({"subscriptions": "all", "version": -1}, ">= 0"),
+        ({"subscriptions": "all", "clusters": []}, "unknown field(s) ['clusters']"),
+    ],
+)
+def test_bad_subscription_sync_policies_are_400_with_a_reason(gateway, body, words) -> None:
+    for path in (SYNC_NS, SYNC_TOPIC):
+        status, answer = call(gateway, "PUT", path, body)
+        assert status == 400, answer
+        assert words in answer["reason"]
+    assert call(gateway, "GET", SYNC_NS)[0] == 404, "a refused body changed nothing"
 
 
 def test_tokens(gateway) -> None:
