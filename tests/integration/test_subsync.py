@@ -183,10 +183,10 @@ def drain_on(cluster: ClusterProcess, topic: str, *, batch_ack=False) -> list[by
     return got
 
 
-def unacked_messages(world, cluster: str, topic: str, entries) -> int | None:
+def unacked_messages(world, cluster: str, topic: str, entries, subscription="s") -> int | None:
     """Messages of ``entries`` (data entries of ``topic`` on ``cluster``) that
-    subscription ``s`` there has not acknowledged (markers do not count)."""
-    state = world.sync_state(cluster, topic)["subscriptions"].get("s")
+    ``subscription`` there has not acknowledged (markers do not count)."""
+    state = world.sync_state(cluster, topic)["subscriptions"].get(subscription)
     if state is None:
         return None
     mark_delete = (state["markDelete"]["ledgerId"], state["markDelete"]["entryId"])
@@ -217,7 +217,9 @@ def data_entries(world, cluster: str, topic: str, messages: int):
     return wait_for(complete, timeout_s=60)
 
 
-def settle_on(world, cluster: str, topic: str, messages: int, expected_unacked: int) -> None:
+def settle_on(
+    world, cluster: str, topic: str, messages: int, expected_unacked: int, subscription="s"
+) -> None:
     """Wait until the subscription on ``cluster`` holds exactly what A left unacked.
     If it never does, the failure shows where each side stood (a convergence bug must
     be diagnosable from one CI log)."""
@@ -225,7 +227,7 @@ def settle_on(world, cluster: str, topic: str, messages: int, expected_unacked: 
     seen: list[int | None] = []
 
     def settled() -> bool:
-        seen.append(unacked_messages(world, cluster, topic, entries))
+        seen.append(unacked_messages(world, cluster, topic, entries, subscription))
         return seen[-1] == expected_unacked
 
     try:
@@ -443,4 +445,47 @@ def test_a_topic_longer_than_a_consumers_unacked_limit_still_syncs(world) -> Non
         consumer.acknowledge_cumulative(last)
         settle_on(world, "B", topic, messages, 0)
     finally:
+        client.close()
+
+
+def test_a_namespace_policy_syncs_the_unflagged_subscriptions_its_pattern_names(world) -> None:
+    """No consumer sets the flag: once A's gateway holds a namespace policy whose pattern
+    names ``orders-app``, its acknowledgements reach B, and ``audit-app``'s do not."""
+    topic = f"persistent://{SYNC}/by-policy"
+    produce(world.a.url, topic, 60, "p", batching=False)
+    gateway = world.gateways["A"]
+    policy_url = f"{gateway.url}/admin/georep/v1/namespaces/{SYNC}/subscription-sync"
+    client = pulsar.Client(world.a.url, operation_timeout_seconds=30)
+    try:
+        acked = {}
+        for name in ("orders-app", "audit-app"):
+            consumer = client.subscribe(
+                topic,
+                name,
+                consumer_type=pulsar.ConsumerType.Shared,
+                initial_position=pulsar.InitialPosition.Earliest,
+            )  # stays connected: A stays the source
+            received = [consumer.receive(timeout_millis=10_000) for _ in range(60)]
+            acked[name] = [m for m in received if int(m.data().split(b"-")[1]) % 2 == 0]
+            for message in acked[name]:
+                consumer.acknowledge(message)
+        status, answer = http(
+            "PUT",
+            policy_url,
+            {"subscriptions": "flagged", "pattern": "orders-.*"},
+            token=gateway.token,
+        )
+        assert status == 200, answer
+        settle_on(world, "B", topic, 60, 60 - len(acked["orders-app"]), "orders-app")
+        assert "audit-app" not in world.sync_state("B", topic)["subscriptions"]
+        stats = world.topic_sync_stats("A", topic)
+        assert stats["subscriptions"]["orders-app"]["syncedBy"] == "policy"
+        assert "audit-app" not in stats["subscriptions"]
+        assert stats["subscriptionChoice"] == {
+            "subscriptions": "flagged",
+            "pattern": "orders-.*",
+            "chosenBy": "namespace policy",
+        }
+    finally:
+        http("DELETE", policy_url, token=gateway.token)
         client.close()
