@@ -18,8 +18,12 @@ snapshots started, completed and timed out (Pulsar's
 ``pulsar_replicated_subscriptions_snapshots_*`` counterparts) and markers written; per
 namespace and source cluster (or topic partition, subscription and source) the sync
 lag of the last state applied here (the largest) and the ranges it left on the
-subscriptions; beside real Pulsar, the hot topics read alone between metrics pages and
-those dropped past the bound.
+subscriptions; per namespace and remote (or topic partition, subscription and remote)
+the exposure of the subscriptions synced from here (``subsync/exposure.py``: the
+messages a failover now would deliver again, summed, and the age of the oldest such
+acknowledgement, the largest: :func:`exposure_figures`, which the live page shows
+too); beside real Pulsar, the hot topics read alone between metrics pages and those
+dropped past the bound.
 """
 
 from __future__ import annotations
@@ -302,6 +306,32 @@ _SNAPSHOTS = {
 }
 
 
+def exposure_figures(
+    manager: ReplicationManager, chosen: set[str] | None = None
+) -> dict[tuple[str, ...], tuple[int, float | None]]:
+    """Per (local cluster, namespace, remote), or with ``chosen`` per (local cluster,
+    topic partition, subscription, remote) for those partitions: the messages a
+    failover now would deliver again (summed) and the oldest of their acknowledgements'
+    age in seconds (the largest). Remotes whose figure is not known are left out."""
+    local = manager.local.name
+    out: dict[tuple[str, ...], tuple[int, float | None]] = {}
+    for topic, sync in manager.syncs.items():
+        if chosen is not None and topic not in chosen:
+            continue
+        for subscription, figures in sync.exposure().items():
+            for remote, figure in figures.items():
+                if figure is None:
+                    continue
+                if chosen is None:
+                    row: tuple[str, ...] = (local, sync.topic_name.namespace, remote)
+                else:
+                    row = (local, topic, subscription, remote)
+                messages, oldest = out.get(row, (0, None))
+                ages = [a for a in (oldest, figure.oldest_s) if a is not None]
+                out[row] = (messages + figure.messages, max(ages) if ages else None)
+    return out
+
+
 class SyncCollector:
     def __init__(self, manager: ReplicationManager, level: TopicLevel | None = None) -> None:
         self.manager = manager
@@ -358,6 +388,25 @@ class SyncCollector:
             "Acknowledged ranges the subscriptions hold after the last state applied here",
             applied_labels,
             ranges,
+        )
+        exposure = exposure_figures(manager, chosen)
+        exposure_labels = [*labels, "remote_cluster"]
+        if chosen is not None:
+            exposure_labels = [*labels, "subscription", "remote_cluster"]
+        yield _family(
+            GaugeMetricFamily,
+            "georep_subsync_exposure_messages",
+            "Messages acknowledged here whose copies a remote holds unacknowledged: what a"
+            " failover now would deliver again",
+            exposure_labels,
+            {row: float(messages) for row, (messages, _) in exposure.items()},
+        )
+        yield _family(
+            GaugeMetricFamily,
+            "georep_subsync_exposure_oldest_seconds",
+            "Age of the oldest acknowledgement a remote does not hold yet (the largest)",
+            exposure_labels,
+            {row: oldest for row, (_, oldest) in exposure.items() if oldest is not None},
         )
         summary = manager.sync_stats(topics=[])
         yield _gauge(

@@ -11,9 +11,11 @@ namespace and remote:
   instances each serve their own page, for the partitions they run);
 - one row per namespace and remote: the topic partitions replicated, how many are stuck
   (the watchdog's, with the longest stall) or not connected, the backlog, the oldest
-  unreplicated entry's age, the messages a second going out, and the sync lag of the
-  subscription states applied here from that remote. Worst first: stuck, then not
-  connected, then the longest delay; ``limits.status_page_rows_max`` rows a page,
+  unreplicated entry's age, the messages a second going out, the sync lag of the
+  subscription states applied here from that remote, and the exposure towards it (the
+  messages a failover now would deliver again, with the oldest such acknowledgement's
+  age: ``metrics.exposure_figures``). Worst first: stuck, then not connected, then the
+  longest delay, then the largest exposure; ``limits.status_page_rows_max`` rows a page,
   ``?page=N`` for the others.
 
 It reads well from 1400 px down to 760 px (tests/integration/test_status_page_browser.py
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 
 from georep import limits
 from georep.gateway.manager import ReplicationManager
-from georep.gateway.metrics import FIGURE, replication_figures
+from georep.gateway.metrics import FIGURE, exposure_figures, replication_figures
 
 
 @dataclass(frozen=True)
@@ -45,12 +47,15 @@ class Row:
     delay_s: float | None
     rate_out: float
     sync_lag_ms: float | None
+    exposure: int | None = None
+    exposure_oldest_s: float | None = None
 
     @property
-    def rank(self) -> tuple[bool, bool, float, str, str]:
-        """Sorts the worst first (with ``reverse=True``): stuck, not connected, delay."""
+    def rank(self) -> tuple[bool, bool, float, int, str, str]:
+        """Sorts the worst first (with ``reverse=True``): stuck, not connected, delay,
+        exposure."""
         return (self.stuck > 0, self.not_connected > 0, self.delay_s or 0.0,
-                self.namespace, self.remote)  # fmt: skip
+                self.exposure or 0, self.namespace, self.remote)  # fmt: skip
 
 
 def rows(manager: ReplicationManager, now: float | None = None) -> list[Row]:
@@ -71,6 +76,9 @@ def rows(manager: ReplicationManager, now: float | None = None) -> list[Row]:
             if applied.sync_lag_ms is not None:
                 key = (source, sync.topic_name.namespace)
                 lag[key] = max(lag.get(key, 0.0), applied.sync_lag_ms)
+    exposure = {
+        (remote, namespace): f for (_, namespace, remote), f in exposure_figures(manager).items()
+    }
     out = []
     for (_local, remote, namespace), values in figures.items():
         count = partitions[remote, namespace]
@@ -87,6 +95,8 @@ def rows(manager: ReplicationManager, now: float | None = None) -> list[Row]:
                 delay_s=values[FIGURE["georep_replication_delay_in_seconds"]],
                 rate_out=values[FIGURE["georep_replication_rate_out"]] or 0.0,
                 sync_lag_ms=lag.get((remote, namespace)),
+                exposure=exposure.get((remote, namespace), (None, None))[0],
+                exposure_oldest_s=exposure.get((remote, namespace), (None, None))[1],
             )
         )
     return sorted(out, key=lambda row: row.rank, reverse=True)
@@ -111,7 +121,7 @@ nav { margin-top: 12px; }
 """
 
 _COLUMNS = ("namespace", "remote", "partitions", "state", "backlog", "delay",
-            "out msg/s", "sync lag")  # fmt: skip
+            "out msg/s", "sync lag", "exposure")  # fmt: skip
 _WIDE = {"out msg/s"}  # left out below 900 px
 
 
@@ -121,6 +131,14 @@ def _state(row: Row) -> tuple[str, str]:
     if row.not_connected:
         return "warn", f"{row.not_connected} not connected"
     return "", "moving"
+
+
+def _exposure(row: Row) -> str:
+    if row.exposure is None:
+        return "-"
+    if not row.exposure or row.exposure_oldest_s is None:
+        return _number(row.exposure)
+    return f"{_number(row.exposure)} ({_number(row.exposure_oldest_s, ' s')})"
 
 
 def _number(value: float | None, unit: str = "") -> str:
@@ -161,6 +179,7 @@ def render(
             _number(row.delay_s, " s"),
             _number(row.rate_out),
             _number(row.sync_lag_ms, " ms"),
+            _exposure(row),
         ]
         tds = "".join(
             f"<td{' class=wide' if c in _WIDE else ''}>{v}</td>"

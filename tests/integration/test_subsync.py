@@ -13,7 +13,9 @@ those, and nothing below A's mark-delete position (pulsar-compatible mode).
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import threading
 import time
 
@@ -27,6 +29,7 @@ from tests.integration.gateway_harness import (
     admin_url,
     create_partitioned_topic,
     http,
+    metric,
     produce,
     read_entries,
     wait_for,
@@ -444,6 +447,66 @@ def test_a_topic_longer_than_a_consumers_unacked_limit_still_syncs(world) -> Non
             last = consumer.receive(timeout_millis=10_000)
         consumer.acknowledge_cumulative(last)
         settle_on(world, "B", topic, messages, 0)
+    finally:
+        client.close()
+
+
+def exposure_to(world, topic: str, remote: str) -> int | None:
+    """A's gateway's exposure of subscription ``s`` towards ``remote`` (``/stats``)."""
+    stats = world.topic_sync_stats("A", topic) or {}
+    figure = ((stats.get("subscriptions") or {}).get("s") or {}).get("exposure", {}).get(remote)
+    return None if figure is None else figure["messages"]
+
+
+def await_exposure(world, topic: str, remote: str, expected: int, timeout_s: float = 60) -> None:
+    seen: list[int | None] = []
+
+    def reached() -> bool:
+        seen.append(exposure_to(world, topic, remote))
+        return seen[-1] == expected
+
+    try:
+        wait_for(reached, timeout_s=timeout_s)
+    except TimeoutError:
+        raise AssertionError(
+            f"A's exposure to {remote} never {expected}; last {seen[-5:]}\n{world.diagnosis(topic)}"
+        ) from None
+
+
+def test_exposure_counts_what_a_frozen_remote_would_deliver_again(world) -> None:
+    """Acknowledgements made on A while B is frozen (SIGSTOP) cannot reach B: A's gateway
+    says how many (its ``/stats`` and ``/metrics``), C's figure stays 0, and B's returns to
+    0 once B runs again."""
+    topic = f"persistent://{SYNC}/exposure"
+    produce(world.a.url, topic, 30, "x", batching=False)
+    data_entries(world, "B", topic, 30)  # every copy is on B before it freezes
+    data_entries(world, "C", topic, 30)
+    client, consumer = subscribe_on_a(world, topic)
+    b = world.clusters["B"]
+    try:
+        received = [consumer.receive(timeout_millis=10_000) for _ in range(30)]
+        for message in received[:10]:
+            consumer.acknowledge(message)
+        settle_on(world, "B", topic, 30, 20)  # B applied the state of the first ten
+        await_exposure(world, topic, "B", 0)
+        assert b.process is not None
+        os.kill(b.process.pid, signal.SIGSTOP)
+        try:
+            for message in received[10:22]:  # out of order on purpose: ranges, then more
+                consumer.acknowledge(message)
+            await_exposure(world, topic, "B", 12)
+            await_exposure(world, topic, "C", 0)
+            gauge = metric(
+                world.gateways["A"],
+                "georep_subsync_exposure_messages",
+                namespace=SYNC,
+                remote_cluster="B",
+            )
+            assert gauge is not None and gauge >= 12, gauge
+        finally:
+            os.kill(b.process.pid, signal.SIGCONT)
+        await_exposure(world, topic, "B", 0, timeout_s=120)
+        settle_on(world, "B", topic, 30, 8)
     finally:
         client.close()
 

@@ -23,7 +23,7 @@ def promtool(*args: str) -> str:
 
 
 def test_promtool_checks_the_rules():
-    assert "SUCCESS: 9 rules found" in promtool("check", "rules", str(RULES))
+    assert "SUCCESS: 10 rules found" in promtool("check", "rules", str(RULES))
 
 
 def test_the_rules_fire_and_clear_as_their_unit_tests_say():
