@@ -21,6 +21,33 @@ from tests.integration.broker_cluster import free_port
 RULES_DIR = Path(__file__).resolve().parent.parent / "docker" / "prometheus"
 RULES = RULES_DIR / "georep-alerts.yml"
 RULE_TESTS = RULES_DIR / "georep-alerts.test.yml"
+#: The compose topology's Prometheus configuration: every gateway, the rules beside it.
+CONFIG = RULES_DIR / "prometheus.yml"
+
+
+def rules_holding_for(seconds: int) -> str:
+    """The shipped rules with every ``for`` cut to ``seconds``: the same expressions, so
+    what fires is what the shipped rules would fire, sooner (how long an alert must hold
+    is promtool's unit tests' business)."""
+    return re.sub(r"(?m)^(\s+)for: \S+$", rf"\1for: {seconds}s", RULES.read_text())
+
+
+def active_alerts(url: str) -> list[dict[str, Any]]:
+    """Prometheus's pending and firing alerts, as ``GET /api/v1/alerts`` lists them."""
+    with urllib.request.urlopen(f"{url}/api/v1/alerts", timeout=10) as answer:
+        alerts: list[dict[str, Any]] = json.load(answer)["data"]["alerts"]
+    return alerts
+
+
+def firing(alerts: list[dict[str, Any]], alert: str, **labels: str) -> list[dict[str, Any]]:
+    """Of ``alerts``, those named ``alert`` firing now whose labels include ``labels``."""
+    return [
+        a
+        for a in alerts
+        if a["labels"].get("alertname") == alert
+        and a["state"] == "firing"
+        and all(a["labels"].get(k) == v for k, v in labels.items())
+    ]
 
 
 def tool(name: str) -> str:
@@ -42,8 +69,7 @@ class PrometheusProcess:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.port = free_port()
-        rules = re.sub(r"(?m)^(\s+)for: \S+$", r"\1for: 1s", RULES.read_text())
-        (directory / "rules.yml").write_text(rules)
+        (directory / "rules.yml").write_text(rules_holding_for(1))
         (directory / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             "rule_files:\n  - rules.yml\n"
@@ -85,15 +111,7 @@ class PrometheusProcess:
 
     def firing(self, alert: str, **labels: str) -> list[dict[str, Any]]:
         """The alerts named ``alert`` firing now whose labels include ``labels``."""
-        with urllib.request.urlopen(f"{self.url}/api/v1/alerts", timeout=10) as answer:
-            alerts = json.load(answer)["data"]["alerts"]
-        return [
-            a
-            for a in alerts
-            if a["labels"].get("alertname") == alert
-            and a["state"] == "firing"
-            and all(a["labels"].get(k) == v for k, v in labels.items())
-        ]
+        return firing(active_alerts(self.url), alert, **labels)
 
     def __enter__(self) -> PrometheusProcess:
         self.start()

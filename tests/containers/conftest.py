@@ -70,15 +70,30 @@ def georep_image(container_engine: dict[str, str]) -> str:
     return IMAGE
 
 
-@pytest.fixture(scope="session")
-def postgres_image(container_engine: dict[str, str]) -> str:
-    """docker/postgres on the local base: what the compose file's postgres:16 stands for."""
-    image = "localhost/georep-postgres:test"
+def build_on_base(engine: dict[str, str], image: str, context: Path) -> str:
+    """``context``'s Dockerfile built as ``image`` on the local base image."""
+    started = time.monotonic()
     result = subprocess.run(
         ["podman", "build", "--format", "docker", "--quiet", "--build-arg",
-         f"BASE_IMAGE={container_engine['GEOREP_BASE_IMAGE']}", "-t", image,
-         str(ROOT / "docker" / "postgres")],
+         f"BASE_IMAGE={engine['GEOREP_BASE_IMAGE']}", "-t", image, str(context)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    print(f"{image} built in {time.monotonic() - started:.1f} s")
     return image
+
+
+@pytest.fixture(scope="session")
+def postgres_image(container_engine: dict[str, str]) -> str:
+    """docker/postgres on the local base: what the compose file's postgres:16 stands for."""
+    return build_on_base(
+        container_engine, "localhost/georep-postgres:test", ROOT / "docker" / "postgres"
+    )
+
+
+@pytest.fixture(scope="session")
+def prometheus_image(container_engine: dict[str, str]) -> str:
+    """docker/prometheus on the local base: Debian's Prometheus, for the compose topology."""
+    return build_on_base(
+        container_engine, "localhost/georep-prometheus:test", ROOT / "docker" / "prometheus"
+    )

@@ -1,7 +1,7 @@
 """georep as sidecars in containers, as deployed: two clusters and a gateway beside each on
 one container network, driven from the host with the official client through published
 ports. The gateway container is killed and started again: nothing lost, nothing twice.
-Then the compose topology (docker/compose.yaml) once end to end with podman-compose.
+The compose topology (docker/compose.yaml) has its own file: test_compose.py.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ import pulsar
 import pytest
 from testcontainers.core.container import DockerContainer
 from testcontainers.core.network import Network
-
-from tests.containers.conftest import ROOT
 
 TOKEN = "sidecar-test-token"
 NAMESPACE = "public/default"
@@ -207,50 +205,3 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def test_compose_topology_end_to_end(georep_image, postgres_image):
-    project = f"georep-test-{uuid.uuid4().hex[:6]}"
-    # Every published port free now, chosen by the kernel: a fixed port another process
-    # holds would answer in our cluster's place.
-    ports = {f"GEOREP_PORT_{cluster}_{kind}": str(free_port())
-             for cluster in "ABC" for kind in ("BROKER", "ADMIN", "GATEWAY")}  # fmt: skip
-    ports["GEOREP_PORT_A2_GATEWAY"] = str(free_port())  # A's gateway runs twice
-    env = {**os.environ, "GEOREP_IMAGE": georep_image, "GEOREP_TOKEN": TOKEN,
-           "GEOREP_POSTGRES_IMAGE": postgres_image, **ports}  # fmt: skip
-    compose = ["podman-compose", "-p", project, "-f", str(ROOT / "docker" / "compose.yaml")]
-    up = subprocess.run([*compose, "up", "-d"], env=env, capture_output=True, text=True,
-                        timeout=600, check=False)  # fmt: skip
-    try:
-        assert up.returncode == 0, up.stdout[-2000:] + up.stderr[-2000:]
-        topic = f"persistent://{NAMESPACE}/compose-{uuid.uuid4().hex[:8]}"
-        on_a = eventually(
-            lambda: client(f"pulsar://127.0.0.1:{ports['GEOREP_PORT_A_BROKER']}"),
-            "cluster A answers",
-        )
-        on_c = client(f"pulsar://127.0.0.1:{ports['GEOREP_PORT_C_BROKER']}")
-        try:
-            copies = eventually(
-                lambda: on_c.subscribe(topic, "copies",
-                                       initial_position=pulsar.InitialPosition.Earliest),
-                "cluster C answers",
-            )  # fmt: skip
-            producer = eventually(lambda: on_a.create_producer(topic), "a producer on A")
-            for index in range(20):
-                producer.send(f"m{index}".encode())
-            received = [copies.receive(120_000).data() for _ in range(20)]
-            assert received == [f"m{i}".encode() for i in range(20)]
-            # Both instances of A's gateway see each other through PostgreSQL.
-            for port in ("GEOREP_PORT_A_GATEWAY", "GEOREP_PORT_A2_GATEWAY"):
-                url = f"http://127.0.0.1:{ports[port]}/admin/georep/v1/ownership"
-                eventually(lambda url=url: len(gateway_json(url)["members"]) == 2,
-                           f"two members seen from {port}")  # fmt: skip
-        finally:
-            on_a.close()
-            on_c.close()
-    finally:
-        subprocess.run([*compose, "down", "-v"], env=env, capture_output=True, timeout=300,
-                       check=False)  # fmt: skip
-        # podman-compose 1.0 leaves the project's network behind; each one holds a subnet
-        subprocess.run(["podman", "network", "rm", "-f", f"{project}_default"],
-                       capture_output=True, timeout=60, check=False)  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from georep.gateway import metrics
-from tests.prometheus_tools import RULE_TESTS, RULES, tool
+from tests.prometheus_tools import CONFIG, RULE_TESTS, RULES, RULES_DIR, tool
 
 
 def promtool(*args: str) -> str:
@@ -37,3 +37,16 @@ def test_every_metric_a_rule_names_is_one_a_gateway_exports():
     named = {m for e in expressions for m in re.findall(r"\b(georep_[a-z_]+)", e)}
     assert named, expressions
     assert {m for m in named if f'"{m}"' not in source} == set(), named
+
+
+def test_the_compose_prometheus_config_is_valid_and_scrapes_every_gateway():
+    """docker/prometheus/prometheus.yml, which the compose topology's Prometheus runs:
+    promtool accepts it and the rules it loads, and it scrapes each gateway service of
+    docker/compose.yaml (a gateway added there and not here would go unwatched)."""
+    assert "SUCCESS" in promtool("check", "config", str(CONFIG))
+    compose = yaml.safe_load((RULES_DIR.parent / "compose.yaml").read_text())
+    gateways = {f"{name}:8090" for name in compose["services"] if name.startswith("gateway-")}
+    jobs = yaml.safe_load(CONFIG.read_text())["scrape_configs"]
+    (job,) = [job for job in jobs if job["job_name"] == "georep-gateway"]
+    targets = {target for group in job["static_configs"] for target in group["targets"]}
+    assert gateways and targets == gateways, (targets, gateways)
