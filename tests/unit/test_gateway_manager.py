@@ -158,3 +158,41 @@ async def test_a_topic_that_only_looks_like_a_partition(manager) -> None:
     manager.store.policies[("namespace", NS)] = ["B"]
     await manager.discover()
     assert running(manager) == {(lone, "B"): 0}
+
+
+class FakeSyncPolicies:
+    def __init__(self) -> None:
+        self.policies: dict[tuple[str, str], tuple[str, str | None]] = {}
+        self.reads = 0
+
+    async def list_policies(self):
+        from georep.storage.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
+
+        self.reads += 1
+        return [
+            SubscriptionSyncPolicyRecord(scope, name, choice, pattern, 0.0, 1)
+            for (scope, name), (choice, pattern) in sorted(self.policies.items())
+        ]
+
+
+async def test_a_sync_policy_change_reaches_running_syncs_in_one_read(manager) -> None:
+    sync_policies = manager.sync_policies = FakeSyncPolicies()
+    sync_policies.policies[("namespace", NS)] = ("flagged", "orders-.*")
+    await manager.discover()  # no replication policy: the sync policy's namespace is synced
+    assert set(manager.syncs) == {X0, X1, Y}
+    choice = manager.syncs[X0].core.namespace_sync
+    assert (choice.pattern.pattern, choice.chosen_by) == ("orders-.*", "namespace policy")
+    assert manager.syncs[X1].core.namespace_sync is choice  # one per namespace and policy
+    choices = manager.sync_choices
+    await manager.discover()
+    assert manager.sync_choices is choices and sync_policies.reads == 2  # one read a pass
+
+    for sync in manager.syncs.values():
+        sync.told_at = None
+    sync_policies.policies[("topic", f"persistent://{NS}/x")] = ("all", None)
+    await manager.discover()
+    x0, y = manager.syncs[X0].core.namespace_sync, manager.syncs[Y].core.namespace_sync
+    assert (x0.subscriptions.value, x0.chosen_by) == ("all", "topic policy")
+    assert y == choice
+    told = {topic for topic, sync in manager.syncs.items() if sync.told_at is not None}
+    assert told == {X0, X1}  # only the topics whose choice changed read their states again

@@ -126,3 +126,40 @@ def test_the_configuration_takes_a_pattern_and_refuses_it_beside_all():
         parse_sync({"subscriptions": "all", "subscription_pattern": "o.*"})
     with pytest.raises(ConfigError, match=r'namespaces."t/a"\] subscription_pattern: .*regular'):
         parse_sync({"namespaces": {"t/a": {"subscription_pattern": "("}}})
+
+
+def test_beside_pulsar_unflagged_subscriptions_are_chosen_by_the_pattern_too():
+    from georep.subsync.pulsar_port import pulsar_states
+
+    cursor = {"markDeletePosition": "3:4", "individuallyDeletedMessages": "[]"}
+    internal = {"cursors": {"orders-eu": cursor, "audit": cursor}}
+    stats = {
+        "subscriptions": {
+            "orders-eu": {"isReplicated": False, "consumers": [{"consumerName": "app"}]},
+            "audit": {"isReplicated": False, "consumers": [{"consumerName": "app"}]},
+        }
+    }
+    core = SyncCore(
+        "A",
+        namespace_sync=NamespaceSync(pattern=re.compile("orders-.*")),
+        settings=SyncSettings(),
+        in_band=False,
+    )
+    assert list(core.selected(pulsar_states(internal, stats))) == ["orders-eu"]
+    assert core.synced_by == {"orders-eu": "policy"}
+
+
+def test_georep_up_passes_a_pattern_through_to_its_gateways(tmp_path):
+    import dataclasses
+    import tomllib
+    from pathlib import Path
+
+    from georep.gateway.config import parse
+    from georep.up import _gateway_toml, load_config
+
+    example = Path(__file__).parents[2] / "examples" / "three-clusters.toml"
+    config = load_config(example, tmp_path)  # its ports are set: nothing binds them here
+    table = {"namespaces": {"public/default": {"subscription_pattern": r"orders-\d+"}}}
+    spec = dataclasses.replace(config.gateways["C"], subscription_sync=table)
+    settings = parse(tomllib.loads(_gateway_toml(config, spec, tmp_path))).sync
+    assert settings.for_namespace("public/default").pattern == re.compile(r"orders-\d+")
