@@ -777,7 +777,14 @@ drill_start_attempts_max = 3
 #: every other one is dropped and the interval doubled, so a long run keeps its whole span).
 drill_sync_sample_interval_s = 0.25
 drill_sync_samples_count_max = 400
+#: A failback (``--failback``) moves the consumers home once B's state has reached A and
+#: A's cursor has not moved for ``quiet`` seconds; after ``sync_max`` seconds it moves
+#: them all the same, with a warning (pulsar-compatible and real Pulsar may never send
+#: B's state: their mark-delete position moves to completed snapshots only).
+drill_failback_quiet_s = 2.0
+drill_failback_sync_s_max = 30.0
 
+invariant(drill_failback_quiet_s < drill_failback_sync_s_max)
 invariant(drill_settle_s_default > snapshot_interval_s_default + sync_poll_interval_s_default)
 invariant(drill_settle_s_default <= drill_settle_s_max)
 invariant(drill_drain_quiet_s_default < drill_drain_quiet_incomplete_s < drill_drain_timeout_s_max)

@@ -18,7 +18,8 @@ it names none) and ``undecodable`` why it could not be decoded by that version t
 on B try (avro_records.py).
 
 ``delivered_at`` is epoch milliseconds and ``phase`` is ``before`` (on A) or ``after``
-(on B) the failure, so the file is also a delivery log for ``georep reconcile
+(on B) the failure, or ``return`` (on A again, after a failback: in
+``deliveries-failback.jsonl``, not here), so the file is also a delivery log for ``georep reconcile
 --deliveries`` (spark_reconcile/schema.py's DELIVERY_COLUMNS).
 """
 
@@ -34,6 +35,9 @@ from georep.pulsar.cursor_text import parse_position
 
 BEFORE = "before"
 AFTER = "after"
+#: On A again, after a failback (``--failback``): written apart, to
+#: ``deliveries-failback.jsonl``, since ``georep reconcile`` knows before and after only.
+RETURN = "return"
 
 
 @dataclass(slots=True)

@@ -35,6 +35,21 @@ Steps (each timed in the report's ``timings_s``):
    once as many messages arrived as B should deliver (replicated, not acked on A), or
    for ``..._quiet_incomplete_s`` without; at most ``..._drain_timeout_s_max``.
 
+With ``--failback`` (failback.py), the consumers on B acknowledge only part of what they
+drain (scenarios.PartialAcks) and the drill goes on:
+
+8. **restore** A (``Topology.restore``): A's cluster and gateway start again on their
+   data (``kill``), or the link is restored (``cut-link``; A's abandoned consumers are
+   closed first). B's consumers stay subscribed, receiving nothing.
+9. **sync back**: wait until B→A has settled: B's replicator to A connected with no
+   backlog; with gateways in ``full`` mode, A's gateway has applied B's last state for
+   the subscription (``applied.B.lastSequence`` at B's ``source.lastSequence``); and
+   A's cursor unchanged for ``limits.drill_failback_quiet_s``. At most
+   ``limits.drill_failback_sync_s_max`` (a warning past it).
+10. **move home**: B's consumers close; the same subscription on A, the same number of
+    consumers, each acknowledging on receipt, drain as in 7, wanting every message
+    acknowledged neither on A nor on B.
+
 The consumers' threads and the client calls are blocking; they run in worker threads
 while this coroutine keeps time and drives the processes.
 """
@@ -44,6 +59,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import threading
 import time
 from dataclasses import dataclass
@@ -52,12 +68,13 @@ from typing import Any
 from georep import limits
 from georep.awaiting import within
 from georep.drill import rest
-from georep.drill.delivery_log import AFTER, BEFORE, Delivery, DeliveryLog
+from georep.drill.delivery_log import AFTER, BEFORE, RETURN, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
+from georep.drill.failback import FailbackFacts, classify_failback, failback_report
 from georep.drill.progress import Progress
 from georep.drill.report import ModeFacts, Produced, classify, mode_report, schemas_on_b
-from georep.drill.scenarios import SCENARIOS, AckEach
-from georep.drill.settings import KILL, DrillSettings
+from georep.drill.scenarios import SCENARIOS, AckEach, AckPolicy, PartialAcks
+from georep.drill.settings import FULL, KILL, DrillSettings
 from georep.drill.topology import A, B, Topology
 from georep.drill.traffic import (
     ConsumerGroup,
@@ -74,6 +91,7 @@ log = logging.getLogger(__name__)
 #: beyond the failure point; larger on B for the drain.
 _RECEIVER_QUEUE_A = 10
 _RECEIVER_QUEUE_B = 100
+_CURSOR_STILL = "A's cursor to stay still"
 
 
 @dataclass
@@ -114,8 +132,10 @@ class DrillOp:
         urls = self.topology.urls
         client_a = await asyncio.to_thread(connect, urls[A].service_url)
         client_b = await asyncio.to_thread(connect, urls[B].service_url)
-        group_a = group_b = None
+        group_a = group_b = group_home = None
+        client_home = None
         shutting_down_a = None
+        failback = FailbackFacts() if s.failback else None
         try:
             group_a, produced = await self._consume_on_a(client_a)
             await self._settle_and_measure()
@@ -128,22 +148,44 @@ class DrillOp:
             if s.fail == KILL:  # in the background: it may wait on the dead connection
                 shutting_down_a = asyncio.ensure_future(asyncio.to_thread(client_a.shutdown))
             group_b, origins = await self._drain_on_b(client_b, produced)
+            if failback is not None:
+                if shutting_down_a is not None:  # the old client must not reconnect to A
+                    await shutting_down_a
+                    shutting_down_a = None
+                    client_a = None
+                else:  # cut-link: A's abandoned consumers go before the link returns
+                    await asyncio.to_thread(_close_quietly, client_a, group_a)
+                    client_a = None
+                await self._restore_a(failback)
+                await self._await_sync_back(failback)
+                await asyncio.to_thread(group_b.close)
+                client_home = await asyncio.to_thread(connect, urls[A].service_url)
+                group_home = await self._drain_home(client_home, produced, failback)
         finally:
             await self._stop_sampling()
-            for group in (group_a, group_b):
+            for group in (group_a, group_b, group_home):
                 if group is not None:
                     group.stopping.set()
             await asyncio.to_thread(_close_quietly, client_b, group_b)
             if shutting_down_a is not None:
                 await shutting_down_a
-            else:  # A is up: cut-link, or the drill stopped before the failure
+            elif client_a is not None:  # A is up: cut-link, or stopped before the failure
                 await asyncio.to_thread(_close_quietly, client_a, group_a)
-        for group in (group_a, group_b):
-            self.facts.warnings += [f"consumer error: {e}" for e in group.errors[:5]]
+            if client_home is not None:
+                await asyncio.to_thread(_close_quietly, client_home, group_home)
+        for group in (group_a, group_b, group_home):
+            if group is not None:
+                self.facts.warnings += [f"consumer error: {e}" for e in group.errors[:5]]
         records = self.log.records()
         classification = classify(produced, origins, records)
         schemas = schemas_on_b(produced, records) if self.scenario.avro else None
-        return ModeRun(mode_report(classification, produced, self.facts, schemas), records)
+        report = mode_report(classification, produced, self.facts, schemas)
+        report["failback"] = (
+            None
+            if failback is None
+            else failback_report(classify_failback(produced, records), produced, failback)
+        )
+        return ModeRun(report, records)
 
     async def _consume_on_a(
         self, client_a: PulsarObject
@@ -334,7 +376,7 @@ class DrillOp:
             scenario=self.scenario,
             topic=self.topic,
             subscription=self.subscription,
-            policies=[AckEach() for _ in range(self.scenario.consumers)],
+            policies=self._policies_on_b(),
             log=self.log,
             counter=counter,
             receiver_queue_size=_RECEIVER_QUEUE_B,
@@ -357,14 +399,145 @@ class DrillOp:
         expected = len(wanted)
         # The bar counts what B should deliver; what A had acknowledged and B delivered
         # again is counted beside it.
-        self.progress.phase(f"{self.mode}: drain on B", expected)
+        await self._drain(group, counter, expected, "on B", "acked on A")
+        self.facts.first_delivery_on_b_ms = counter.first_at_ms
+        self._lap("drain_on_B")
+        self.progress.close()
+        return group, origins
+
+    def _policies_on_b(self) -> list[AckPolicy]:
+        """Every message acknowledged on receipt; before a failback about half of them
+        (scenarios.PartialAcks), so that B's subscription has ranges to sync back."""
+        count = self.scenario.consumers
+        if not self.settings.failback:
+            return [AckEach() for _ in range(count)]
+        seed = self.settings.seed
+        return [PartialAcks(random.Random(seed * 1_000 + 500 + n)) for n in range(count)]
+
+    async def _restore_a(self, failback: FailbackFacts) -> None:
+        self.progress.phase(f"{self.mode}: bring A back ({self.settings.fail})")
+        await self.topology.restore(self.settings.fail, self.topic)
+        failback.restored_at_ms = int(time.time() * 1000)
+        self._lap("restore_A")
+
+    async def _await_sync_back(self, failback: FailbackFacts) -> None:
+        """Until B's state has reached A: B's replicator to A connected without backlog,
+        A's gateway at B's last state (with gateways, ``full`` mode: the mode whose every
+        acknowledgement B sends), and A's cursor still for ``drill_failback_quiet_s``."""
+        quiet_s = limits.drill_failback_quiet_s
+        wait_s = limits.drill_failback_sync_s_max
+        self.progress.phase(f"{self.mode}: sync B's acknowledgements back to A", int(wait_s))
+        started = time.monotonic()
+        cursor: dict[str, Any] | None = None
+        still_since = started
+        waiting_for = ""
+        while True:
+            now = time.monotonic()
+            try:
+                seen = await asyncio.to_thread(
+                    rest.cursor_of, self.topology.urls[A].admin_url, self.topic, self.subscription
+                )
+            except DrillError as error:
+                seen = {"unknown": str(error)}
+            if seen != cursor:
+                cursor, still_since = seen, now
+            waiting_for = await self._sync_back_missing()
+            if not waiting_for and now - still_since >= quiet_s:
+                failback.settled = True
+                break
+            if now - started >= wait_s:
+                self.facts.warnings.append(
+                    f"sync back to A not settled after {wait_s:.0f} s (waiting for"
+                    f" {waiting_for or _CURSOR_STILL}); moved home all the same"
+                )
+                break
+            self.progress.update(int(now - started), waiting_for or _CURSOR_STILL)
+            await asyncio.sleep(0.2)
+        failback.settle_s = time.monotonic() - started
+        failback.a_cursor = None if cursor is None or "unknown" in cursor else cursor
+        if self.topology.has_gateways:
+            stats = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
+            if stats is not None:
+                _, failback.sync_stats = rest.sync_of(stats, self.topic, self.subscription)
+        self._lap("sync_back")
+        self.progress.close()
+
+    async def _sync_back_missing(self) -> str:
+        """What the sync back to A still waits for ("" when nothing)."""
+        backlog = await asyncio.to_thread(self.topology.return_backlog, self.topic)
+        if backlog is None:
+            return "B's replicator to A"
+        if backlog:
+            return f"B's replication backlog to A ({backlog})"
+        if not self.topology.has_gateways or self.mode != FULL:
+            return ""
+        stats_b = await asyncio.to_thread(self.topology.gateway_stats, B, self.topic)
+        stats_a = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
+        if stats_a is None or stats_b is None:
+            return "both gateways' stats"
+        _, on_b = rest.sync_of(stats_b, self.topic, self.subscription)
+        _, on_a = rest.sync_of(stats_a, self.topic, self.subscription)
+        sent = ((on_b or {}).get("source") or {}).get("lastSequence")
+        applied = ((on_a or {}).get("applied") or {}).get(B) or {}
+        if sent is None:
+            return "B's gateway's state of the subscription"
+        if (applied.get("lastSequence") or -1) < sent:
+            return "A's gateway applying B's state"
+        return ""
+
+    async def _drain_home(
+        self, client_a: PulsarObject, produced: dict[str, Produced], failback: FailbackFacts
+    ) -> ConsumerGroup:
+        """The consumers back on A, acknowledging on receipt, until every message
+        acknowledged nowhere came (and quiet), or quiet without them, or the timeout."""
+        counter = DeliveryCounter()
+        group = ConsumerGroup(
+            client_a,
+            cluster=A,
+            phase=RETURN,
+            mode=self.mode,
+            scenario=self.scenario,
+            topic=self.topic,
+            subscription=self.subscription,
+            policies=[AckEach() for _ in range(self.scenario.consumers)],
+            log=self.log,
+            counter=counter,
+            receiver_queue_size=_RECEIVER_QUEUE_B,
+        )
+        self.progress.phase(f"{self.mode}: move consumers home to A")
+        acked = {
+            r.origin_position for r in self.log.records() if r.phase in (BEFORE, AFTER) and r.acked
+        }
+        wanted = frozenset(produced.keys() - acked)
+        counter.want(wanted)
+        await asyncio.to_thread(group.subscribe)
+        group.start()
+        await self._drain(group, counter, len(wanted), "home on A", "acked on A or B")
+        failback.first_delivery_on_return_ms = counter.first_at_ms
+        self._lap("drain_home_on_A")
+        self.progress.close()
+        return group
+
+    async def _drain(
+        self,
+        group: ConsumerGroup,
+        counter: DeliveryCounter,
+        expected: int,
+        where: str,
+        acked_before: str,
+    ) -> None:
+        """Until ``expected`` wanted messages came and nothing for the quiet time, nothing
+        for the incomplete quiet time, or the timeout (a warning for the last two); the
+        consumers are stopped then. ``acked_before``: where the unwanted deliveries had
+        been acknowledged, for the bar."""
+        self.progress.phase(f"{self.mode}: drain {where}", expected)
         started = time.monotonic()
         while True:
             await asyncio.sleep(0.1)
             now = time.monotonic()
             self.progress.update(
                 counter.wanted_delivered,
-                f"{counter.deliveries} delivered, {counter.unwanted_delivered} acked on A"
+                f"{counter.deliveries} delivered, {counter.unwanted_delivered} {acked_before}"
                 " came again",
             )
             quiet_s = now - (counter.last_at_monotonic or started)
@@ -375,20 +548,16 @@ class DrillOp:
                 break
             if quiet_s >= limits.drill_drain_quiet_incomplete_s:
                 self.facts.warnings.append(
-                    f"drain on B ended after {quiet_s:.0f} s without a message, having"
-                    f" {counter.wanted_delivered} of the {expected} messages B should deliver"
+                    f"drain {where} ended after {quiet_s:.0f} s without a message, having"
+                    f" {counter.wanted_delivered} of the {expected} messages it should deliver"
                 )
                 break
             if now - started >= limits.drill_drain_timeout_s_max:
                 self.facts.warnings.append(
-                    f"drain on B timed out after {limits.drill_drain_timeout_s_max:.0f} s"
+                    f"drain {where} timed out after {limits.drill_drain_timeout_s_max:.0f} s"
                 )
                 break
         await asyncio.to_thread(group.stop)
-        self.facts.first_delivery_on_b_ms = counter.first_at_ms
-        self._lap("drain_on_B")
-        self.progress.close()
-        return group, origins
 
 
 def _close_quietly(client: PulsarObject, group: ConsumerGroup | None) -> None:

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from georep import limits
-from georep.drill.delivery_log import write_jsonl
+from georep.drill.delivery_log import RETURN, write_jsonl
 from georep.drill.drill_op import DrillOp, ModeRun
 from georep.drill.errors import DrillError, DrillUsageError
+from georep.drill.failback import failback_verdict
 from georep.drill.progress import Progress
 from georep.drill.pulsar_topology import PulsarTopology
 from georep.drill.report_page import ordered, render
@@ -146,6 +147,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="public/default",
         metavar="TENANT/NS",
         help="namespace of the drill's topic (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--failback",
+        action="store_true",
+        help="after the failover, consumers on B acknowledge about half, A comes back, B's"
+        " state is synced to A and the consumers move home: what comes twice on A",
     )
     parser.add_argument("--seed", type=int, default=1, help="seed of keys and ack orders")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -297,6 +304,7 @@ def assemble(
         "produce_rate_per_s": settings.produce_rate_per_s,
         "consume_rate_per_s": settings.consume_rate_per_s,
         "seed": settings.seed,
+        "failback": settings.failback,
         "namespace": settings.namespace,
         "clusters": "managed" if settings.managed else "running",
         "started_at": _iso(started),
@@ -306,9 +314,19 @@ def assemble(
 
 
 def write_outputs(out: Path, report: dict[str, Any], runs: dict[str, ModeRun]) -> None:
-    write_jsonl(out / "deliveries.jsonl", (d for run in runs.values() for d in run.deliveries))
+    """deliveries.jsonl (before and after the failure: a ``georep reconcile`` input),
+    deliveries-failback.jsonl (on A again, with ``--failback``), report.json and .html."""
+    failover = {
+        mode: [d for d in run.deliveries if d.phase != RETURN] for mode, run in runs.items()
+    }
+    write_jsonl(out / "deliveries.jsonl", (d for ds in failover.values() for d in ds))
+    if report.get("failback"):
+        write_jsonl(
+            out / "deliveries-failback.jsonl",
+            (d for run in runs.values() for d in run.deliveries if d.phase == RETURN),
+        )
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    page = render(report, {mode: run.deliveries for mode, run in runs.items()})
+    page = render(report, failover)
     (out / "report.html").write_text(page, encoding="utf-8")
 
 
@@ -331,9 +349,28 @@ def summary(report: dict[str, Any], out: Path) -> str:
             + _undecodable_text(block)
         )
         lines.append(f"    {verdict(mode, block).headline()}")
+        if block.get("failback") is not None:
+            lines.append(f"    {failback_text(block['failback'])}")
+            lines.append(f"    {failback_verdict(mode, block['failback']).headline()}")
         lines += [f"    warning: {w}" for w in block["warnings"]]
     lines.append(f"  report: {out / 'report.html'} (report.json, deliveries.jsonl)")
     return "\n".join(lines)
+
+
+def failback_text(block: dict[str, Any]) -> str:
+    """``failback: twice on A 0 (acked on A 0, on B 0)  lost 0  redelivered 75 ...``."""
+    twice = block["twice"]
+    settle = block["sync_settle_s"]
+    resume = block["time_to_resume_on_A_s"]
+    return (
+        f"failback: twice on A {twice['count']} (acked on A {twice['acked_on_A']},"
+        f" on B {twice['acked_on_B']})  lost {block['lost']['count']}"
+        f"  redelivered {block['redelivered']['count']}"
+        f"  delivered {block['delivered_on_return']}/{block['expected_on_return']} expected"
+        f"  sync back {'n/a' if settle is None else f'{settle:.1f} s'}"
+        f"{'' if block['sync_settled'] else ' (not settled)'}"
+        f"  resume on A {'n/a' if resume is None else f'{resume:.2f} s'}"
+    )
 
 
 def _undecodable_text(block: dict[str, Any]) -> str:

@@ -12,6 +12,10 @@ Pulsar's subscription snapshots and mark-delete sync for them. Failures:
 - ``cut-link``: the namespace's replication clusters set to the local one alone, on
   both, through Pulsar's admin; the drill waits until A's topic lists no replicator.
 
+A failback (``--failback``) restores A: after ``kill`` A's standalone starts again on
+its data and ports; after ``cut-link`` the namespace's replication clusters are A and B
+again on both.
+
 A copy on B names its origin in Pulsar's own property
 ``__MSG_PROP_REPL_SOURCE_POSITION`` (the position on A), which the drill reads as it
 reads georep's origin properties.
@@ -23,6 +27,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 from georep import limits
 from georep.drill.errors import DrillError
@@ -80,13 +85,43 @@ class PulsarTopology(Topology):
     def replication_backlog(self, topic: str) -> int | None:
         """Pulsar's ``replication.B.replicationBacklog`` in A's topic stats (entries its
         replicator to B has not sent yet, counted when asked); None when unknown."""
-        try:
-            stats = PulsarAdmin(self.urls[A].admin_url).stats(topic)
-        except (PulsarAdminError, OSError) as error:
-            log.debug("A's stats of %s: %s", topic, error)
+        return count_or_none(self._replicator(A, B, topic).get("replicationBacklog"))
+
+    def return_backlog(self, topic: str) -> int | None:
+        """The same from B to A, once that replicator is connected again (a failback
+        waits for 0); None before."""
+        replicator = self._replicator(B, A, topic)
+        if not replicator.get("connected"):
             return None
-        replicator = (stats.get("replication") or {}).get(B) or {}
         return count_or_none(replicator.get("replicationBacklog"))
+
+    def _replicator(self, source: str, remote: str, topic: str) -> dict[str, Any]:
+        """``replication.<remote>`` in ``source``'s topic stats ({} when unknown)."""
+        try:
+            stats = PulsarAdmin(self.urls[source].admin_url).stats(topic)
+        except (PulsarAdminError, OSError) as error:
+            log.debug("%s's stats of %s: %s", source, topic, error)
+            return {}
+        replicator = (stats.get("replication") or {}).get(remote)
+        return replicator if isinstance(replicator, dict) else {}
+
+    async def restore(self, kind: str, topic: str) -> None:
+        try:
+            if kind == KILL:
+                await asyncio.to_thread(self.standalones[A].start)
+            elif kind == CUT_LINK:
+                for standalone in self.standalones.values():
+                    await asyncio.to_thread(
+                        PulsarAdmin(standalone.admin_url).set_replication_clusters,
+                        self.tenant,
+                        self.namespace,
+                        [A, B],
+                    )
+            else:
+                raise DrillError(f"unknown failure {kind!r}")
+        except (PulsarSetupError, PulsarAdminError) as error:
+            raise DrillError(f"real Pulsar: A did not come back: {error}") from None
+        self._failed = False
 
     async def fail(self, kind: str, topic: str) -> None:
         self._failed = True

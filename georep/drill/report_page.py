@@ -58,6 +58,7 @@ from typing import Any
 
 from georep import limits
 from georep.drill.delivery_log import BEFORE, Delivery
+from georep.drill.failback_page import failback_section
 from georep.drill.verdict import Verdict, verdict
 from georep.shares import percent
 from georep.svg_axis import nice_step, nice_ticks, tick_label
@@ -726,6 +727,7 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
         f"{report['settle_s']:g} s of settling.</p>",
         _verdicts([verdict(mode, block) for mode, block in modes.items()]),
         _figures(modes),
+        failback_section(modes, target_label),
         _legend(),
         '<div class="targets">',
         *(

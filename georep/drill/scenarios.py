@@ -5,7 +5,9 @@ A scenario names a subscription type, a number of consumers, and one
 what to do with it and with the messages it holds (acknowledge, acknowledge
 cumulatively, negatively acknowledge). Policies are pure (no client, no clock: "a while"
 is counted in messages), so their guarantees are unit-tested. On B every scenario uses
-:class:`AckEach`: the drain acknowledges everything it receives.
+:class:`AckEach`: the drain acknowledges everything it receives; with ``--failback``,
+:class:`PartialAcks` instead (about half, out of order, so that B's subscription holds
+acknowledged ranges when A returns), and on A again after the return :class:`AckEach`.
 
 Scenarios (``i`` is a message's index in production order, which is its position order
 on A):
@@ -153,6 +155,37 @@ class NackThenAck(AckPolicy):
         if first and message.index % self.nack_every == self.nack_every // 2:
             return [Action(NACK, message)]
         return [Action(ACK, message)]
+
+
+@dataclass
+class PartialAcks(AckPolicy):
+    """The consumers on B before a failback: acknowledge about half of what they receive,
+    out of order, and hold the rest unacknowledged until they move home.
+
+    Messages whose index falls in an even pair (``(i // 2) % 2 == 0``: 0, 1, 4, 5, 8, 9,
+    ...) are acknowledged, in shuffled windows of ``window``; the others never are. So
+    B's subscription holds an acknowledged range for every pair, which only a sync of
+    ranges carries back to A; whatever is left in the last window stays unacknowledged.
+    """
+
+    rng: random.Random
+    window: int = 8
+    _window: list[Received] = field(default_factory=list)
+
+    @staticmethod
+    def acknowledges(index: int) -> bool:
+        return (index // 2) % 2 == 0
+
+    def on_message(self, message: Received) -> list[Action]:
+        if not self.acknowledges(message.index):
+            return []
+        self._window.append(message)
+        if len(self._window) < self.window:
+            return []
+        self.rng.shuffle(self._window)
+        actions = [Action(ACK, held) for held in self._window]
+        self._window = []
+        return actions
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ flag's own range:
 - ``--mode pulsar`` runs real Apache Pulsar standalones that the drill starts itself
   (never running clusters); ``--mode all`` is ``pulsar``, ``pulsar-compatible`` and
   ``full`` on the same scenario and seed, one after the other.
+- ``--failback`` goes with every scenario, failure and mode; on running clusters it
+  restores the link the ``cut-link`` cut (the topic's policies removed again).
 - ``--at`` is the fraction of the messages delivered on A before the failure:
   ``0 < at <= 1``, and at least one message.
 """
@@ -76,6 +78,8 @@ class DrillSettings:
     progress: bool = True
     #: Clusters A and B by URL; None: the drill stands them up itself.
     running: dict[str, ClusterUrls] | None = None
+    #: After the failover, bring A back and move the consumers home (failback.py).
+    failback: bool = False
 
     @property
     def managed(self) -> bool:
@@ -136,6 +140,7 @@ def settings_from_args(args: argparse.Namespace) -> DrillSettings:
         seed=args.seed,
         progress=not args.no_progress,
         running=running,
+        failback=args.failback,
     )
 
 

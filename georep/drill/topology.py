@@ -18,10 +18,17 @@ report's warnings, never printed over the progress bar. Failures:
 - ``kill``: SIGKILL of A's cluster process and A's gateway, at once;
 - ``cut-link``: SIGKILL of both gateways; A keeps running, cut off.
 
+A failback (``--failback``) brings A back with :meth:`Topology.restore`: after ``kill``,
+A's cluster process starts again on its data directory and its ports (the ones its first
+ready line named, which B's gateway and the drill's clients know), then A's gateway;
+after ``cut-link``, both gateways start again. A process that does not come back is a
+:class:`DrillError`.
+
 **Running** (:class:`RunningTopology`): URLs given on the command line. ``kill`` is
 refused earlier (settings.py); ``cut-link`` sets the drill topic's replication policy to
 ``[]`` on both gateways over their REST and waits until neither lists a replicator for
-the topic any more; the policies are removed again when the drill ends.
+the topic any more; the policies are removed again when the drill ends, or when a
+failback restores the link.
 """
 
 from __future__ import annotations
@@ -85,6 +92,10 @@ class Topology:
     async def stop(self) -> None:
         raise NotImplementedError
 
+    async def restore(self, kind: str, topic: str) -> None:
+        """Undo :meth:`fail`: A back with its data (``kill``), or the link (``cut-link``)."""
+        raise NotImplementedError
+
     def replication_missing(self, topic: str) -> list[str]:
         """Without gateways: what of the clusters' own replication of ``topic`` is not
         ready yet (nothing to wait for by default)."""
@@ -114,6 +125,16 @@ class Topology:
         unknown."""
         return rest.replication_backlog(self.gateway_stats(A, topic), topic, B)
 
+    def return_backlog(self, topic: str) -> int | None:
+        """Entries of ``topic`` B has not replicated to A yet (a failback waits for 0):
+        B's gateway's ``replicationBacklog`` of its replicator to A, once that replicator
+        is connected again; None before, or when unknown."""
+        stats = self.gateway_stats(B, topic) or {}
+        for replicator in rest.replicators_of(stats, topic):
+            if replicator.get("remoteCluster") == A and replicator.get("connected"):
+                return rest.count_or_none(replicator.get("replicationBacklog"))
+        return None
+
 
 def up_config(data_dir: Path, namespace: str, subscription_sync: dict[str, Any]) -> UpConfig:
     """A↔B with the drill's namespace replicated both ways, every port 0 (each process
@@ -136,6 +157,8 @@ class ManagedTopology(Topology):
         self.clusters: dict[str, ManagedProcess] = {}
         self.gateways: dict[str, ManagedProcess] = {}
         self.urls = {}
+        #: The configuration with every port learnt: what a restart of A uses.
+        self.config: UpConfig | None = None
 
     async def start(self) -> None:
         last_error = ""
@@ -174,6 +197,7 @@ class ManagedTopology(Topology):
         self.gateways = {name: _unsupervised(gateway_process(config, name)) for name in (A, B)}
         await _start_all(self.gateways.values())
         config = _learn_ports(config, self.gateways, with_gateway_port)
+        self.config = config
         self.urls = {
             name: ClusterUrls(
                 f"pulsar://{host}:{spec.broker_port}",
@@ -194,6 +218,23 @@ class ManagedTopology(Topology):
             process.kill()
         for process in victims:
             await process.wait()
+
+    async def restore(self, kind: str, topic: str) -> None:
+        config = present(self.config, "a started topology knows its ports")
+        try:
+            if kind == KILL:
+                self.clusters[A] = _unsupervised(cluster_process(config, A))
+                await self.clusters[A].start()
+                self.gateways[A] = _unsupervised(gateway_process(config, A))
+                await self.gateways[A].start()
+            elif kind == CUT_LINK:
+                for name in (A, B):
+                    self.gateways[name] = _unsupervised(gateway_process(config, name))
+                await _start_all(self.gateways[name] for name in (A, B))
+            else:
+                raise DrillError(f"unknown failure {kind!r}")
+        except ProcessFailed as error:
+            raise DrillError(f"A did not come back: {error}") from None
 
     def unexpected_exits(self) -> list[str]:
         return [
@@ -290,6 +331,13 @@ class RunningTopology(Topology):
             await asyncio.sleep(0.1)
         wait_s = limits.drill_cut_link_wait_s_max
         raise DrillError(f"the gateways still replicate {topic} {wait_s:.0f} s after the cut")
+
+    async def restore(self, kind: str, topic: str) -> None:
+        if kind != CUT_LINK or topic not in self._cut_topics:
+            raise DrillError("running clusters can only be restored after a cut-link")
+        self._cut_topics.remove(topic)
+        for name in (A, B):
+            await asyncio.to_thread(rest.set_topic_policy, self._gateway_url(name), topic, None)
 
     async def stop(self) -> None:
         for topic in self._cut_topics:

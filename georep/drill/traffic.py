@@ -32,7 +32,7 @@ from typing import Any
 from georep import limits
 from georep.decimal_text import parse_decimal
 from georep.drill import avro_records
-from georep.drill.delivery_log import BEFORE, Delivery, DeliveryLog
+from georep.drill.delivery_log import BEFORE, RETURN, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
 from georep.drill.report import Produced
 from georep.drill.scenarios import (
@@ -334,13 +334,20 @@ class ConsumerGroup:
                     consumer_type=getattr(
                         pulsar.ConsumerType, _TYPES[self.scenario.subscription_type]
                     ),
-                    consumer_name=f"drill-{self.cluster}-{number}",
+                    consumer_name=self._consumer_name(number),
                     initial_position=pulsar.InitialPosition.Earliest,
                     replicate_subscription_state_enabled=True,
                     receiver_queue_size=self.receiver_queue_size,
                     **options,
                 )
             )
+
+    def _consumer_name(self, number: int) -> str:
+        """``drill-A-0``; on the return home ``drill-A-return-0``, apart from the consumers
+        A had before the failure."""
+        if self.phase == RETURN:
+            return f"drill-{self.cluster}-{RETURN}-{number}"
+        return f"drill-{self.cluster}-{number}"
 
     def start(self) -> None:
         for consumer, policy in zip(self._consumers, self.policies, strict=True):
@@ -377,7 +384,7 @@ class ConsumerGroup:
         message_id = message.message_id()
         properties = message.properties()
         own = position_text(message_id)
-        if self.phase == BEFORE:
+        if self.phase in (BEFORE, RETURN):  # on A: the message itself
             origin_cluster, origin_position = self.cluster, own
         else:
             origin_position = origin_position_of_copy(properties)

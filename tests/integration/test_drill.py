@@ -6,6 +6,8 @@
   acknowledged ranges above A's mark-delete position at the failure, which syncing the
   mark-delete position alone cannot carry), and the output files agree with the report;
 - cut-link, both modes side by side;
+- failback (``--failback``), full mode, A killed: back on A nothing comes twice and
+  nothing is lost, and the files keep the return apart;
 - avro-evolving (Avro records whose schema changes half-way), in both modes: every
   message delivered on B decodes by the schema version it carries there;
 - bad flags exit 2 as a process.
@@ -163,6 +165,35 @@ def test_cut_link_in_both_modes(tmp_path):
         assert block["fail"] == "cut-link"
     assert full["duplicates"]["count"] == 0, (full["duplicates"], full["warnings"])
     assert compatible["duplicates"]["count"] > 0
+
+
+def test_failback_in_full_mode_after_kill_brings_nothing_twice_to_a(tmp_path):
+    """A killed, consumers on B acknowledge about half (out of order), A comes back on its
+    data, B's state is synced to A, the consumers move home: about 30 s."""
+    report = drill(tmp_path, "--fail", "kill", "--mode", "full", "--failback")
+    block = report["modes"]["full"]
+    assert_sound(block)
+    assert block["duplicates"]["count"] == 0, (block["duplicates"], block["warnings"])
+    back = block["failback"]
+    assert back["sync_settled"], block["warnings"]
+    assert back["twice"]["count"] == 0, (back["twice"], block["warnings"])
+    assert back["lost"]["count"] == 0, back["lost"]
+    # B acknowledged part of its drain: the rest, and only it, came home
+    assert 0 < back["acked_on_B"] < block["delivered_on_B"]
+    assert back["delivered_on_return"] == back["expected_on_return"] > 0
+    # the return is kept out of the reconcile input, in a file of its own
+    out = tmp_path / "out"
+    phases = {
+        json.loads(line)["phase"] for line in (out / "deliveries.jsonl").read_text().splitlines()
+    }
+    assert phases == {"before", "after"}
+    rows = [
+        json.loads(line) for line in (out / "deliveries-failback.jsonl").read_text().splitlines()
+    ]
+    assert {row["phase"] for row in rows} == {"return"}
+    assert len(rows) == back["deliveries_on_return"]
+    page = (out / "report.html").read_text()
+    assert 'data-key="failback.twice">0 twice on A</span>' in page
 
 
 async def test_running_clusters_cut_link_over_the_gateways_rest(tmp_path):
