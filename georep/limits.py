@@ -739,6 +739,9 @@ drill_rest_timeout_s = 10.0
 drill_client_operation_timeout_s = 15
 
 # --- failover drill (georep/drill) ---------------------------------------------------
+#: Drill: how long, at the failure, to wait for A's gateway to have read the
+#: subscription's last state (its exposure counts what it has read; a poll interval).
+drill_source_read_wait_s_max = 2.0
 #: Messages one drill produces, and keys it spreads them over, at most.
 drill_messages_count_max = 1_000_000
 drill_keys_count_max = 100_000

@@ -143,7 +143,7 @@ class DrillOp:
             self._check_processes()
             self.progress.phase(f"{self.mode}: fail A ({s.fail})")
             self.facts.failed_at_ms = int(time.time() * 1000)
-            await self.topology.fail(s.fail, self.topic)
+            await self.topology.fail(s.fail, self.topic, self._read_exposure)
             self._lap("fail")
             if s.fail == KILL:  # in the background: it may wait on the dead connection
                 shutting_down_a = asyncio.ensure_future(asyncio.to_thread(client_a.shutdown))
@@ -358,6 +358,32 @@ class DrillOp:
             )
         except DrillError as error:
             self.facts.warnings.append(f"A's cursor at the failure unknown: {error}")
+        if self.topology.has_gateways:
+            await self._await_source_read()
+
+    async def _await_source_read(self) -> None:
+        """Until A's gateway has read the subscription's state since the broker last
+        told it of a change (``statesReadAt`` >= ``toldAt``; one poll interval at most
+        once the consumers stopped), bounded by ``limits.drill_source_read_wait_s_max``:
+        its exposure counts what it has read. Markers are still on their way to B."""
+        deadline = time.monotonic() + limits.drill_source_read_wait_s_max
+        while time.monotonic() < deadline:
+            stats = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
+            entry = rest.sync_topic(stats or {}, self.topic) or {}
+            told, read = entry.get("toldAt"), entry.get("statesReadAt")
+            if isinstance(told, int | float) and isinstance(read, int | float) and read >= told:
+                return
+            await asyncio.sleep(0.02)
+        self.facts.warnings.append(
+            "A's gateway had not read the subscription's last state at the failure"
+        )
+
+    async def _read_exposure(self) -> None:
+        """A's gateway's exposure towards B, at the failure (``Topology.fail``)."""
+        if self.topology.has_gateways:
+            stats = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
+            _, block = rest.sync_of(stats or {}, self.topic, self.subscription)
+            self.facts.exposure = rest.exposure_of(block, B)
 
     def _check_processes(self) -> None:
         exits = self.topology.unexpected_exits()

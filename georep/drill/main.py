@@ -341,6 +341,7 @@ def summary(report: dict[str, Any], out: Path) -> str:
         resume = block["time_to_resume_on_B_s"]
         lines.append(
             f"  {mode:<18} duplicates {block['duplicates']['count']:<5}"
+            f" exposure {_count_text(block.get('exposure_before_failure')):<5}"
             f" lost {block['lost']['count']:<4}"
             f" redelivered {block['redelivered']['count']:<5}"
             f" replicated {block['replicated_before_failure']}/{block['produced']}"
@@ -355,6 +356,10 @@ def summary(report: dict[str, Any], out: Path) -> str:
         lines += [f"    warning: {w}" for w in block["warnings"]]
     lines.append(f"  report: {out / 'report.html'} (report.json, deliveries.jsonl)")
     return "\n".join(lines)
+
+
+def _count_text(figure: dict[str, Any] | None) -> str:
+    return "n/a" if figure is None else str(figure["count"])
 
 
 def failback_text(block: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ from georep import limits
 from georep.drill.errors import DrillError
 from georep.drill.rest import count_or_none
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
-from georep.drill.topology import A, B, Topology
+from georep.drill.topology import A, AtFailure, B, Topology
 from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
 from georep.pulsar.standalone import (
     PulsarSetupError,
@@ -123,7 +123,9 @@ class PulsarTopology(Topology):
             raise DrillError(f"real Pulsar: A did not come back: {error}") from None
         self._failed = False
 
-    async def fail(self, kind: str, topic: str) -> None:
+    async def fail(self, kind: str, topic: str, at_failure: AtFailure | None = None) -> None:
+        if at_failure is not None:
+            await at_failure()
         self._failed = True
         if kind == KILL:
             await asyncio.to_thread(self.standalones[A].kill)

@@ -185,6 +185,9 @@ class ModeFacts:
     sync_stats: dict[str, Any] | None = None
     gateway_sync_mode: str | None = None
     a_cursor: Mapping[str, Any] | None = None
+    #: A's gateway's exposure of the subscription towards B, read last before the
+    #: failure (``messages``, ``oldestAckAgeS``); None without gateways.
+    exposure: Mapping[str, Any] | None = None
     timings_s: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
@@ -295,6 +298,12 @@ def mode_report(
             [at_ms, backlog] for at_ms, backlog in facts.replication_backlog_samples
         ],
         "gateway_sync_mode": facts.gateway_sync_mode,
+        "exposure_before_failure": None
+        if facts.exposure is None
+        else {
+            "count": facts.exposure["messages"],
+            "oldest_ack_age_s": facts.exposure.get("oldestAckAgeS"),
+        },
         "sync_stats_at_failure": facts.sync_stats,
         "a_cursor_at_failure": cursor_block,
         "failed_at": facts.failed_at_ms,

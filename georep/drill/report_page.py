@@ -109,6 +109,7 @@ _STRIP_LEGEND = (
 #: The figures table: the problems first, then what was counted (inventory).
 _PROBLEM_ROWS = (
     ("duplicates", "duplicates: acked on A, delivered again on B"),
+    ("exposure_before_failure", "exposure just before the failure: the duplicates predicted"),
     ("lost", "lost: replicated, never acked on A nor delivered on B"),
     ("redelivered", "redelivered: unacked on A, delivered on B (expected)"),
     ("undecodable_on_B", "undecodable on B by their schema version (avro-evolving)"),

@@ -133,6 +133,15 @@ def sync_lag_ms(block: dict[str, Any] | None, from_cluster: str) -> float | None
     return float(lag) if isinstance(lag, int | float) and not isinstance(lag, bool) else None
 
 
+def exposure_of(block: dict[str, Any] | None, remote: str) -> dict[str, Any] | None:
+    """``exposure.<remote>`` of a subscription's sync block on the source's gateway
+    (``messages``, ``oldestAckAgeS``; docs/SUBSYNC.md, "Exposure"), None when absent."""
+    figure = ((block or {}).get("exposure") or {}).get(remote)
+    if not isinstance(figure, dict) or not isinstance(figure.get("messages"), int):
+        return None
+    return figure
+
+
 def replicators_of(stats: dict[str, Any], topic: str) -> list[dict[str, Any]]:
     return [
         r

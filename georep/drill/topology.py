@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,10 @@ log = logging.getLogger(__name__)
 A, B = "A", "B"
 
 
+#: What the drill does at the failure (``Topology.fail``).
+AtFailure = Callable[[], Awaitable[None]]
+
+
 @dataclass(frozen=True)
 class StartFailure:
     """A start attempt that failed and was retried: its number (1..), what failed, and
@@ -86,7 +90,11 @@ class Topology:
     async def start(self) -> None:
         raise NotImplementedError
 
-    async def fail(self, kind: str, topic: str) -> None:
+    async def fail(self, kind: str, topic: str, at_failure: AtFailure | None = None) -> None:
+        """Fail A as ``kind`` says. ``at_failure`` runs as near the failure as the
+        topology allows (the drill reads A's gateway's exposure there): with the
+        drill's own processes and ``kill``, once A's cluster is dead and before A's
+        gateway dies; otherwise just before."""
         raise NotImplementedError
 
     async def stop(self) -> None:
@@ -207,13 +215,19 @@ class ManagedTopology(Topology):
             for name, spec in config.clusters.items()
         }
 
-    async def fail(self, kind: str, topic: str) -> None:
+    async def fail(self, kind: str, topic: str, at_failure: AtFailure | None = None) -> None:
         if kind == KILL:
-            victims = [self.gateways[A], self.clusters[A]]
+            # The cluster first: A's gateway then can move nothing more to B, and says
+            # what B holds at the failure (at_failure), before it dies too.
+            self.clusters[A].kill()
+            await self.clusters[A].wait()
+            victims = [self.gateways[A]]
         elif kind == CUT_LINK:
             victims = [self.gateways[A], self.gateways[B]]
         else:  # settings.py only lets these two through
             raise DrillError(f"unknown failure {kind!r}")
+        if at_failure is not None:
+            await at_failure()
         for process in victims:
             process.kill()
         for process in victims:
@@ -314,9 +328,11 @@ class RunningTopology(Topology):
     def _gateway_url(self, name: str) -> str:
         return present(self.urls[name].gateway_url, "cut-link needs the gateways' URLs")
 
-    async def fail(self, kind: str, topic: str) -> None:
+    async def fail(self, kind: str, topic: str, at_failure: AtFailure | None = None) -> None:
         if kind != CUT_LINK:
             raise DrillError("running clusters can only be failed with cut-link")
+        if at_failure is not None:
+            await at_failure()
         self._cut_topics.append(topic)
         for name in (A, B):
             await asyncio.to_thread(rest.set_topic_policy, self._gateway_url(name), topic, [])

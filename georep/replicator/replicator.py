@@ -212,6 +212,9 @@ class Replicator:
         self._generation = 0
         self._ack_to: Position | None = None
         self._acked: Position | None = None
+        #: The last entry the remote confirmed with every one before it, kept through
+        #: reconnections (positions only grow): ``stored_to``.
+        self._stored: Position | None = None
         self._ack_scheduled = False
         self.counters = _Counters()
         self.backlog_entries: int | None = None
@@ -538,6 +541,8 @@ class Replicator:
         head = next(iter(self._in_flight or self._unsent), None)
         self._oldest_publish_ms = head.entry.publish_time_ms if head is not None else None
         self._ack_to = last
+        if self._stored is None or last > self._stored:
+            self._stored = last
         if not self._ack_scheduled:
             self._ack_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_ack_soon)
@@ -690,13 +695,13 @@ class Replicator:
     @property
     def stored_to(self) -> Position | None:
         """How far the remote stores this topic partition: the last entry it confirmed
-        with every entry before it; ``Position.LATEST`` with nothing read and nothing
-        left on the local topic; None while not known (subscription sync's exposure)."""
-        if self._ack_to is not None:
-            return self._ack_to
-        if self.backlog_entries == 0 and not self._unsent and not self._in_flight:
-            return Position.LATEST
-        return None
+        with every entry before it (since this replicator started); before any,
+        ``Position.LATEST`` while connected here with nothing left to send; otherwise
+        None, not known (subscription sync's exposure)."""
+        if self._stored is not None:
+            return self._stored
+        idle = self.backlog_entries == 0 and not self._unsent and not self._in_flight
+        return Position.LATEST if idle and self.local_connected else None
 
     def stats(self) -> dict[str, Any]:
         """Pulsar's replication stats names (``replicationBacklog`` counts entries, as

@@ -400,6 +400,7 @@ class TopicSync:
             "attachFailures": self.attach_failures,
             "stateReads": self.state_reads,
             "toldAt": self.told_at,
+            "statesReadAt": self._last_states_at,
             "markersWritten": dict(self.markers_written),
             "pendingApplies": len(self._applies),
             "stalledSeconds": round(self.stalled_s(self._clock()), 1),
