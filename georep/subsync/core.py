@@ -660,6 +660,10 @@ class SyncCore:
         exposure)."""
         if self.mode is SyncMode.OFF:
             return {}
+        if not self.in_band:
+            # Beside real Pulsar the markers travel on the namespace's side topic, whose
+            # replication says nothing of how far a remote stores this topic: unknown.
+            stored_to = {}
         own = self.forward[self.local_cluster]
         out: dict[str, dict[str, Exposure | None]] = {}
         for name, source in sorted(self.sources.items()):

@@ -67,6 +67,8 @@ def test_acked_ranges_cross_on_the_side_and_map_onto_pulsars_copies():
     # Its own markers coming back, and snapshot kinds, change nothing.
     assert a.on_side_marker(int(written[0].kind), payload, "A", 1000) == []
     assert b.on_side_marker(int(MarkerKind.SNAPSHOT_REQUEST), b"", "A", 1000) == []
+    # Out of band, how far B stores the side topic is not known: nor is the exposure.
+    assert a.exposure(2.0, {"B": Position(3, 9)}) == {"s": {"B": None}}
 
 
 def test_an_unchanged_state_is_written_again_after_the_resend_interval():
