@@ -82,16 +82,18 @@ _PROBE = """
       chart: Math.round(s.querySelector("svg").getBoundingClientRect().width)};
   }
   const verdict = {};
-  for (const li of document.querySelectorAll("ul.verdict li")) {
+  // the failover's verdict and figures; the failback's (ul.verdict.failback,
+  // table.figures.failback) are read apart
+  for (const li of document.querySelectorAll("ul.verdict:not(.failback) li")) {
     const entry = verdict[li.dataset.target] = {word: li.className};
     li.querySelectorAll("[data-key]").forEach((el) => {
       entry[el.dataset.key] = [el.textContent, el.className];
     });
   }
   const figures = {};
-  const heads = [...document.querySelectorAll("table.figures th.target")].map(
+  const heads = [...document.querySelectorAll("table.figures:not(.failback) th.target")].map(
       (th) => th.dataset.target);
-  for (const row of document.querySelectorAll("table.figures tr")) {
+  for (const row of document.querySelectorAll("table.figures:not(.failback) tr")) {
     row.querySelectorAll("td[data-key]").forEach((td, i) => {
       (figures[heads[i]] = figures[heads[i]] || {})[td.dataset.key] = td.textContent;
     });
@@ -226,6 +228,39 @@ def test_drill_page_shows_every_target_and_the_report_figures_without_overflow(t
         assert len({shown["top"] for shown in found["backlogs"].values()}) == 1, found
     else:  # one column: each below the one before
         assert [top for top, _ in found["tops"]] == sorted({top for top, _ in found["tops"]})
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_failback_section_fits_and_leaves_the_failover_figures_alone(tmp_path, width):
+    report, deliveries = drill_report()
+    for n, block in enumerate(report["modes"].values()):
+        block["failback"] = failback_block(twice=n * 40)
+    page = render_drill(report, deliveries)
+    found = probe(page, tmp_path, width)
+    assert found["problems"] == []
+    for mode, block in report["modes"].items():  # still the failover's, not the failback's
+        assert found["figures"][mode]["acked_on_A"] == str(block["acked_on_A"])
+        count = block["duplicates"]["count"]
+        assert found["verdict"][mode]["duplicates"][0] == f"{count} duplicates"
+    section = page[page.index('<h2 id="failback">') :]
+    for n, mode in enumerate(report["modes"]):
+        word = "fail" if n else "pass"
+        assert f'<li class="{word}" data-target="{mode}" data-failback>' in section
+        assert f'data-key="failback.twice">{n * 40} twice on A</span>' in section
+
+
+def failback_block(twice: int) -> dict[str, Any]:
+    counted = {"count": 0, "sample": []}
+    return {
+        "acked_on_A": 150, "acked_on_B": 80, "acked_before_return": 200,
+        "expected_on_return": 100, "delivered_on_return": 100 + twice,
+        "deliveries_on_return": 100 + twice, "delivered_twice_on_return": 0,
+        "twice": {"count": twice, "sample": [], "acked_on_A": 0, "acked_on_B": twice},
+        "redelivered": {"count": 90, "sample": []}, "first_delivered": {"count": 10, "sample": []},
+        "lost": counted, "unknown_deliveries": 0, "sync_settled": True, "sync_settle_s": 2.5,
+        "a_cursor_at_return": None, "sync_stats_at_return": None, "restored_at": 1,
+        "time_to_resume_on_A_s": 2.6,
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("width", WIDTHS)
