@@ -459,15 +459,16 @@ class DrillOp:
         waiting_for = ""
         while True:
             now = time.monotonic()
+            unreadable = ""
             try:
                 seen = await asyncio.to_thread(
                     rest.cursor_of, self.topology.urls[A].admin_url, self.topic, self.subscription
                 )
-            except DrillError as error:
-                seen = {"unknown": str(error)}
+            except DrillError as error:  # A still opening the topic: not settled
+                seen, unreadable = None, f"A's cursor ({error})"
             if seen != cursor:
                 cursor, still_since = seen, now
-            waiting_for = await self._sync_back_missing()
+            waiting_for = unreadable or await self._sync_back_missing()
             if not waiting_for and now - still_since >= quiet_s:
                 failback.settled = True
                 break
@@ -480,7 +481,7 @@ class DrillOp:
             self.progress.update(int(now - started), waiting_for or _CURSOR_STILL)
             await asyncio.sleep(0.2)
         failback.settle_s = time.monotonic() - started
-        failback.a_cursor = None if cursor is None or "unknown" in cursor else cursor
+        failback.a_cursor = cursor
         if self.topology.has_gateways:
             stats = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
             if stats is not None:
