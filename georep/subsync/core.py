@@ -59,7 +59,6 @@ needs no snapshot for a one-way remote (ack ranges carry the MDP).
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,7 +76,7 @@ from georep.snapshots.snapshot_cache import CachedSnapshot, SnapshotCache
 from georep.snapshots.snapshot_controller import CompletedSnapshot, SnapshotController, respond
 from georep.subsync.ack_ranges_builder import build_ack_ranges
 from georep.subsync.ack_sync import AckPlan, AckRangesReceiver
-from georep.subsync.exposure import Acked, Exposure, Interval, difference, exposed, union
+from georep.subsync.exposure import Acked, Exposure, ExposureBook, Indexes
 from georep.subsync.range_mapping import OriginIndex, Range
 from georep.subsync.settings import NamespaceSync, SyncMode, SyncSettings
 
@@ -140,30 +139,6 @@ class AppliedStats:
     last_sequence: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _Heard:
-    """One of this gateway's own markers for a subscription, read back from the topic:
-    where it sits and what a remote that stores it holds acknowledged (exposure.py)."""
-
-    position: Position
-    #: Per origin cluster, what it acknowledges of that origin's messages, in local
-    #: positions.
-    acked: Mapping[str, Acked]
-    written_at: float
-
-
-@dataclass(slots=True)
-class _Hearing:
-    """A subscription's own markers read back and not yet stored on every remote
-    (oldest first, at most ``limits.sync_exposure_markers_max``), and per remote what
-    the ones it stores acknowledge together (a receiver applies each in turn, and
-    acknowledgements only add up), and the newest of them."""
-
-    heard: deque[_Heard] = field(default_factory=deque)
-    folded_to: dict[str, Position] = field(default_factory=dict)
-    stored: dict[str, dict[str, list[Interval]]] = field(default_factory=dict)
-
-
 @dataclass(slots=True)
 class _Source:
     cache: SnapshotCache
@@ -174,13 +149,6 @@ class _Source:
     last_normalized: tuple[Any, ...] | None = None
     last_content: bytes | None = None
     stats: SourceStats = field(default_factory=SourceStats)
-    #: What the state read last acknowledges (exposure.py), and since when some of it is
-    #: in no own marker read back.
-    acked: Acked | None = None
-    unheard_since: float | None = None
-    #: SubscriptionUpdates written and not read back yet: their content -> per origin,
-    #: what the remotes' MDPs then cover here (exposure.py).
-    updates_in_flight: dict[bytes, dict[str, Acked]] = field(default_factory=dict)
 
 
 class SyncCore:
@@ -233,10 +201,9 @@ class SyncCore:
         self.reverse: dict[str, OriginIndex] = {}
         self.receivers: dict[tuple[str, str], AckRangesReceiver] = {}
         self.sources: dict[str, _Source] = {}
-        self._hearing: dict[str, _Hearing] = {}
-        #: Own snapshot requests read back: id -> position (exposure in
-        #: ``pulsar-compatible`` mode).
-        self._requests_read: dict[str, Position] = {}
+        #: What each remote stores of the acknowledgements of subscriptions synced
+        #: from here (exposure.py); rebuilt from the topic, as the indexes are.
+        self.book = ExposureBook(self.local_cluster)
         self._arrived: set[str] = set()
         self._something_new = False
         self._sequence = 0
@@ -316,7 +283,7 @@ class SyncCore:
             if isinstance(message, pb.Snapshot):
                 self._cache_snapshot(message)
             else:
-                self._hear_own(message, where, metadata.publish_time / 1000)
+                self.book.heard(message, where, metadata.publish_time / 1000, self._indexes())
             return []
         return self._on_remote_marker(where, kind, message, source, metadata.publish_time, now)
 
@@ -491,21 +458,14 @@ class SyncCore:
                 )
                 out.append(WriteMarker(MarkerKind.SUBSCRIPTION_UPDATE, update))
                 source.stats.updates_written += 1
-                in_flight = source.updates_in_flight
-                in_flight[update.SerializeToString()] = self._covered_by(reached)
-                while len(in_flight) > limits.sync_exposure_markers_max:
-                    del in_flight[next(iter(in_flight))]
+                self.book.update_written(name, update, reached, self._indexes())
             # What changed, in messages: an MDP that only stepped over markers (each
             # marker written here moves it) is no change, or sync would never go idle.
             normalized = self._normalized(state)
             if normalized != source.last_normalized:
                 source.last_normalized = normalized
                 self._something_new = True
-            acked = Acked(state.mark_delete, state.ranges)
-            if acked != source.acked:
-                if source.unheard_since is None and self._acks_beyond(acked, source.acked):
-                    source.unheard_since = now
-                source.acked = acked
+            self.book.state_read(name, Acked(state.mark_delete, state.ranges), now, self._indexes())
             if self.mode is SyncMode.FULL:
                 written_at = source.stats.last_written_at
                 restate = self.restate_interval_s
@@ -569,160 +529,22 @@ class SyncCore:
 
     # -- exposure (exposure.py) --
 
-    def _hear_own(self, message: Message, where: Position, written_at: float) -> None:
-        """One of this gateway's own markers, read back at ``where``: what it carries,
-        for the exposure of its subscription (exposure.py). Ack ranges carry the state
-        per origin, in each origin's terms; an update moves each remote's MDP to a
-        snapshot, whose cover here was kept when it was written (``_covered_by``); an
-        own snapshot request's position is what that cover is made of."""
-        if isinstance(message, pb.SnapshotRequest):
-            requests = self._requests_read
-            requests[message.snapshot_id] = where
-            while len(requests) > limits.sync_exposure_markers_max:
-                del requests[next(iter(requests))]
-            return
-        if isinstance(message, pb.SubscriptionAckRanges):
-            if message.source_cluster != self.local_cluster:
-                return
-            name = message.subscription_name
-            acked = self._acked_in_marker(message)
-        elif isinstance(message, pb.SubscriptionUpdate):
-            name = message.subscription_name
-            source = self.sources.get(name)
-            local = None
-            if source is not None:
-                local = source.updates_in_flight.pop(message.SerializeToString(), None)
-            if local is None:
-                return  # written before this reader began: its snapshot is not known
-            acked = local
-        else:
-            return
-        hearing = self._hearing.setdefault(name, _Hearing())
-        hearing.heard.append(_Heard(where, acked, written_at))
-        if len(hearing.heard) > limits.sync_exposure_markers_max:
-            hearing.heard.popleft()
-        source = self.sources.get(name)
-        if source is not None and source.acked is not None:
-            if not self._acks_beyond(source.acked, acked):
-                source.unheard_since = None
-
-    def _acks_beyond(self, acked: Acked, base: Acked | Mapping[str, Acked] | None) -> bool:
-        """Whether ``acked`` holds a message (not a marker) that ``base`` does not (per
-        origin, when ``base`` says each origin's part apart)."""
-        indexes = {self.local_cluster: self.forward[self.local_cluster], **self.reverse}
-        for origin, index in indexes.items():
-            part = base.get(origin) if isinstance(base, Mapping) else base
-            gap = difference(acked.intervals(), [] if part is None else part.intervals())
-            if any(index.count(after, upto) for after, upto in gap):
-                return True
-        return False
-
-    def _covered_by(self, reached: CachedSnapshot) -> dict[str, Acked]:
-        """What the remotes' MDPs cover here, per origin, once a SubscriptionUpdate of
-        ``reached`` is applied: each remote R's position in the snapshot is where this
-        cluster's request arrived there, after every entry written here before the
-        request; and R's own messages up to that position, whose copies here are known
-        by the forward index."""
-        out: dict[str, Acked] = {}
-        request = self._requests_read.get(reached.snapshot_id)
-        if request is not None:
-            out[self.local_cluster] = Acked(request.predecessor())
-        for remote, there in reached.remote_positions.items():
-            index = self.forward.get(remote)
-            floor = None if index is None else index.floor(there)
-            if floor is not None:
-                out[remote] = Acked(floor)
-        return out
-
-    def _acked_in_marker(self, message: pb.SubscriptionAckRanges) -> dict[str, Acked]:
-        """Per origin, the ranges of an own ack-ranges marker in local positions. Not its
-        mark-delete position: receivers apply what its ranges say, which hold only what
-        the reader had read when it was built."""
-        out: dict[str, Acked] = {}
-        for origin in message.origins:
-            cluster = origin.origin_cluster
-            index = None if cluster == self.local_cluster else self.forward.get(cluster)
-            if index is None and cluster != self.local_cluster:
-                continue
-            ranges: list[Range] = []
-            for span in origin.ranges:
-                first, last = key(span.first), key(span.last)
-                ranges += [(first, last)] if index is None else index.map_range(first, last)[0]
-            out[cluster] = Acked(Position.EARLIEST, tuple(ranges))
-        return out
-
     def exposure(
         self, now: float, stored_to: Mapping[str, Position | None]
     ) -> dict[str, dict[str, Exposure | None]]:
         """Per subscription synced from here and per remote: the messages acknowledged
         here whose copies the remote holds unacknowledged (exposure.py). ``stored_to``:
         per remote, how far it stores this topic (None: not known, and neither is the
-        exposure)."""
+        exposure). Beside real Pulsar the markers travel on the namespace's side topic,
+        whose replication says nothing of how far a remote stores this topic: unknown."""
         if self.mode is SyncMode.OFF:
             return {}
-        if not self.in_band:
-            # Beside real Pulsar the markers travel on the namespace's side topic, whose
-            # replication says nothing of how far a remote stores this topic: unknown.
-            stored_to = {}
-        own = self.forward[self.local_cluster]
-        out: dict[str, dict[str, Exposure | None]] = {}
-        for name, source in sorted(self.sources.items()):
-            if source.acked is None:
-                continue  # a standby: its state comes from elsewhere
-            hearing = self._hearing.setdefault(name, _Hearing())
-            figures: dict[str, Exposure | None] = {}
-            for remote in sorted(self.remotes):
-                stored = stored_to.get(remote)
-                if stored is None:
-                    figures[remote] = None
-                    continue
-                self._fold(hearing, remote, stored)
-                messages = exposed(
-                    source.acked,
-                    hearing.stored.get(remote, {}),
-                    local=self.local_cluster,
-                    remote=remote,
-                    own=own,
-                    delivered=stored,
-                    remote_copies=self.reverse.get(remote),
-                )
-                figures[remote] = Exposure(messages, self._oldest_s(source, hearing, stored, now))
-            self._forget_stored(hearing)
-            out[name] = figures
-        return out
+        return self.book.figures(
+            now, self.remotes, stored_to if self.in_band else {}, self._indexes()
+        )
 
-    @staticmethod
-    def _oldest_s(source: _Source, hearing: _Hearing, stored: Position, now: float) -> float | None:
-        """Seconds since the oldest acknowledgement a remote storing up to ``stored`` does
-        not hold was read here: the first own marker it does not store yet, or the first
-        state read that no marker carried."""
-        times = [h.written_at for h in hearing.heard if h.position > stored][:1]
-        if source.unheard_since is not None:
-            times.append(source.unheard_since)
-        return max(0.0, now - min(times)) if times else None
-
-    @staticmethod
-    def _fold(hearing: _Hearing, remote: str, stored: Position) -> None:
-        """Add what the markers ``remote`` stores since the last fold acknowledge: ack
-        ranges and updates alike (``full`` mode writes both, an update first)."""
-        done = hearing.folded_to.get(remote, Position.EARLIEST)
-        together = hearing.stored.setdefault(remote, {})
-        for heard in hearing.heard:
-            if heard.position > stored:
-                break
-            if heard.position <= done:
-                continue
-            for origin, acked in heard.acked.items():
-                together[origin] = union(together.get(origin, []), acked.intervals())
-            hearing.folded_to[remote] = heard.position
-
-    def _forget_stored(self, hearing: _Hearing) -> None:
-        """Drop the markers every remote stores and has counted."""
-        if not self.remotes or any(r not in hearing.folded_to for r in self.remotes):
-            return
-        oldest = min(hearing.folded_to[r] for r in self.remotes)
-        while hearing.heard and hearing.heard[0].position <= oldest:
-            hearing.heard.popleft()
+    def _indexes(self) -> Indexes:
+        return Indexes(self.local_cluster, self.forward, self.reverse)
 
     # -- the clock --
 
