@@ -40,6 +40,7 @@ are left out, a WARNING says how many, and ``/health`` answers degraded.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
@@ -150,6 +151,9 @@ class ReplicationManager:
         self.discovery_interval_s = discovery_interval_s
         #: The watchdog's threshold (:meth:`heal_stalled`).
         self.stuck_after_s = stuck_after_s
+        #: Per synced topic partition, its snapshots timed out at the last watchdog pass
+        #: (:meth:`say_snapshot_timeouts`).
+        self._snapshot_timeouts_seen: dict[str, int] = {}
         #: What the watchdog restarted, and says (watchdog.py).
         self.replication_watch: Watch[Key] = Watch(
             lambda key: f"replication to {key[1]}",
@@ -302,10 +306,39 @@ class ReplicationManager:
             await asyncio.sleep(interval_s)
             try:
                 await self.heal_stalled()
+                self.say_snapshot_timeouts(interval_s)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug: say it, keep watching
                 log.exception("watchdog pass failed")
+
+    def say_snapshot_timeouts(self, interval_s: float) -> None:
+        """One INFO line for the snapshots that timed out since the last pass, over all
+        topic partitions, with the remotes that did not answer (per topic at DEBUG; the
+        counts are ``georep_subsync_snapshots_timed_out_total``). A busy namespace whose
+        remote is slow makes one line a pass, not one a topic."""
+        topics = snapshots = 0
+        silent: collections.Counter[str] = collections.Counter()
+        seen = self._snapshot_timeouts_seen
+        for topic, sync in self.syncs.items():
+            count = sync.core.controller.stats.timed_out
+            grew = count - seen.get(topic, 0)
+            seen[topic] = count
+            if grew > 0:
+                topics += 1
+                snapshots += grew
+                silent.update(sync.core.controller.unanswered)
+        for topic in [t for t in seen if t not in self.syncs]:
+            del seen[topic]
+        if topics:
+            log.info(
+                "%d snapshots timed out on %d topic partitions in the last %.0f s; not"
+                " answered by %s",
+                snapshots,
+                topics,
+                interval_s,
+                ", ".join(f"{remote} ({n})" for remote, n in sorted(silent.items())) or "-",
+            )
 
     def stalled(self) -> dict[Key, Replicator]:
         """Replicators that moved no entry on for ``stuck_after_s`` while entries wait

@@ -552,7 +552,8 @@ class SyncCore:
         if self.controller.expire(now):
             self.silent |= set(self.controller.unanswered)
             self._something_new = True  # what prompted it is still not in a snapshot
-            log.info("snapshot timed out; not answered by %s", sorted(self.controller.unanswered))
+            # Per topic at DEBUG: the gateway says them once a watchdog pass, counted.
+            log.debug("snapshot timed out; not answered by %s", sorted(self.controller.unanswered))
         if self.mode is SyncMode.OFF or not self.in_band:
             return []
         out: list[WriteMarker] = []

@@ -262,3 +262,45 @@ async def test_a_sync_is_stalled_while_applies_wait_and_a_restart_attaches_again
         assert sync.stalled_s(now[0]) == 0.0
     finally:
         await sync.stop()
+
+
+def test_snapshots_timing_out_on_many_topics_are_said_in_one_line(
+    manager: ReplicationManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    """2,000 topic partitions whose snapshots time out: one INFO line a pass, counted,
+    with the remotes that did not answer; nothing when none timed out since."""
+    caplog.set_level(logging.INFO, logger="georep.gateway.manager")
+    syncs = {}
+    for i in range(2000):
+        controller = SimpleNamespace(stats=SimpleNamespace(timed_out=1), unanswered={"B"})
+        syncs[f"persistent://t/ns/x-partition-{i}"] = SimpleNamespace(
+            core=SimpleNamespace(controller=controller)
+        )
+    manager.syncs = cast(Any, syncs)
+    try:
+        said_snapshot_timeouts(manager, caplog, syncs)
+    finally:
+        manager.syncs = {}  # nothing of these to stop
+
+
+def said_snapshot_timeouts(
+    manager: ReplicationManager, caplog: pytest.LogCaptureFixture, syncs: dict[str, Any]
+) -> None:
+    def lines() -> list[str]:
+        out = [r.getMessage() for r in caplog.records if r.name == "georep.gateway.manager"]
+        caplog.clear()
+        return out
+
+    manager.say_snapshot_timeouts(30.0)
+    assert lines() == [
+        "2000 snapshots timed out on 2000 topic partitions in the last 30 s; not answered"
+        " by B (2000)"
+    ]
+    manager.say_snapshot_timeouts(30.0)
+    assert lines() == []  # nothing new
+    first = syncs["persistent://t/ns/x-partition-0"].core.controller
+    first.stats.timed_out, first.unanswered = 3, {"B", "C"}
+    manager.say_snapshot_timeouts(30.0)
+    assert lines() == [
+        "2 snapshots timed out on 1 topic partitions in the last 30 s; not answered by B (1), C (1)"
+    ]
