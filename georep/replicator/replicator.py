@@ -212,8 +212,8 @@ class Replicator:
         self._generation = 0
         self._ack_to: Position | None = None
         self._acked: Position | None = None
-        #: The last entry the remote confirmed with every one before it, kept through
-        #: reconnections (positions only grow): ``stored_to``.
+        #: The last entry the remote confirmed (a receipt stands for every entry its
+        #: producer sent before it), kept through reconnections: ``stored_to``.
         self._stored: Position | None = None
         self._ack_scheduled = False
         self.counters = _Counters()
@@ -513,6 +513,10 @@ class Replicator:
     def _on_receipt(
         self, item: _Item, generation: int, future: asyncio.Future[SendReceipt]
     ) -> None:
+        if not future.cancelled() and future.exception() is None:
+            # Stored on the remote, even if the buffer was reset since (the local side
+            # failed): how far the remote stores the topic (``stored_to``) counts it.
+            self._note_stored(item.position)
         if generation != self._generation or future.cancelled() or future.exception():
             self._wakeup.set()
             return
@@ -541,8 +545,6 @@ class Replicator:
         head = next(iter(self._in_flight or self._unsent), None)
         self._oldest_publish_ms = head.entry.publish_time_ms if head is not None else None
         self._ack_to = last
-        if self._stored is None or last > self._stored:
-            self._stored = last
         if not self._ack_scheduled:
             self._ack_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_ack_soon)
@@ -691,6 +693,12 @@ class Replicator:
         if self.backlog_entries == 0 or (self.local_connected and not self._unsent):
             return 0.0
         return None
+
+    def _note_stored(self, position: Position) -> None:
+        """One producer's sends are stored in order, so a receipt stands for every
+        entry sent before it too."""
+        if self._stored is None or position > self._stored:
+            self._stored = position
 
     @property
     def stored_to(self) -> Position | None:

@@ -543,6 +543,13 @@ class SyncCore:
             now, self.remotes, stored_to if self.in_band else {}, self._indexes()
         )
 
+    def marker_written(self, message: Message, where: Position, now: float) -> None:
+        """An own marker is stored at ``where`` (its receipt): the book hears it now, not
+        only when the reader reads it back, which a failure of this cluster may prevent
+        while the replicators already carried it."""
+        if self.in_band:
+            self.book.heard(message, where, now, self._indexes())
+
     def _indexes(self) -> Indexes:
         return Indexes(self.local_cluster, self.forward, self.reverse)
 

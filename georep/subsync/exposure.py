@@ -199,8 +199,10 @@ class _Subscription:
     #: marker read back.
     acked: Acked | None = None
     unheard_since: float | None = None
-    #: Own markers read back and not yet counted for every remote, oldest first.
+    #: Own markers heard (at their receipt, or read back) and not yet counted for every
+    #: remote, oldest first; and the position of the newest.
     heard: deque[_Heard] = field(default_factory=deque)
+    last_heard: Position | None = None
     #: Per remote: the newest marker counted, and what those counted acknowledge
     #: together, per origin.
     folded_to: dict[str, Position] = field(default_factory=dict)
@@ -274,6 +276,9 @@ class ExposureBook:
         else:
             return
         book = self._subscriptions.setdefault(name, _Subscription())
+        if book.last_heard is not None and where <= book.last_heard:
+            return  # heard at its receipt already, and now read back
+        book.last_heard = where
         book.heard.append(_Heard(where, acked, written_at))
         if len(book.heard) > limits.sync_exposure_markers_max:
             book.heard.popleft()

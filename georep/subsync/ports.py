@@ -34,7 +34,7 @@ from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
-from georep.client.producer import LinkProducer
+from georep.client.producer import LinkProducer, SendReceipt
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots.markers import encode
@@ -93,8 +93,9 @@ class MarkerRoute(Protocol):
         """The sync stopped: hear no more."""
         ...
 
-    async def write(self, marker: WriteMarker) -> None:
-        """One marker; LinkError when it could not be written (the sync attaches again)."""
+    async def write(self, marker: WriteMarker) -> asyncio.Future[SendReceipt] | None:
+        """One marker; LinkError when it could not be written (the sync attaches again).
+        In band, the future of its receipt (where it sits in the topic); else None."""
         ...
 
     async def close_writer(self) -> None:
@@ -250,9 +251,12 @@ class MarkerProducer:
         self._lock = asyncio.Lock()
         self._next_sequence = first_sequence
 
-    async def send(self, metadata: wire.MessageMetadata, payload: bytes) -> None:
-        """``metadata`` given its producer name and the next sequence id, then sent;
-        LinkError when it could not be (the producer is opened again next time)."""
+    async def send(
+        self, metadata: wire.MessageMetadata, payload: bytes
+    ) -> asyncio.Future[SendReceipt]:
+        """``metadata`` given its producer name and the next sequence id, then sent (the
+        future of its receipt); LinkError when it could not be (the producer is opened
+        again next time)."""
         async with self._lock:
             producer = self._producer
             if producer is None or producer.failed:
@@ -264,7 +268,7 @@ class MarkerProducer:
         metadata.sequence_id = self._next_sequence
         self._next_sequence += 1
         try:
-            await producer.send(metadata, payload)
+            return await producer.send(metadata, payload)
         except LinkError:
             if self._producer is producer:
                 self._producer = None
@@ -308,12 +312,12 @@ class InBandRoute:
     ) -> list[Coroutine[Any, Any, None]]:
         return []
 
-    async def write(self, marker: WriteMarker) -> None:
+    async def write(self, marker: WriteMarker) -> asyncio.Future[SendReceipt]:
         metadata = wire.MessageMetadata(
             publish_time=int(self._clock() * 1000), marker_type=int(marker.kind)
         )
         metadata.replicate_to.extend(marker.replicate_to)
-        await self._producer.send(metadata, encode(marker.kind, marker.message))
+        return await self._producer.send(metadata, encode(marker.kind, marker.message))
 
     async def close_writer(self) -> None:
         await self._producer.close()

@@ -267,6 +267,7 @@ class SideRoute:
         self._channel.detach(self._topic)
 
     async def write(self, marker: WriteMarker) -> None:
+        """Returns None: where a side marker sits says nothing of this topic."""
         payload = encode(marker.kind, marker.message)
         await self._channel.write(self._topic, int(marker.kind), payload)
 

@@ -49,6 +49,7 @@ from georep.awaiting import stopped_within, within
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
+from georep.client.producer import SendReceipt
 from georep.position import Position
 from georep.subsync.backoff import Backoff
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
@@ -342,9 +343,18 @@ class TopicSync:
                 self._apply_wakeup.set()
 
     async def _write(self, action: WriteMarker) -> None:
-        await self._markers.write(action)
+        receipt = await self._markers.write(action)
+        if receipt is not None:  # where it sits, for the exposure, as soon as it is known
+            receipt.add_done_callback(lambda done: self._written(action, done))
         name = action.kind.name
         self.markers_written[name] = self.markers_written.get(name, 0) + 1
+
+    def _written(self, action: WriteMarker, receipt: asyncio.Future[SendReceipt]) -> None:
+        if receipt.cancelled() or receipt.exception() is not None:
+            return
+        written = receipt.result()
+        if not written.duplicate:
+            self.core.marker_written(action.message, written.position, self._clock())
 
     async def _apply_loop(self) -> None:
         while True:
