@@ -431,6 +431,7 @@ class SyncCore:
         if self.mode is SyncMode.OFF:
             return []
         out: list[WriteMarker] = []
+        sourced: set[str] = set()
         for name, state in self.selected(states).items():
             written = len(out)
             source = self.sources.get(name)
@@ -465,6 +466,7 @@ class SyncCore:
             if normalized != source.last_normalized:
                 source.last_normalized = normalized
                 self._something_new = True
+            sourced.add(name)
             self.book.state_read(name, Acked(state.mark_delete, state.ranges), now, self._indexes())
             if self.mode is SyncMode.FULL:
                 written_at = source.stats.last_written_at
@@ -481,6 +483,7 @@ class SyncCore:
                 self._awaiting_read = max(highest, self._awaiting_read or highest)
             if len(out) > written:
                 source.stats.last_written_at = now
+        self.book.sourced_here(sourced)
         return out
 
     @property

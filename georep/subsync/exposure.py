@@ -233,6 +233,15 @@ class ExposureBook:
             book.unheard_since = now
         book.acked = acked
 
+    def sourced_here(self, names: Set[str]) -> None:
+        """The subscriptions whose state was read here as a source's this time: the
+        others (a standby now, deleted, or no longer chosen) have no exposure from here;
+        what was heard of them is kept for when they are sources again."""
+        for name, book in self._subscriptions.items():
+            if name not in names:
+                book.acked = None
+                book.unheard_since = None
+
     def update_written(
         self, name: str, update: pb.SubscriptionUpdate, reached: CachedSnapshot, indexes: Indexes
     ) -> None:

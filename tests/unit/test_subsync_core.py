@@ -152,3 +152,23 @@ def test_copies_that_name_no_origin_are_counted_said_once_and_cleared_by_one_tha
     stamped.properties.add(key="__MSG_PROP_REPL_SOURCE_POSITION", value="7:5")
     a.on_entry(Position(4, 3), stamped, b"x", 0.0)
     assert a.copies_without_origin == {}
+
+
+def test_exposure_is_reported_only_while_the_subscription_is_a_source_here():
+    """A subscription whose consumers left (a standby now: its state comes from
+    elsewhere) or that is no longer read has no exposure from this cluster."""
+    a = core()  # "s" has a consumer; own entry (1, 0)
+    acked = SubscriptionState(mark_delete=Position(1, 0), consumers=1, replicated=True)
+    a.on_state({"s": acked}, 1.0)
+    stored = {"B": Position(1, 0), "C": Position(1, 0)}
+    figures = a.exposure(1.0, stored)["s"]
+    assert figures["B"] is not None and figures["B"].messages == 1  # no marker heard yet
+    left = SubscriptionState(mark_delete=Position(1, 0), consumers=0, replicated=True)
+    a.on_state({"s": left}, 2.0)  # their last state goes out once: still a source
+    assert "s" in a.exposure(2.0, stored)
+    a.on_state({"s": left}, 3.0)  # a standby from now on
+    assert a.exposure(3.0, stored) == {}
+    a.on_state({"s": acked}, 4.0)  # consumers back
+    assert "s" in a.exposure(4.0, stored)
+    a.on_state({}, 5.0)  # deleted
+    assert a.exposure(5.0, stored) == {}
