@@ -18,37 +18,8 @@ from georep.drill.failback import (
 )
 from georep.drill.failback_page import failback_section
 from georep.drill.main import failback_text
-from georep.drill.report import Produced
 from georep.drill.scenarios import ACK, PartialAcks, Received
-
-
-def position(index: int) -> str:
-    return f"3:{index}"
-
-
-def produced_messages(count: int) -> dict[str, Produced]:
-    return {position(i): Produced(f"m{i:06d}", i, "k", position(i)) for i in range(count)}
-
-
-def delivery(index: int, phase: str, *, acked: bool = False) -> Delivery:
-    on_a = phase != AFTER
-    return Delivery(
-        mode="full",
-        cluster="A" if on_a else "B",
-        phase=phase,
-        consumer="c0",
-        topic="persistent://public/default/t",
-        subscription="s",
-        drill_id=f"m{index:06d}",
-        index=index,
-        key="k",
-        message_id=position(index) if on_a else f"9:{index}",
-        origin_cluster="A",
-        origin_position=position(index),
-        batch_index=-1,
-        delivered_at=1_000 + index,
-        acked=acked,
-    )
+from tests.unit.test_drill_report import delivery, produced_messages
 
 
 def log_of(delivered_a, acked_a, delivered_b, acked_b, returned) -> list[Delivery]:

@@ -30,7 +30,7 @@ def produced_messages(count: int) -> dict[str, Produced]:
 
 
 def delivery(index: int, phase: str, *, acked: bool = False, origin: str | None = None) -> Delivery:
-    on_a = phase == BEFORE
+    on_a = phase != AFTER  # before the failure, or back on A after a failback
     return Delivery(
         mode="full",
         cluster="A" if on_a else "B",
