@@ -315,6 +315,9 @@ invariant(cursor_batch_entries_persisted_max <= cursor_batch_entries_count_max)
 # --- cluster admin REST (broker/admin) ------------------------------------------------
 #: Bytes of one admin request body; a larger one is refused with 413 before it is parsed.
 admin_request_body_bytes_max = 1 * MIB
+#: Redirects (307/308) one call to Pulsar's admin REST follows: a broker answers a
+#: change to a bundle or topic it does not own with the owner's address.
+pulsar_admin_redirects_max = 3
 #: Tenants the metadata store may hold, and namespaces across all tenants.
 tenants_count_max = 10_000
 namespaces_count_max = 50_000
@@ -754,6 +757,9 @@ drill_settle_s_max = 600.0
 #: Seconds the drill waits, before producing, for both gateways to replicate and sync
 #: its new topic (discovery passes); past it the drill goes on and says so.
 drill_ready_s_max = 60.0
+#: ``[gateway] discovery_interval_s`` of the gateways a drill stands up itself: its topic
+#: is new, and one pass on each side comes before the drill can start.
+drill_discovery_interval_s = 0.5
 #: Messages a second produced on A, and handled by the consumers on A together, by
 #: default; and the most either flag accepts. A paced drill lets production, snapshots,
 #: acknowledgements, nack redeliveries and syncs interleave as in a running system.

@@ -25,11 +25,28 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from georep import limits
+
 
 class PulsarAdminError(RuntimeError):
     def __init__(self, method: str, path: str, status: int, reason: str) -> None:
         super().__init__(f"{method} {path}: {status} {reason}")
         self.status = status
+
+
+class _RedirectsAreOurs(urllib.request.HTTPRedirectHandler):
+    """urllib follows a redirect for GET only and drops the body; :meth:`PulsarAdmin.request`
+    follows them itself, for every method."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _redirected(method: str, path: str, url: str, location: str) -> str:
+    target = urllib.parse.urljoin(url, location)
+    if urllib.parse.urlsplit(url).scheme == "https" and not target.startswith("https://"):
+        raise PulsarAdminError(method, path, 307, f"refused a redirect from https to {target}")
+    return target
 
 
 class ClusterEndpoint(Protocol):
@@ -65,6 +82,9 @@ class PulsarAdmin:
         self.admin_url = admin_url.rstrip("/")
         self.token = token
         self.context = context
+        self._opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context), _RedirectsAreOurs()
+        )
         self.timeout_s = timeout_s
 
     def _document(self, path: str) -> dict[str, Any]:
@@ -73,21 +93,32 @@ class PulsarAdmin:
         return document
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One call; a 307 or 308 (a broker naming the owner of a bundle or topic) is
+        followed with the same method and body, at most ``pulsar_admin_redirects_max``
+        times, and never from ``https`` to ``http``."""
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"{self.admin_url}{path}", data=data, method=method)
-        if data is not None or method == "POST":  # every POST must say JSON (rest/access.py)
-            request.add_header("Content-Type", "application/json")
-        if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(
-                request, timeout=self.timeout_s, context=self.context
-            ) as response:
-                payload = response.read()
-        except urllib.error.HTTPError as error:
-            reason = error.read().decode(errors="replace")[:500] or error.reason
-            raise PulsarAdminError(method, path, error.code, reason) from None
-        return json.loads(payload) if payload else None
+        url = f"{self.admin_url}{path}"
+        for _ in range(limits.pulsar_admin_redirects_max + 1):
+            request = urllib.request.Request(url, data=data, method=method)
+            if data is not None or method == "POST":  # every POST must say JSON
+                request.add_header("Content-Type", "application/json")
+            if self.token:
+                request.add_header("Authorization", f"Bearer {self.token}")
+            try:
+                with self._opener.open(request, timeout=self.timeout_s) as response:
+                    payload = response.read()
+            except urllib.error.HTTPError as error:
+                location = error.headers.get("Location")
+                if error.code in (307, 308) and location:
+                    error.close()
+                    url = _redirected(method, path, url, location)
+                    continue
+                reason = error.read().decode(errors="replace")[:500] or error.reason
+                raise PulsarAdminError(method, path, error.code, reason) from None
+            return json.loads(payload) if payload else None
+        raise PulsarAdminError(
+            method, path, 307, f"more than {limits.pulsar_admin_redirects_max} redirects"
+        )
 
     # clusters, tenants, namespaces -------------------------------------------------
 
