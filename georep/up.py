@@ -408,6 +408,8 @@ def _gateway_toml(config: UpConfig, spec: GatewaySpec, home: Path) -> str:
         f"listen = {json.dumps(_address(host, spec.port))}",
         f"metadata = {json.dumps('sqlite:///' + str(home / 'gateway.db'))}",
     ]
+    if spec.discovery_interval_s is not None:
+        lines.append(f"discovery_interval_s = {spec.discovery_interval_s!r}")
     if config.gateway_token_file is not None:
         lines.append(f"token_file = {json.dumps(str(config.gateway_token_file))}")
     rest_tls = config.server_files(f"gateway-{spec.cluster}")

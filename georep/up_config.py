@@ -27,6 +27,8 @@ class GatewaySpec:
     replicate: dict[str, list[str]] = field(default_factory=dict)
     #: The gateway's [subscription_sync] table, written as given (checked by the gateway).
     subscription_sync: dict[str, Any] = field(default_factory=dict)
+    #: ``[gateway] discovery_interval_s``; None: the gateway's default.
+    discovery_interval_s: float | None = None
 
 
 @dataclass(frozen=True)

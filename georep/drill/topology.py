@@ -151,8 +151,14 @@ def up_config(data_dir: Path, namespace: str, subscription_sync: dict[str, Any])
         data_dir=data_dir,
         clusters={name: ClusterSpec(name, 0, 0, fsync=False) for name in (A, B)},
         gateways={
-            A: GatewaySpec(A, 0, {namespace: [B]}, dict(subscription_sync)),
-            B: GatewaySpec(B, 0, {namespace: [A]}, dict(subscription_sync)),
+            name: GatewaySpec(
+                name,
+                0,
+                {namespace: [other]},
+                dict(subscription_sync),
+                discovery_interval_s=limits.drill_discovery_interval_s,
+            )
+            for name, other in ((A, B), (B, A))
         },
     )
 
