@@ -55,6 +55,12 @@ def acknowledge_all_but_every_seventh(
         )
         for key in topics
     }
+    failed: list[pulsar.Result] = []
+
+    def note_failure(result: pulsar.Result, _message_id: Any) -> None:
+        if result != pulsar.Result.Ok:
+            failed.append(result)
+
     for name, topic in topics:
         out.acked.setdefault(name, set())
         out.expected.setdefault(name, set())
@@ -63,9 +69,11 @@ def acknowledge_all_but_every_seventh(
             batching_enabled=False,
             message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
         )
-        for index in range(messages):
-            producer.send(f"{name}-{topic}-{index}".encode())
+        for index in range(messages):  # in order, without a round trip per message
+            producer.send_async(f"{name}-{topic}-{index}".encode(), note_failure)
+        producer.flush()
         producer.close()
+    assert not failed, f"{len(failed)} messages not sent ({failed[0]})"
     for (name, _topic), consumer in consumers.items():
         received = [consumer.receive(10_000) for _ in range(messages)]
         random.Random(5).shuffle(received)  # out of order on purpose
@@ -137,18 +145,21 @@ def quiet_client(url: str, **client_options: Any) -> pulsar.Client:
 def positions_and_payloads(
     url: str, topic: str, **client_options: Any
 ) -> dict[tuple[int, int], bytes]:
-    """Every message of ``topic`` on a cluster, by position (unbatched messages)."""
+    """Every message of ``topic`` on a cluster, by position (unbatched messages), up to
+    the end the broker knows when the read starts. The end may be a marker, which a
+    reader never sees: a second without a message ends the read too."""
     with_client = quiet_client(url, **client_options)
     try:
         reader = with_client.create_reader(topic, pulsar.MessageId.earliest)
         out: dict[Any, Any] = {}
-        while True:
+        while reader.has_message_available():
             try:
-                message = reader.read_next(3000)
+                message = reader.read_next(1000)
             except pulsar.Timeout:
-                return out
+                break
             message_id = message.message_id()
             out[(message_id.ledger_id(), message_id.entry_id())] = message.data()
+        return out
     finally:
         with_client.close()
 
@@ -173,8 +184,9 @@ def unacknowledged_on(
     }
 
 
-def drain(url: str, topic: str, **client_options: Any) -> list[bytes]:
-    """What a Shared consumer of subscription ``s`` receives (and acknowledges)."""
+def drain(url: str, topic: str | list[str], **client_options: Any) -> list[bytes]:
+    """What a Shared consumer of subscription ``s`` receives (and acknowledges), of one
+    topic or of several at once (one quiet wait for them all)."""
     client = quiet_client(url, **client_options)
     try:
         consumer = client.subscribe(
