@@ -221,12 +221,26 @@ def stuck_to(gateway: GatewayProcess, remote: str) -> str | None:
 
 
 def when_the_link_closed_on_keepalive(gateway: GatewayProcess, topic: str) -> str | None:
-    """The error of ``topic``'s replicator once its link to the remote was closed by the
-    keep-alive (a PING unanswered: a black-holed link) and it is not connected, else
-    None (``wait_for`` polls it)."""
+    """Once ``topic``'s replicator is not connected and its link to the remote was
+    closed by the keep-alive (a PING unanswered: a black-holed link): the replicator's
+    error, or the gateway's log line saying so; else None (``wait_for`` polls it). The
+    log is read too because the replicator's error says the latest cause only: a retry
+    of the connection that fails in turn replaces it, and a slow poll may never see it."""
     (replicator,) = gateway.replicators(topic)
+    if replicator["connected"]:
+        return None
     error = replicator["lastError"] or ""
-    return error if "keep-alive" in error and not replicator["connected"] else None
+    if "keep-alive" in error:
+        return str(error)
+    said = [line for line in _log_lines(gateway) if "closed: keep-alive" in line]
+    return said[-1] if said else None
+
+
+def _log_lines(gateway: GatewayProcess) -> list[str]:
+    try:
+        return gateway.log_path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
 
 
 def ownership_agreed(instances: Iterable[GatewayProcess]) -> bool:
