@@ -162,8 +162,8 @@ class ReplicationManager:
         )
         self.sync_watch: Watch[str] = Watch(
             lambda _topic: "subscription sync",
-            "applied nothing for {s:g} s or more while applies wait",
-            "apply again",
+            "moved nothing on for {s:g} s or more while states or entries wait",
+            "move again",
         )
         self._clock = clock
         self._replicator_factory = replicator_factory
@@ -351,7 +351,8 @@ class ReplicationManager:
         }
 
     def stalled_syncs(self) -> dict[str, TopicSync]:
-        """Subscription syncs with applies waiting and none done for ``stuck_after_s``."""
+        """Subscription syncs with applies waiting and none done for ``stuck_after_s``, or
+        whose reader read nothing that long while T holds entries it has not reached."""
         now = self._clock()
         return {
             topic: sync
@@ -560,6 +561,7 @@ class ReplicationManager:
                 port=self.sync_port,
                 connected=self._connected_to(topic),
                 stored_to=self._stored_to(topic),
+                read_elsewhere=self._read_elsewhere(topic),
                 opening=self.opening,
             )
             self.syncs[topic] = sync
@@ -643,6 +645,17 @@ class ReplicationManager:
             return None if replicator is None else replicator.stored_to
 
         return stored_to
+
+    def _read_elsewhere(self, topic: str) -> Callable[[], Position | None]:
+        """How far this gateway's replicators of ``topic`` read the local topic: a sync
+        reader that stops short of it is stalled (TopicSync.stalled_s)."""
+
+        def read_to() -> Position | None:
+            replicators = (self.replicators.get((topic, remote)) for remote in self.remotes)
+            read = [r.read_to for r in replicators if r is not None and r.read_to is not None]
+            return max(read, default=None)
+
+        return read_to
 
     async def _partitions_of(self, name: TopicName, listed: list[str]) -> int:
         """The partition count of ``name``'s base topic (0 when not partitioned), asked of

@@ -277,8 +277,9 @@ class ReplicationCollector:
         yield restarts
         yield _gauge(
             "georep_gateway_sync_stuck",
-            "Topic partitions whose subscription sync applied nothing for [gateway]"
-            " stuck_after_s while applies wait: restarted by the watchdog, /health says so",
+            "Topic partitions whose subscription sync applied nothing while states wait,"
+            " or read nothing while its topic holds entries past its reader, for [gateway]"
+            " stuck_after_s: restarted by the watchdog, /health says so",
             ["local_cluster"],
             [([local], len(manager.stalled_syncs()))],
         )

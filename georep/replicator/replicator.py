@@ -215,6 +215,9 @@ class Replicator:
         #: The last entry the remote confirmed (a receipt stands for every entry its
         #: producer sent before it), kept through reconnections: ``stored_to``.
         self._stored: Position | None = None
+        #: The last local entry read (replicated or skipped): how far the local topic
+        #: holds entries, for the subscription sync's stall check.
+        self.read_to: Position | None = None
         self._ack_scheduled = False
         self.counters = _Counters()
         self.backlog_entries: int | None = None
@@ -383,6 +386,7 @@ class Replicator:
                 self._room.clear()
                 await self._room.wait()
             entry = await consumer.receive()
+            self.read_to = entry.position
             outcome = verdict(
                 entry.metadata, local_cluster=self.local_cluster, remote_cluster=self.remote_cluster
             )

@@ -72,6 +72,7 @@ class TopicSync:
         port: SyncPort,
         connected: Callable[[str], bool],
         stored_to: Callable[[str], Position | None] = lambda remote: None,
+        read_elsewhere: Callable[[], Position | None] = lambda: None,
         opening: asyncio.Semaphore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -83,6 +84,9 @@ class TopicSync:
         self._connected = connected
         #: How far a remote stores T (its replicator's word), for the exposure.
         self._stored_to = stored_to
+        #: How far this gateway's replicators of T read it: entries the reader must
+        #: reach too (:meth:`stalled_s`).
+        self._read_elsewhere = read_elsewhere
         self._opening = opening or asyncio.Semaphore(limits.gateway_opening_count_max)
         self._markers = port.markers(self.topic_name)
         self._clock = clock
@@ -112,6 +116,12 @@ class TopicSync:
         #: measures a stall from (:meth:`stalled_s`); its restarts since.
         self.progressed_at = clock()
         self.restarts = 0
+        #: When the reader last read an entry (or attached), and the furthest own marker
+        #: stored on T past what it read: a reader that stopped short of entries T holds
+        #: is a stall even with no apply waiting (the source moves, nothing arrives).
+        self._read_at = clock()
+        self._own_unread: Position | None = None
+        self._behind_since: float | None = None
         self.core.set_sequence_floor(int(clock() * 1_000_000))
 
     def __repr__(self) -> str:
@@ -139,16 +149,38 @@ class TopicSync:
             self.stop(), self._task, self, limits.replicator_restart_wait_s
         ):
             return False
-        self.progressed_at = self._clock()
+        self.progressed_at = self._read_at = self._clock()
+        self._behind_since = None
         self.start()
         return True
 
     def stalled_s(self, now: float) -> float:
-        """Seconds without a successful apply while applies wait; 0 with none waiting."""
+        """Seconds without a successful apply while applies wait, or, while attached,
+        without an entry read while T holds entries the reader has not reached (an own
+        marker stored past it, or entries this gateway's replicator of T read): the
+        longer of the two; 0 with neither."""
         if not self._applies:
             self.progressed_at = max(self.progressed_at, now)
+            applying = 0.0
+        else:
+            applying = max(0.0, now - self.progressed_at)
+        return max(applying, self._reader_behind_s(now))
+
+    def _reader_behind_s(self, now: float) -> float:
+        last = self.core.last_read
+        if self._own_unread is not None and last is not None and last >= self._own_unread:
+            self._own_unread = None  # read back
+        ahead = [
+            p
+            for p in (self._own_unread, self._read_elsewhere())
+            if p is not None and p != Position.LATEST and (last is None or p > last)
+        ]
+        if not ahead or not self.connected:
+            self._behind_since = None
             return 0.0
-        return max(0.0, now - self.progressed_at)
+        if self._behind_since is None:
+            self._behind_since = now
+        return max(0.0, now - max(self._behind_since, self._read_at))
 
     def state_changed(self) -> None:
         """T's subscriptions changed (or may have): read their states soon."""
@@ -169,6 +201,7 @@ class TopicSync:
                 async with self._opening:
                     consumer = await self._reader()
                 self.connected = True
+                self._read_at = self._clock()
                 self.last_error = None
                 self.failing_since = None
                 backoff.reset()
@@ -245,6 +278,7 @@ class TopicSync:
         unacked = 0
         while True:
             entry = await consumer.receive()
+            self._read_at = self._clock()
             unacked = self._acknowledge_as_read(consumer, entry, unacked)
             where = entry.position
             last = self.core.last_read
@@ -355,6 +389,8 @@ class TopicSync:
         written = receipt.result()
         if not written.duplicate:
             self.core.marker_written(action.message, written.position, self._clock())
+        if self.core.in_band and (self._own_unread is None or written.position > self._own_unread):
+            self._own_unread = written.position  # read back by the reader in time
 
     async def _apply_loop(self) -> None:
         while True:

@@ -14,7 +14,9 @@ from typing import Any, cast
 import pytest
 
 from georep import limits
+from georep.client.producer import SendReceipt
 from georep.gateway.manager import ReplicationManager
+from georep.position import Position
 from georep.replicator.replicator import Replicator, ReplicatorSettings, State
 from georep.subsync.topic_sync import TopicSync
 from tests.unit.test_gateway_manager import FakeStore, endpoint
@@ -27,7 +29,7 @@ from tests.unit.test_replicator_replicator import (
 )
 from tests.unit.test_subsync_marker_routes import TOPIC as ROUTE_TOPIC
 from tests.unit.test_subsync_marker_routes import FakeLink as AttachingLink
-from tests.unit.test_subsync_marker_routes import FakePort, FakeRoute, sync_core
+from tests.unit.test_subsync_marker_routes import FakePort, FakeRoute, request_marker, sync_core
 
 STUCK_S = 60.0
 
@@ -153,15 +155,15 @@ async def test_a_sync_whose_applies_wait_is_restarted_and_said_apart(
     syncs[0].stalled_for = STUCK_S
     await manager.heal_stalled()
     (line,) = said(caplog)
-    assert line.startswith("subscription sync: 1 topic partitions applied nothing for 60 s")
+    assert line.startswith("subscription sync: 1 topic partitions moved nothing on for 60 s")
     assert syncs[0].restarts == 1 and syncs[1].restarts == 0
     assert manager.problems() == [
-        "subscription sync: 1 topic partitions applied nothing for 60 s or more while"
-        " applies wait; restarted"
+        "subscription sync: 1 topic partitions moved nothing on for 60 s or more while"
+        " states or entries wait; restarted"
     ]
     syncs[0].moves()
     await manager.heal_stalled()
-    assert said(caplog) == ["subscription sync: 1 topic partitions apply again"]
+    assert said(caplog) == ["subscription sync: 1 topic partitions move again"]
     assert manager.problems() == []
 
 
@@ -262,6 +264,66 @@ async def test_a_sync_is_stalled_while_applies_wait_and_a_restart_attaches_again
         assert sync.stalled_s(now[0]) == 0.0
     finally:
         await sync.stop()
+
+
+async def test_a_reader_short_of_what_t_holds_is_a_stall_with_no_apply_waiting():
+    """The source moves and nothing arrives: T holds entries the sync's reader has not
+    reached (an own marker it wrote, or what this gateway's replicator of T read) and it
+    reads nothing for as long: stalled, though no apply waits. Reading again ends it."""
+    now = [1000.0]
+    read_elsewhere: list[Position | None] = [None]
+    sync = TopicSync(
+        topic=str(ROUTE_TOPIC),
+        core=sync_core(in_band=True),
+        local_link=cast(Any, AttachingLink()),
+        port=cast(Any, FakePort()),
+        connected=lambda remote: False,
+        read_elsewhere=lambda: read_elsewhere[0],
+        clock=lambda: now[0],
+    )
+    sync.connected = True  # attached, its reader silent
+    sync.core.last_read = Position(5, 10)
+    now[0] += 100
+    assert sync.stalled_s(now[0]) == 0.0  # an idle topic: nothing beyond the reader
+    read_elsewhere[0] = Position.LATEST  # not a position: nothing to reach
+    assert sync.stalled_s(now[0]) == 0.0
+    read_elsewhere[0] = Position(5, 10)  # the replicator read what the reader did
+    assert sync.stalled_s(now[0]) == 0.0
+
+    read_elsewhere[0] = Position(5, 12)  # the replicator read on; the reader does not
+    assert sync.stalled_s(now[0]) == 0.0  # from now
+    now[0] += 30
+    assert sync.stalled_s(now[0]) == 30.0
+    sync.connected = False  # detached: the attach failures say it, not the stall
+    assert sync.stalled_s(now[0]) == 0.0
+    sync.connected = True
+    sync.core.last_read = Position(5, 12)  # read up to it
+    assert sync.stalled_s(now[0] + 100) == 0.0
+
+    read_elsewhere[0] = None  # no replicator of T here: an own marker stored past it
+    receipt: asyncio.Future[SendReceipt] = asyncio.get_running_loop().create_future()
+    receipt.set_result(SendReceipt(sequence_id=1, position=Position(5, 20)))
+    sync._written(request_marker(), receipt)
+    assert sync.stalled_s(now[0]) == 0.0
+    now[0] += 60
+    assert sync.stalled_s(now[0]) == 60.0 and sync.stats()["stalledSeconds"] == 60.0
+    sync.core.last_read = Position(5, 20)  # read back
+    assert sync.stalled_s(now[0]) == 0.0 and sync._own_unread is None
+
+
+def test_a_replicator_remembers_how_far_it_read_the_local_topic_for_the_sync(
+    manager: ReplicationManager,
+) -> None:
+    topic = "persistent://t/ns/x-partition-0"
+    read_to = manager._read_elsewhere(topic)
+    assert read_to() is None
+    to_b, to_c = Stalling(topic), Stalling(topic)
+    manager.replicators[topic, "B"] = cast(Replicator, to_b)
+    manager.replicators[topic, "C"] = cast(Replicator, to_c)
+    to_b.read_to, to_c.read_to = Position(3, 4), None  # type: ignore[attr-defined]
+    assert read_to() == Position(3, 4)
+    to_c.read_to = Position(3, 9)  # type: ignore[attr-defined]
+    assert read_to() == Position(3, 9)
 
 
 def test_snapshots_timing_out_on_many_topics_are_said_in_one_line(
