@@ -73,6 +73,7 @@ from georep.subsync.ports import GeorepPort, SyncPort
 from georep.subsync.pulsar_port import PulsarPort
 from georep.subsync.settings import SyncSettings
 from georep.subsync.side_channel import is_side_topic
+from georep.subsync.side_channel import side_topic as side_topic_of
 from georep.subsync.topic_sync import TopicSync
 from georep.topic_name import InvalidTopicName, TopicName
 
@@ -562,6 +563,7 @@ class ReplicationManager:
                 connected=self._connected_to(topic),
                 stored_to=self._stored_to(topic),
                 read_elsewhere=self._read_elsewhere(topic),
+                markers_stored_to=self._markers_stored_to(topic),
                 opening=self.opening,
             )
             self.syncs[topic] = sync
@@ -645,6 +647,15 @@ class ReplicationManager:
             return None if replicator is None else replicator.stored_to
 
         return stored_to
+
+    def _markers_stored_to(self, topic: str) -> Callable[[str], Position | None] | None:
+        """Beside real Pulsar: how far a remote stores the namespace's side topic, which
+        carries ``topic``'s markers, by this gateway's replicator of it (None where
+        Pulsar replicates it: no replicator here, not known). In band: None, the topic's
+        own replication says it."""
+        if self.sync_port.in_band:
+            return None
+        return self._stored_to(side_topic_of(TopicName.parse(topic)))
 
     def _read_elsewhere(self, topic: str) -> Callable[[], Position | None]:
         """How far this gateway's replicators of ``topic`` read the local topic: a sync

@@ -533,24 +533,35 @@ class SyncCore:
     # -- exposure (exposure.py) --
 
     def exposure(
-        self, now: float, stored_to: Mapping[str, Position | None]
+        self,
+        now: float,
+        stored_to: Mapping[str, Position | None],
+        markers_stored_to: Mapping[str, Position | None] | None = None,
     ) -> dict[str, dict[str, Exposure | None]]:
         """Per subscription synced from here and per remote: the messages acknowledged
         here whose copies the remote holds unacknowledged (exposure.py). ``stored_to``:
         per remote, how far it stores this topic (None: not known, and neither is the
-        exposure). Beside real Pulsar the markers travel on the namespace's side topic,
-        whose replication says nothing of how far a remote stores this topic: unknown."""
+        exposure). Beside real Pulsar the markers travel on the namespace's side topic:
+        ``markers_stored_to`` says how far each remote stores that one (None: not known,
+        as where Pulsar replicates it). There only ``full`` mode's is known: its ack
+        ranges say all; ``pulsar-compatible`` reads positions of this topic off its
+        snapshot requests, which travel beside it."""
         if self.mode is SyncMode.OFF:
             return {}
-        return self.book.figures(
-            now, self.remotes, stored_to if self.in_band else {}, self._indexes()
-        )
+        if self.in_band:
+            return self.book.figures(now, self.remotes, stored_to, self._indexes())
+        if self.mode is not SyncMode.FULL or markers_stored_to is None:
+            return self.book.figures(now, self.remotes, {}, self._indexes())
+        return self.book.figures(now, self.remotes, stored_to, self._indexes(), markers_stored_to)
 
     def marker_written(self, message: Message, where: Position, now: float) -> None:
         """An own marker is stored at ``where`` (its receipt): the book hears it now, not
         only when the reader reads it back, which a failure of this cluster may prevent
-        while the replicators already carried it."""
-        if self.in_band:
+        while the replicators already carried it. Beside the topic (``where`` on the
+        side topic) only ack ranges are heard (exposure())."""
+        if self.in_band or (
+            self.mode is SyncMode.FULL and isinstance(message, pb.SubscriptionAckRanges)
+        ):
             self.book.heard(message, where, now, self._indexes())
 
     def _indexes(self) -> Indexes:

@@ -317,20 +317,25 @@ class ExposureBook:
         remotes: Set[str],
         stored_to: Mapping[str, Position | None],
         indexes: Indexes,
+        markers_stored_to: Mapping[str, Position | None] | None = None,
     ) -> dict[str, dict[str, Exposure | None]]:
         """Per subscription with a state read here and per remote: its exposure (None
-        where ``stored_to`` does not say how far the remote stores the topic)."""
+        where ``stored_to`` does not say how far the remote stores the topic).
+        ``markers_stored_to``: how far it stores the topic the markers travel on, when
+        that is not the topic itself (beside real Pulsar, the namespace's side topic;
+        the positions heard are then that topic's)."""
+        markers_at = stored_to if markers_stored_to is None else markers_stored_to
         out: dict[str, dict[str, Exposure | None]] = {}
         for name, book in sorted(self._subscriptions.items()):
             if book.acked is None:
                 continue  # a standby: its state comes from elsewhere
             figures: dict[str, Exposure | None] = {}
             for remote in sorted(remotes):
-                stored = stored_to.get(remote)
-                if stored is None:
+                stored, markers = stored_to.get(remote), markers_at.get(remote)
+                if stored is None or markers is None:
                     figures[remote] = None
                     continue
-                _fold(book, remote, stored)
+                _fold(book, remote, markers)
                 messages = exposed(
                     book.acked,
                     book.stored.get(remote, {}),
@@ -340,7 +345,7 @@ class ExposureBook:
                     delivered=stored,
                     remote_copies=indexes.reverse.get(remote),
                 )
-                figures[remote] = Exposure(messages, _oldest_s(book, stored, now))
+                figures[remote] = Exposure(messages, _oldest_s(book, markers, now))
             _forget_stored(book, remotes)
             out[name] = figures
         return out

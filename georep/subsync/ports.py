@@ -95,7 +95,8 @@ class MarkerRoute(Protocol):
 
     async def write(self, marker: WriteMarker) -> asyncio.Future[SendReceipt] | None:
         """One marker; LinkError when it could not be written (the sync attaches again).
-        In band, the future of its receipt (where it sits in the topic); else None."""
+        The future of its receipt: where it sits on the topic markers travel on (the
+        topic itself in band, the namespace's side topic beside it); None: not known."""
         ...
 
     async def close_writer(self) -> None:

@@ -37,6 +37,7 @@ from georep import limits
 from georep.client.consumer import InitialPosition, LinkConsumer
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
+from georep.client.producer import SendReceipt
 from georep.decimal_text import parse_decimal
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
@@ -156,9 +157,10 @@ class SideChannel:
 
     # -- writing --
 
-    async def write(self, topic: str, kind: int, payload: bytes) -> None:
-        """One marker about ``topic`` (a partition of this namespace) on the side topic;
-        LinkError when it could not be written (the caller's sync retries)."""
+    async def write(self, topic: str, kind: int, payload: bytes) -> asyncio.Future[SendReceipt]:
+        """One marker about ``topic`` (a partition of this namespace) on the side topic
+        (the future of its receipt: where it sits there); LinkError when it could not be
+        written (the caller's sync retries)."""
         metadata = wire.MessageMetadata(publish_time=int(self._clock() * 1000))
         for key, value in (
             (TOPIC_PROPERTY, topic),
@@ -166,8 +168,9 @@ class SideChannel:
             (SOURCE_PROPERTY, self.local_cluster),
         ):
             metadata.properties.add(key=key, value=value)
-        await self._producer.send(metadata, payload)
+        receipt = await self._producer.send(metadata, payload)
         self.stats["written"] += 1
+        return receipt
 
     # -- reading --
 
@@ -266,10 +269,11 @@ class SideRoute:
     def stop(self) -> None:
         self._channel.detach(self._topic)
 
-    async def write(self, marker: WriteMarker) -> None:
-        """Returns None: where a side marker sits says nothing of this topic."""
+    async def write(self, marker: WriteMarker) -> asyncio.Future[SendReceipt]:
+        """The future of its receipt: where it sits on the side topic, which the side
+        topic's replication is measured against (SyncCore.exposure)."""
         payload = encode(marker.kind, marker.message)
-        await self._channel.write(self._topic, int(marker.kind), payload)
+        return await self._channel.write(self._topic, int(marker.kind), payload)
 
     async def close_writer(self) -> None:
         """Nothing to close: the namespace's writer serves every partition."""

@@ -73,6 +73,7 @@ class TopicSync:
         connected: Callable[[str], bool],
         stored_to: Callable[[str], Position | None] = lambda remote: None,
         read_elsewhere: Callable[[], Position | None] = lambda: None,
+        markers_stored_to: Callable[[str], Position | None] | None = None,
         opening: asyncio.Semaphore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -87,6 +88,9 @@ class TopicSync:
         #: How far this gateway's replicators of T read it: entries the reader must
         #: reach too (:meth:`stalled_s`).
         self._read_elsewhere = read_elsewhere
+        #: Beside the topic: how far a remote stores the topic its markers travel on
+        #: (None: as ``stored_to``, the markers travel in T).
+        self._markers_stored_to = markers_stored_to
         self._opening = opening or asyncio.Semaphore(limits.gateway_opening_count_max)
         self._markers = port.markers(self.topic_name)
         self._clock = clock
@@ -425,8 +429,11 @@ class TopicSync:
     def exposure(self) -> dict[str, dict[str, Exposure | None]]:
         """Per subscription synced from here and remote, what a failover now would
         deliver again (exposure.py)."""
-        stored = {remote: self._stored_to(remote) for remote in self.core.remotes}
-        return self.core.exposure(self._clock(), stored)
+        remotes = self.core.remotes
+        stored = {remote: self._stored_to(remote) for remote in remotes}
+        side = self._markers_stored_to
+        markers = None if side is None else {remote: side(remote) for remote in remotes}
+        return self.core.exposure(self._clock(), stored, markers)
 
     def stats(self) -> dict[str, Any]:
         core = self.core.stats()

@@ -10,8 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from georep.position import Position
+from georep.protocol import pulsar_wire_pb2 as wire
+from georep.snapshots.markers import MarkerKind
+from georep.subsync.core import SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.exposure import Acked, Interval, difference, exposed, union
 from georep.subsync.range_mapping import OriginIndex
+from georep.subsync.settings import NamespaceSync, SyncMode, SyncSettings
 
 LEDGERS = (3, 5)
 ENTRIES = 12
@@ -79,3 +83,60 @@ def test_the_worked_example():
     assert count(Position(3, 6)) == 3
     assert count(Position(3, 3)) == 1
     assert count(Position(3, 1)) == 0
+
+
+# --- beside real Pulsar: markers on the namespace's side topic --------------------------
+
+
+def side_core(mode: SyncMode) -> SyncCore:
+    """A's core beside real Pulsar (markers out of band), own entries (1, 0) to (1, 3)."""
+    a = SyncCore(
+        "A",
+        namespace_sync=NamespaceSync(mode=mode),
+        settings=SyncSettings(),
+        remotes=frozenset({"B"}),
+        in_band=False,
+    )
+    for entry in range(4):
+        own = wire.MessageMetadata(producer_name="p", sequence_id=entry + 1, publish_time=0)
+        a.on_entry(Position(1, entry), own, b"x", 0.0)
+    return a
+
+
+def test_beside_pulsar_full_mode_counts_what_the_side_topic_has_not_carried_yet():
+    """Three of four entries acknowledged, in an ack-ranges marker stored at (9, 4) of
+    the side topic: exposed until B stores the side topic that far, whatever B stores
+    of the topic itself; not known where nobody says how far B stores the side topic."""
+    a = side_core(SyncMode.FULL)
+    state = SubscriptionState(
+        mark_delete=Position(1, 1),
+        ranges=((Position(1, 3), Position(1, 3)),),
+        consumers=1,
+        replicated=True,
+    )
+    written = [
+        action
+        for action in a.on_state({"s": state}, 1.0)
+        if isinstance(action, WriteMarker) and action.kind is MarkerKind.SUBSCRIPTION_ACK_RANGES
+    ]
+    assert written, "full mode writes the acknowledgements as ack ranges"
+    a.marker_written(written[-1].message, Position(9, 4), 1.0)  # its side-topic receipt
+    data = {"B": Position(1, 3)}  # B stores every entry of the topic
+
+    def exposed_to_b(side: Position | None) -> int | None:
+        figure = a.exposure(5.0, data, {"B": side})["s"]["B"]
+        return None if figure is None else figure.messages
+
+    assert exposed_to_b(Position(9, 3)) == 3  # the marker is not on B yet
+    assert exposed_to_b(None) is None  # Pulsar replicates the side topic: not known
+    assert a.exposure(5.0, data)["s"]["B"] is None
+    assert exposed_to_b(Position(9, 4)) == 0  # stored on B: nothing would come twice
+
+
+def test_beside_pulsar_pulsar_compatible_exposure_is_not_known():
+    """Its snapshots travel beside the topic, so where they stand in it is not known."""
+    a = side_core(SyncMode.PULSAR_COMPATIBLE)
+    a.on_state(
+        {"s": SubscriptionState(mark_delete=Position(1, 1), consumers=1, replicated=True)}, 1.0
+    )
+    assert a.exposure(5.0, {"B": Position(1, 3)}, {"B": Position(9, 9)}) == {"s": {"B": None}}
