@@ -543,9 +543,8 @@ class SyncCore:
         per remote, how far it stores this topic (None: not known, and neither is the
         exposure). Beside real Pulsar the markers travel on the namespace's side topic:
         ``markers_stored_to`` says how far each remote stores that one (None: not known,
-        as where Pulsar replicates it). There only ``full`` mode's is known: its ack
-        ranges say all; ``pulsar-compatible`` reads positions of this topic off its
-        snapshot requests, which travel beside it."""
+        as where Pulsar replicates it). There only ``full`` mode runs (config.py), whose
+        ack ranges say all."""
         if self.mode is SyncMode.OFF:
             return {}
         if self.in_band:
