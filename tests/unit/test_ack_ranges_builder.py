@@ -6,6 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georep import limits
+from georep.position import Position
+from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, decode, encode
 from georep.subsync.ack_ranges_builder import build_ack_ranges
 from georep.subsync.ack_sync import AckRangesReceiver
@@ -38,7 +40,7 @@ def two_clusters(draw):
 
 
 def ranges_of(positions):
-    out = []
+    out: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for p in positions:
         if out and out[-1][1][0] == p[0] and out[-1][1][1] + 1 == p[1]:
             out[-1] = (out[-1][0], p)
@@ -73,7 +75,9 @@ def test_acks_on_a_land_exactly_on_the_corresponding_entries_of_b(case):
     own_b = OriginIndex()  # on B: its own entries, each as itself
     for b_pos in b_own:
         own_b.record(b_pos, b_pos)
+    assert isinstance(marker, pb.SubscriptionAckRanges)
     plan = AckRangesReceiver("b").on_marker(marker, {"a": forward_a, "b": own_b})
+    assert plan is not None
     applied = {p for p in b_positions if any(f <= p <= t for f, t in plan.ranges)}
 
     expected = {copy_on_b[p] for p in acked if p in copy_on_b}
@@ -83,14 +87,14 @@ def test_acks_on_a_land_exactly_on_the_corresponding_entries_of_b(case):
 
 def test_partial_batches_go_to_their_origin():
     reverse_b = OriginIndex()
-    reverse_b.record((10, 3), (20, 7))  # A's (10,3) is a copy of B's (20,7)
+    reverse_b.record(Position(10, 3), Position(20, 7))  # A's (10,3) is a copy of B's (20,7)
     built = build_ack_ranges(
         subscription="s",
         source_cluster="a",
         sequence=1,
-        mark_delete=(10, 0),
+        mark_delete=Position(10, 0),
         acknowledged=[],
-        partial_batches={(10, 3): (4, {1}), (10, 5): (8, {0, 7})},
+        partial_batches={Position(10, 3): (4, {1}), Position(10, 5): (8, {0, 7})},
         reverse_indexes={"b": reverse_b},
     )
     by_origin = {o.origin_cluster: o for o in built.marker.origins}
@@ -100,12 +104,12 @@ def test_partial_batches_go_to_their_origin():
 
 def test_ranges_past_the_limit_are_left_for_later_lowest_first():
     count = limits.marker_ranges_count_max + 5
-    acknowledged = [((10, 2 * i), (10, 2 * i)) for i in range(count)]
+    acknowledged = [(Position(10, 2 * i), Position(10, 2 * i)) for i in range(count)]
     built = build_ack_ranges(
         subscription="s",
         source_cluster="a",
         sequence=1,
-        mark_delete=(10, 0),
+        mark_delete=Position(10, 0),
         acknowledged=acknowledged,
         partial_batches={},
         reverse_indexes={},

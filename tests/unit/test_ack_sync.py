@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from georep.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import batch_words, position
 from georep.subsync.ack_sync import AckRangesReceiver
@@ -37,26 +38,30 @@ def marker(sequence, origins, partial=None):
 def test_docstring_example():
     index = OriginIndex()
     for e in range(3):
-        index.record((7, e), (3, 10 + e))
+        index.record(Position(7, e), Position(3, 10 + e))
     receiver = AckRangesReceiver("b")
     plan = receiver.on_marker(marker(1, {"a": [((7, 0), (7, 4))]}), {"a": index})
+    assert plan is not None
     assert plan.ranges == [((3, 10), (3, 12))]
     assert receiver.pending_ranges == 1
-    index.record((7, 3), (3, 13))
-    assert receiver.on_replicated("a", {"a": index}).ranges == [((3, 13), (3, 13))]
-    index.record((7, 4), (3, 15))
-    assert receiver.on_replicated("a", {"a": index}).ranges == [((3, 15), (3, 15))]
+    index.record(Position(7, 3), Position(3, 13))
+    replicated = receiver.on_replicated("a", {"a": index})
+    assert replicated is not None and replicated.ranges == [((3, 13), (3, 13))]
+    index.record(Position(7, 4), Position(3, 15))
+    replicated = receiver.on_replicated("a", {"a": index})
+    assert replicated is not None and replicated.ranges == [((3, 15), (3, 15))]
     assert receiver.pending_ranges == 0
 
 
 def test_own_origin_maps_only_own_entries_and_stale_markers_are_ignored():
     own = OriginIndex()  # b's own data entries: (4,1), (4,3), (4,9); (4,2) is a copy
     for entry in (1, 3, 9):
-        own.record((4, entry), (4, entry))
+        own.record(Position(4, entry), Position(4, entry))
     receiver = AckRangesReceiver("b")
     plan = receiver.on_marker(
         marker(5, {"b": [((4, 1), (4, 3))]}, {"b": [((4, 9), 3, {0, 2})]}), {"b": own}
     )
+    assert plan is not None
     assert plan.ranges == [((4, 1), (4, 1)), ((4, 3), (4, 3))]
     assert plan.batches == {(4, 9): {0, 2}}
     assert receiver.on_marker(marker(5, {"b": [((4, 5), (4, 6))]}), {"b": own}) is None
@@ -66,14 +71,16 @@ def test_own_origin_maps_only_own_entries_and_stale_markers_are_ignored():
 
 def test_partial_batches_map_to_their_copy():
     index = OriginIndex()
-    index.record((7, 0), (3, 10))
+    index.record(Position(7, 0), Position(3, 10))
     receiver = AckRangesReceiver("b")
     plan = receiver.on_marker(
         marker(1, {"a": []}, {"a": [((7, 0), 5, {1, 3}), ((7, 1), 4, {0})]}), {"a": index}
     )
+    assert plan is not None
     assert plan.batches == {(3, 10): {1, 3}}
-    index.record((7, 1), (3, 11))
-    assert receiver.on_replicated("a", {"a": index}).batches == {(3, 11): {0}}
+    index.record(Position(7, 1), Position(3, 11))
+    replicated = receiver.on_replicated("a", {"a": index})
+    assert replicated is not None and replicated.batches == {(3, 11): {0}}
 
 
 @st.composite
@@ -100,7 +107,7 @@ def scenario(draw):
 
 
 def as_ranges(positions):
-    ranges = []
+    ranges: list[tuple[tuple[int, int], tuple[int, int]]] = []
     for p in positions:
         if ranges and ranges[-1][1][0] == p[0] and ranges[-1][1][1] + 1 == p[1]:
             ranges[-1] = (ranges[-1][0], p)
@@ -139,15 +146,19 @@ def test_applied_acks_are_exactly_the_copies_of_acked_entries(case):
 def test_the_leading_range_is_mapped_once_and_lower_ranges_still_apply():
     index = OriginIndex()
     for e in range(10):
-        index.record((7, e), (3, 10 + e))
+        index.record(Position(7, e), Position(3, 10 + e))
     receiver = AckRangesReceiver("b")
     first = receiver.on_marker(marker(1, {"a": [((0, 0), (7, 3)), ((7, 6), (7, 6))]}), {"a": index})
+    assert first is not None
     assert first.ranges == [((3, 10), (3, 13)), ((3, 16), (3, 16))]
     # the MDP moved on to (7,6): only what is above the part already planned is mapped
     second = receiver.on_marker(marker(2, {"a": [((0, 0), (7, 6))]}), {"a": index})
+    assert second is not None
     assert second.ranges == [((3, 14), (3, 16))]
     # a range that does not start the origin's log marks nothing as done
     third = receiver.on_marker(marker(3, {"a": [((7, 8), (7, 8))]}), {"a": index})
+    assert third is not None
     assert third.ranges == [((3, 18), (3, 18))]
     fourth = receiver.on_marker(marker(4, {"a": [((0, 0), (7, 9))]}), {"a": index})
+    assert fourth is not None
     assert fourth.ranges == [((3, 17), (3, 19))]

@@ -7,20 +7,27 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from georep.position import Position
 from georep.subsync.range_mapping import OriginIndex, merge
 
 
 def test_docstring_example():
     index = OriginIndex()
     for e in range(5):
-        index.record((7, e), (3, 10 + e))
+        index.record(Position(7, e), Position(3, 10 + e))
     for e in range(5, 10):  # local (3,15) is a local marker
-        index.record((7, e), (3, 11 + e))
+        index.record(Position(7, e), Position(3, 11 + e))
     assert len(index) == 2
-    assert index.map_range((7, 2), (7, 6)) == ([((3, 12), (3, 14)), ((3, 16), (3, 17))], None)
-    assert index.map_range((7, 8), (9, 0)) == ([((3, 19), (3, 20))], ((7, 10), (9, 0)))
-    assert index.lookup((7, 5)) == (3, 16)
-    assert index.lookup((7, 10)) is None
+    assert index.map_range(Position(7, 2), Position(7, 6)) == (
+        [((3, 12), (3, 14)), ((3, 16), (3, 17))],
+        None,
+    )
+    assert index.map_range(Position(7, 8), Position(9, 0)) == (
+        [((3, 19), (3, 20))],
+        ((7, 10), (9, 0)),
+    )
+    assert index.lookup(Position(7, 5)) == (3, 16)
+    assert index.lookup(Position(7, 10)) is None
 
 
 @st.composite

@@ -27,8 +27,9 @@ def test_advance_hands_out_the_newest_reached_and_drops_older():
     cache = SnapshotCache(5)
     for entry in (10, 20, 30):
         cache.add(snap(1, entry))
-    assert cache.advance((1, 9)) is None
-    reached = cache.advance((1, 25))
+    assert cache.advance(Position(1, 9)) is None
+    reached = cache.advance(Position(1, 25))
+    assert reached is not None
     assert reached.local_position == (1, 20)
     assert reached.remote_positions == {"b": (101, 20)}
     assert cache.positions() == [(1, 30)]
@@ -41,13 +42,15 @@ def test_a_slow_subscription_is_not_stalled_by_newer_snapshots():
         cache.add(snap(1, entry))
     assert len(cache) == 10
     assert cache.positions()[0] == (1, 0)
-    reached = cache.advance((1, 150))  # the MDP moved a little
+    reached = cache.advance(Position(1, 150))  # the MDP moved a little
     assert reached is not None and reached.local_position == (1, 0)
 
 
 def test_position_distance_orders_ledgers_after_entries():
-    assert position_distance((1, 5), (1, 9)) == 4
-    assert position_distance((1, 10**6), (2, 0)) > position_distance((1, 0), (1, 10**6))
+    assert position_distance(Position(1, 5), Position(1, 9)) == 4
+    assert position_distance(Position(1, 10**6), Position(2, 0)) > position_distance(
+        Position(1, 0), Position(1, 10**6)
+    )
 
 
 positions = st.tuples(st.integers(1, 5), st.integers(0, 10_000))
@@ -74,6 +77,7 @@ def test_invariants_under_any_sequence(capacity, operations):
             reached = cache.advance(position)
             at_or_below = [p for p in before if p <= position]
             if at_or_below:
+                assert reached is not None
                 assert reached.local_position == max(at_or_below)
             else:
                 assert reached is None

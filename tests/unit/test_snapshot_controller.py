@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TypedDict
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from georep.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, decode, encode
 from georep.snapshots.snapshot_controller import (
@@ -13,19 +17,28 @@ from georep.snapshots.snapshot_controller import (
     respond,
 )
 
-READY = {"published_since_last": True, "replicated_subscriptions": 1}
+
+class Ready(TypedDict):
+    published_since_last: bool
+    replicated_subscriptions: int
 
 
-def start(controller, now, remotes):
+READY: Ready = {"published_since_last": True, "replicated_subscriptions": 1}
+
+
+def start(
+    controller: SnapshotController, now: float, remotes: Iterable[str]
+) -> pb.SnapshotRequest | None:
     return controller.maybe_start(now, remotes_connected=dict.fromkeys(remotes, True), **READY)
 
 
 def test_one_remote_needs_one_round():
     controller = SnapshotController("a")
     request = start(controller, 0.0, ["b"])
-    assert request.source_cluster == "a"
-    done = controller.on_response(0.2, respond(request, "b", (7, 41)), (3, 10))
-    assert done == CompletedSnapshot(request.snapshot_id, (3, 10), {"b": (7, 41)})
+    assert request is not None and request.source_cluster == "a"
+    done = controller.on_response(0.2, respond(request, "b", Position(7, 41)), Position(3, 10))
+    assert done == CompletedSnapshot(request.snapshot_id, Position(3, 10), {"b": Position(7, 41)})
+    assert isinstance(done, CompletedSnapshot)
     assert controller.stats.completed == 1 and not controller.pending
     assert done.marker().clusters[0].cluster == "b"
 
@@ -33,11 +46,15 @@ def test_one_remote_needs_one_round():
 def test_two_remotes_need_two_rounds_and_use_the_second():
     controller = SnapshotController("a")
     request = start(controller, 0.0, ["b", "c"])
-    assert controller.on_response(0.1, respond(request, "b", (7, 1)), (3, 10)) is None
-    again = controller.on_response(0.2, respond(request, "c", (8, 1)), (3, 11))
+    assert request is not None
+    assert (
+        controller.on_response(0.1, respond(request, "b", Position(7, 1)), Position(3, 10)) is None
+    )
+    again = controller.on_response(0.2, respond(request, "c", Position(8, 1)), Position(3, 11))
     assert isinstance(again, pb.SnapshotRequest) and again.snapshot_id == request.snapshot_id
-    assert controller.on_response(0.3, respond(again, "c", (8, 5)), (3, 12)) is None
-    done = controller.on_response(0.4, respond(again, "b", (7, 9)), (3, 13))
+    assert controller.on_response(0.3, respond(again, "c", Position(8, 5)), Position(3, 12)) is None
+    done = controller.on_response(0.4, respond(again, "b", Position(7, 9)), Position(3, 13))
+    assert isinstance(done, CompletedSnapshot)
     assert done.remote_positions == {"b": (7, 9), "c": (8, 5)}
     assert done.local_position == (3, 13)
 
@@ -62,7 +79,7 @@ def test_no_start_without_reason_or_while_disconnected_or_in_flight():
     request = start(controller, 0.0, ["b"])
     assert request is not None
     assert start(controller, 5.0, ["b"]) is None  # one in flight
-    controller.on_response(5.0, respond(request, "b", (1, 1)), (2, 2))
+    controller.on_response(5.0, respond(request, "b", Position(1, 1)), Position(2, 2))
     assert start(controller, 0.5, ["b"]) is None  # within the interval
     assert start(controller, 5.1, ["b"]) is not None
 
@@ -70,35 +87,43 @@ def test_no_start_without_reason_or_while_disconnected_or_in_flight():
 def test_timeout_abandons_and_late_answers_are_ignored():
     controller = SnapshotController("a", timeout_s=30)
     request = start(controller, 0.0, ["b", "c"])
-    controller.on_response(1.0, respond(request, "b", (7, 1)), (3, 10))
+    assert request is not None
+    controller.on_response(1.0, respond(request, "b", Position(7, 1)), Position(3, 10))
     assert controller.expire(31.0)
     assert controller.stats.timed_out == 1 and not controller.pending
-    assert controller.on_response(32.0, respond(request, "c", (8, 1)), (3, 11)) is None
+    assert (
+        controller.on_response(32.0, respond(request, "c", Position(8, 1)), Position(3, 11)) is None
+    )
     assert controller.stats.ignored_responses == 1 and controller.stats.completed == 0
 
 
 def test_foreign_answers_are_ignored():
     controller = SnapshotController("a")
     request = start(controller, 0.0, ["b"])
+    assert request is not None
     stranger = pb.SnapshotResponse(
         snapshot_id=request.snapshot_id,
         cluster=pb.ClusterPosition(cluster="z", position=pb.Position(ledger_id=1, entry_id=1)),
     )
-    assert controller.on_response(0.1, stranger, (3, 1)) is None
+    assert controller.on_response(0.1, stranger, Position(3, 1)) is None
     other = pb.SnapshotResponse(snapshot_id="nope", cluster=stranger.cluster)
-    assert controller.on_response(0.1, other, (3, 1)) is None
+    assert controller.on_response(0.1, other, Position(3, 1)) is None
     assert controller.stats.ignored_responses == 2 and controller.pending
 
 
 def test_markers_round_trip_through_the_codec():
     controller = SnapshotController("a")
     request = start(controller, 0.0, ["b"])
+    assert request is not None
     _, decoded = decode(MarkerKind.SNAPSHOT_REQUEST, encode(MarkerKind.SNAPSHOT_REQUEST, request))
-    response = respond(decoded, "b", (7, 2))
-    _, response = decode(
+    assert isinstance(decoded, pb.SnapshotRequest)
+    response = respond(decoded, "b", Position(7, 2))
+    _, read_back = decode(
         MarkerKind.SNAPSHOT_RESPONSE, encode(MarkerKind.SNAPSHOT_RESPONSE, response)
     )
-    done = controller.on_response(0.1, response, (3, 4))
+    assert isinstance(read_back, pb.SnapshotResponse)
+    done = controller.on_response(0.1, read_back, Position(3, 4))
+    assert isinstance(done, CompletedSnapshot)
     encode(MarkerKind.SNAPSHOT, done.marker())
 
 
@@ -109,13 +134,16 @@ def test_markers_round_trip_through_the_codec():
 def test_completed_snapshots_are_never_partial(remotes, answers):
     controller = SnapshotController("a", timeout_s=30)
     request = start(controller, 0.0, remotes)
+    assert request is not None
     now, local = 0.0, 0
     answered_in_round: set[str] = set()
     rounds_done = 0
     for cluster, step in answers:
         now += step / 10
         local += 1
-        outcome = controller.on_response(now, respond(request, cluster, (9, local)), (1, local))
+        outcome = controller.on_response(
+            now, respond(request, cluster, Position(9, local)), Position(1, local)
+        )
         if isinstance(outcome, CompletedSnapshot):
             assert set(outcome.remote_positions) == set(remotes)
             assert rounds_done + 1 == (1 if len(remotes) == 1 else 2)

@@ -3,12 +3,24 @@ and taken back when it answers."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from google.protobuf.message import Message
+
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, encode, position
-from georep.subsync.core import SubscriptionState, SyncCore
+from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.settings import NamespaceSync, SyncSettings
+
+_M = TypeVar("_M", bound=Message)
+
+
+def message_of(out: WriteMarker | Apply, kind: type[_M]) -> _M:
+    """The marker ``out`` writes, which the test expects to be a ``kind``."""
+    assert isinstance(out, WriteMarker) and isinstance(out.message, kind)
+    return out.message
 
 
 def core() -> SyncCore:
@@ -46,20 +58,23 @@ def test_a_silent_remote_is_left_out_probed_and_taken_back():
     connected = {"B": True, "C": True}
     (first,) = a.tick(1.0, connected)
     assert first.kind is MarkerKind.SNAPSHOT_REQUEST
-    metadata, payload = response(first.message.snapshot_id, "B", 1.5)
-    assert a.on_entry((1, 1), metadata, payload, 1.5) == []  # C has not answered
+    metadata, payload = response(message_of(first, pb.SnapshotRequest).snapshot_id, "B", 1.5)
+    assert a.on_entry(Position(1, 1), metadata, payload, 1.5) == []  # C has not answered
     # C never answers: the snapshot times out, C is left out and probed
     written = a.tick(11.5, connected)
     assert a.controller.stats.timed_out == 1 and a.silent == {"C"}
-    assert [w.message.snapshot_id.split("-")[1] for w in written] == ["probe", "11500"]
+    assert [message_of(w, pb.SnapshotRequest).snapshot_id.split("-")[1] for w in written] == [
+        "probe",
+        "11500",
+    ]
     # the next snapshot involves B only and completes with one answer
-    metadata, payload = response(written[1].message.snapshot_id, "B", 12.0)
-    (done,) = a.on_entry((1, 2), metadata, payload, 12.0)
-    assert done.kind is MarkerKind.SNAPSHOT
-    assert [c.cluster for c in done.message.clusters] == ["B"]
+    metadata, payload = response(message_of(written[1], pb.SnapshotRequest).snapshot_id, "B", 12.0)
+    (done,) = a.on_entry(Position(1, 2), metadata, payload, 12.0)
+    assert isinstance(done, WriteMarker) and done.kind is MarkerKind.SNAPSHOT
+    assert [c.cluster for c in message_of(done, pb.Snapshot).clusters] == ["B"]
     # C answers the probe: it takes part again
-    metadata, payload = response(written[0].message.snapshot_id, "C", 13.0)
-    a.on_entry((1, 3), metadata, payload, 13.0)
+    metadata, payload = response(message_of(written[0], pb.SnapshotRequest).snapshot_id, "C", 13.0)
+    a.on_entry(Position(1, 3), metadata, payload, 13.0)
     assert a.silent == set()
 
 
@@ -74,31 +89,34 @@ def test_requests_are_answered_only_towards_remotes_and_only_while_fresh():
         replicated_from="B",
     )
     payload = encode(MarkerKind.SNAPSHOT_REQUEST, request)
-    (answer,) = a.on_entry((1, 7), metadata, payload, 101.0)
-    assert answer.replicate_to == ("B",)
+    (answer,) = a.on_entry(Position(1, 7), metadata, payload, 101.0)
+    assert isinstance(answer, WriteMarker) and answer.replicate_to == ("B",)
+    answered = message_of(answer, pb.SnapshotResponse)
     assert (
-        answer.message.cluster.position.ledger_id,
-        answer.message.cluster.position.entry_id,
+        answered.cluster.position.ledger_id,
+        answered.cluster.position.entry_id,
     ) == (
         1,
         7,
     )
-    assert a.on_entry((1, 8), metadata, payload, 100.0 + 11.0) == []  # older than the timeout
+    assert (
+        a.on_entry(Position(1, 8), metadata, payload, 100.0 + 11.0) == []
+    )  # older than the timeout
     metadata.replicated_from = "D"  # not a cluster this topic replicates to: no route back
-    assert a.on_entry((1, 9), metadata, payload, 101.0) == []
+    assert a.on_entry(Position(1, 9), metadata, payload, 101.0) == []
 
 
 def test_a_standby_subscription_writes_nothing():
     a = core()
-    state = SubscriptionState(mark_delete=(1, 3), consumers=0, replicated=True)
+    state = SubscriptionState(mark_delete=Position(1, 3), consumers=0, replicated=True)
     assert a.on_state({"standby": state}, 1.0) == []
-    unflagged = SubscriptionState(mark_delete=(1, 3), consumers=1, replicated=False)
+    unflagged = SubscriptionState(mark_delete=Position(1, 3), consumers=1, replicated=False)
     assert a.on_state({"t": unflagged}, 1.0) == []
 
 
 def test_a_snapshot_read_after_the_mdp_passed_it_still_moves_the_remote():
     a = core()
-    moved = SubscriptionState(mark_delete=(1, 50), consumers=1, replicated=True)
+    moved = SubscriptionState(mark_delete=Position(1, 50), consumers=1, replicated=True)
     a.on_state({"s": moved}, 1.0)  # the MDP is past where the snapshot will sit
     snapshot = pb.Snapshot(
         snapshot_id="A-1",
@@ -111,20 +129,22 @@ def test_a_snapshot_read_after_the_mdp_passed_it_still_moves_the_remote():
         publish_time=2000,
         marker_type=int(MarkerKind.SNAPSHOT),
     )
-    a.on_entry((1, 21), metadata, encode(MarkerKind.SNAPSHOT, snapshot), 2.0)
+    a.on_entry(Position(1, 21), metadata, encode(MarkerKind.SNAPSHOT, snapshot), 2.0)
     written = a.on_state({"s": moved}, 2.5)  # the same MDP as before
     updates = [w for w in written if w.kind is MarkerKind.SUBSCRIPTION_UPDATE]
-    assert [u.message.clusters[0].position.entry_id for u in updates] == [9]
+    assert [
+        message_of(u, pb.SubscriptionUpdate).clusters[0].position.entry_id for u in updates
+    ] == [9]
 
 
 def test_the_state_after_the_consumers_left_goes_out_once():
     """States are read when they change: the read after an application's last
     acknowledgement may find its consumers gone. That state is still the source's."""
     a = core()  # "s" had a consumer at its first read
-    after = SubscriptionState(mark_delete=(1, 0), consumers=0, replicated=True)
+    after = SubscriptionState(mark_delete=Position(1, 0), consumers=0, replicated=True)
     written = a.on_state({"s": after}, 1.0)
     assert [w.kind for w in written] == [MarkerKind.SUBSCRIPTION_ACK_RANGES]
-    later = SubscriptionState(mark_delete=(1, 5), consumers=0, replicated=True)
+    later = SubscriptionState(mark_delete=Position(1, 5), consumers=0, replicated=True)
     assert a.on_state({"s": later}, 2.0) == []  # a standby from now on
 
 
