@@ -3,6 +3,7 @@ when it runs too long."""
 
 import asyncio
 import logging
+from typing import cast
 
 import pytest
 
@@ -40,7 +41,9 @@ async def test_a_discovery_pass_that_hangs_is_said_with_where_it_waits(monkeypat
 
     monkeypatch.setattr(limits, "gateway_discovery_pass_slow_s", 0.05)
     caplog.set_level(logging.WARNING, logger="georep.gateway.manager")
-    running = asyncio.create_task(ReplicationManager._watched_pass(Hanging()))
+    running = asyncio.create_task(
+        ReplicationManager._watched_pass(cast(ReplicationManager, Hanging()))
+    )
     await asyncio.sleep(0.2)
     release.set()
     await running

@@ -57,10 +57,12 @@ def test_availability_names_the_first_reason_and_lets_recovery_adds_pass_a_thres
     availability = Availability(DiskState(DiskThresholds()))
     assert availability.reason() is None
     availability.disk.observe(_usage(0.99))
-    assert "read-only threshold" in availability.reason()
+    reason = availability.reason()
+    assert reason is not None and "read-only threshold" in reason
     assert availability.takes_recovery_adds
     availability.checkpoint_failure = "[Errno 28] No space left on device"
-    assert availability.reason().startswith("checkpoint failed")
+    reason = availability.reason()
+    assert reason is not None and reason.startswith("checkpoint failed")
     assert not availability.takes_recovery_adds
     assert availability.reason("journal write failed") == "journal write failed"
 

@@ -82,7 +82,9 @@ class Crash(Exception):
 
 
 @pytest.mark.parametrize("crash_at", ["entry_log", "index", "mark", "none"])
-async def test_checkpoint_interrupted_at_any_step_is_made_good_by_replay(tmp_path, crash_at):
+async def test_checkpoint_interrupted_at_any_step_is_made_good_by_replay(
+    tmp_path, crash_at, monkeypatch
+):
     storage = LedgerStorage(tmp_path)
     storage.open()
     journal = Journal(tmp_path / "journal")
@@ -98,11 +100,11 @@ async def test_checkpoint_interrupted_at_any_step_is_made_good_by_replay(tmp_pat
         raise Crash
 
     if crash_at == "entry_log":
-        storage.entry_log.append_batch = crash
+        monkeypatch.setattr(storage.entry_log, "append_batch", crash)
     elif crash_at == "index":
-        storage.index.commit_checkpoint = crash
+        monkeypatch.setattr(storage.index, "commit_checkpoint", crash)
     elif crash_at == "mark":
-        storage.write_mark = crash
+        monkeypatch.setattr(storage, "write_mark", crash)
     if crash_at == "none":
         await storage.checkpoint(lambda: journal.synced_position)
     else:

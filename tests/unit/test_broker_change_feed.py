@@ -4,12 +4,14 @@ Pulsar (subsync/pulsar_port.py): which topics' subscriptions moved, per namespac
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import pytest
 
 from georep import limits
 from georep.awaiting import within
 from georep.broker.change_feed import ChangeFeed
+from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed, LinkError
 from georep.subsync.pulsar_port import MetricsScan, subscription_signals
 
@@ -112,7 +114,7 @@ class Pages:
 
 async def test_a_scan_says_which_topics_moved_since_the_previous_one():
     pages = Pages()
-    scan = MetricsScan(pages, 0, hot_topics_max=0)  # pages alone
+    scan = MetricsScan(cast(ClusterAdminClient, pages), 0, hot_topics_max=0)  # pages alone
     try:
         first = await scan.changes("t/ns", None)
         assert first.topics is None  # the first answer: read everything once
@@ -134,7 +136,7 @@ async def test_a_scan_says_which_topics_moved_since_the_previous_one():
 
 async def test_a_failed_scan_is_an_error_for_every_watch_not_a_silence():
     pages = Pages()
-    scan = MetricsScan(pages, 0, hot_topics_max=0)
+    scan = MetricsScan(cast(ClusterAdminClient, pages), 0, hot_topics_max=0)
     try:
         mark = (await scan.changes("t/ns", None)).mark
         pages.next.put_nowait(AdminRequestFailed("P: GET /metrics/: refused"))
@@ -205,20 +207,20 @@ async def test_a_topic_that_moved_is_looked_at_alone_until_the_next_page(quick_h
     with no page in between; a namespace's first page heats nothing."""
     admin = PagesAndStats()
     x, y = "persistent://t/ns/x", "persistent://t/ns/y"
-    scan = MetricsScan(admin, 0)
+    scan = MetricsScan(cast(ClusterAdminClient, admin), 0)
     try:
         mark = (await scan.changes("t/ns", None)).mark
         admin.next.put_nowait(signal_page({"x": 0, "y": 0}))
         mark, topics = await next_change(scan, mark)
-        assert topics == {x, y}  # the namespace's first page: its baseline
+        assert topics == frozenset({x, y})  # the namespace's first page: its baseline
         assert scan.to_json()["hotTopics"] == 0
         admin.stats[x] = topic_stats(backlog=1, acked_at=0)
         admin.next.put_nowait(signal_page({"x": 1, "y": 0}))  # a message published on x
         mark, topics = await next_change(scan, mark)
-        assert topics == {x} and scan.to_json()["hotTopics"] == 1
+        assert topics == frozenset({x}) and scan.to_json()["hotTopics"] == 1
         admin.stats[x] = topic_stats(backlog=0, acked_at=17)  # ... and acknowledged
         mark, topics = await next_change(scan, mark)
-        assert topics == {x}  # no page was served in between
+        assert topics == frozenset({x})  # no page was served in between
         assert admin.next.empty() and set(admin.asked) == {x}
         assert scan.stats["hotChanges"] == 1
     finally:
@@ -229,7 +231,7 @@ async def test_only_topics_this_process_syncs_become_hot(quick_hot_rounds):
     """Several instances share a namespace's partitions: each reads only its own alone."""
     admin = PagesAndStats()
     x = "persistent://t/ns/x"
-    scan = MetricsScan(admin, 0, synced=lambda topic: topic == x)
+    scan = MetricsScan(cast(ClusterAdminClient, admin), 0, synced=lambda topic: topic == x)
     try:
         mark = (await scan.changes("t/ns", None)).mark
         admin.next.put_nowait(signal_page({"x": 0, "y": 0}))
@@ -237,7 +239,7 @@ async def test_only_topics_this_process_syncs_become_hot(quick_hot_rounds):
         admin.stats[x] = topic_stats(backlog=1, acked_at=0)
         admin.next.put_nowait(signal_page({"x": 1, "y": 1}))
         mark, topics = await next_change(scan, mark)
-        assert topics == {x, "persistent://t/ns/y"}  # the page tells of both
+        assert topics == frozenset({x, "persistent://t/ns/y"})  # the page tells of both
         assert scan.hot_topics() == [x]
     finally:
         await scan.stop()
@@ -245,7 +247,7 @@ async def test_only_topics_this_process_syncs_become_hot(quick_hot_rounds):
 
 async def test_past_the_hot_limit_the_least_recently_moved_leave_loudly(quick_hot_rounds, caplog):
     admin = PagesAndStats()
-    scan = MetricsScan(admin, 0, hot_topics_max=2)
+    scan = MetricsScan(cast(ClusterAdminClient, admin), 0, hot_topics_max=2)
     try:
         mark = (await scan.changes("t/ns", None)).mark
         names = ["a", "b", "c"]
@@ -262,7 +264,7 @@ async def test_past_the_hot_limit_the_least_recently_moved_leave_loudly(quick_ho
         admin.stats["persistent://t/ns/a"] = topic_stats(backlog=9, acked_at=9)
         admin.stats["persistent://t/ns/c"] = topic_stats(backlog=1, acked_at=5)
         mark, topics = await next_change(scan, mark)
-        assert topics == {"persistent://t/ns/c"}  # a left: only the page tells of it
+        assert topics == frozenset({"persistent://t/ns/c"})  # a left: only the page tells of it
         assert "persistent://t/ns/a" not in admin.asked
     finally:
         await scan.stop()
@@ -270,7 +272,7 @@ async def test_past_the_hot_limit_the_least_recently_moved_leave_loudly(quick_ho
 
 async def test_quiet_or_unreadable_topics_leave_the_hot_set(quick_hot_rounds, monkeypatch):
     admin = PagesAndStats()
-    scan = MetricsScan(admin, 0)
+    scan = MetricsScan(cast(ClusterAdminClient, admin), 0)
     try:
         mark = (await scan.changes("t/ns", None)).mark
         admin.next.put_nowait(signal_page({"x": 0, "y": 0}))

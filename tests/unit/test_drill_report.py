@@ -16,6 +16,7 @@ from georep.drill.report import (
     classify,
     mode_report,
 )
+from georep.position import Position
 from georep.pulsar.cursor_text import parse_ranges
 
 
@@ -137,7 +138,9 @@ def test_parse_ranges_and_cursor_coverage():
         {"markDeletePosition": "3:4", "individuallyDeletedMessages": "[(3:5..3:7], (3:9..4:1]]"}
     )
     covered = [
-        p for p in [(3, e) for e in range(12)] + [(4, 0), (4, 1), (4, 2)] if cursor.covers(p)
+        p
+        for p in [Position(3, e) for e in range(12)] + [Position(4, e) for e in (0, 1, 2)]
+        if cursor.covers(p)
     ]
     assert covered == [(3, e) for e in (0, 1, 2, 3, 4, 6, 7, 10, 11)] + [(4, 0), (4, 1)]
 

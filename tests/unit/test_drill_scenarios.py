@@ -29,7 +29,9 @@ from georep.spark_reconcile.schema import DELIVERY_COLUMNS
 
 def feed(policy, indexes, redelivery_count=0):
     """Acked and nacked indexes after the policy saw ``indexes`` in order."""
-    acked, nacked, cumulative = [], [], []
+    acked: list[int] = []
+    nacked: list[int] = []
+    cumulative: list[int] = []
     for index in indexes:
         for action in policy.on_message(Received(index, redelivery_count, index)):
             {ACK: acked, NACK: nacked, ACK_CUMULATIVE: cumulative}[action.kind].append(

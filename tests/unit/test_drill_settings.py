@@ -77,7 +77,7 @@ def test_running_clusters_with_cut_link():
     settings = settings_from_args(
         parse(*RUNNING, "--fail", "cut-link", "--mode", "pulsar-compatible")
     )
-    assert not settings.managed
+    assert not settings.managed and settings.running is not None
     assert settings.running["B"].gateway_url == "http://127.0.0.1:8091"
     assert settings.modes == ("pulsar-compatible",)
 

@@ -4,13 +4,21 @@ a stop deletes the replication subscription."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import pytest
 
 from georep import limits
+from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed
 from georep.gateway.config import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
-from georep.storage.meta.replication_policies import ReplicationPolicyRecord
+from georep.replicator.replicator import Replicator
+from georep.storage.meta.replication_policies import (
+    ReplicationPolicyRecord,
+    ReplicationPolicyRepository,
+)
 from georep.topic_name import TopicName
 
 NS = "t/ns"
@@ -83,11 +91,11 @@ async def manager():
     manager = ReplicationManager(
         local=endpoint("A"),
         remotes={"B": endpoint("B"), "C": endpoint("C", replication_window_entries=50)},
-        store=store,
-        replicator_factory=FakeReplicator,
+        store=cast(ReplicationPolicyRepository, store),
+        replicator_factory=cast(Callable[..., Replicator], FakeReplicator),
     )
     sync_admin = manager.local_admin  # the sync port's, which keeps it
-    manager.local_admin = FakeAdmin()
+    manager.local_admin = cast(ClusterAdminClient, FakeAdmin())
     yield manager
     await manager.stop()  # closes the remotes' admin clients the passes opened
     await sync_admin.close()

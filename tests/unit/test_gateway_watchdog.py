@@ -18,6 +18,7 @@ from georep.client.producer import SendReceipt
 from georep.gateway.manager import ReplicationManager
 from georep.position import Position
 from georep.replicator.replicator import Replicator, ReplicatorSettings, State
+from georep.subsync.core import Apply
 from georep.subsync.topic_sync import TopicSync
 from tests.unit.test_gateway_manager import FakeStore, endpoint
 from tests.unit.test_replicator_replicator import (
@@ -175,7 +176,9 @@ async def _until(condition, what: str) -> None:
     raise AssertionError(f"never: {what}")
 
 
-async def test_a_stall_is_entries_waiting_without_progress_and_a_restart_opens_everything_again():
+async def test_a_stall_is_entries_waiting_without_progress_and_a_restart_opens_everything_again(
+    monkeypatch,
+):
     now = [1000.0]
     consumer = FakeConsumer()
     subscribed: list[FakeConsumer] = []
@@ -185,7 +188,7 @@ async def test_a_stall_is_entries_waiting_without_progress_and_a_restart_opens_e
         subscribed.append(consumer)
         return consumer
 
-    local.subscribe = subscribe
+    monkeypatch.setattr(local, "subscribe", subscribe)
     producers = [FakeProducer(), FakeProducer()]
     replicator = Replicator(
         topic=TOPIC,
@@ -242,6 +245,7 @@ async def test_a_sync_is_stalled_while_applies_wait_and_a_restart_attaches_again
     port = FakePort()
     port.route = QuietRoute()
     link = AttachingLink()  # attaching never ends: the applies wait
+    an_apply = cast(Apply, "an apply")
     sync = TopicSync(
         topic=str(ROUTE_TOPIC),
         core=sync_core(in_band=True),
@@ -255,12 +259,12 @@ async def test_a_sync_is_stalled_while_applies_wait_and_a_restart_attaches_again
         await _until(lambda: link.subscribed == [str(ROUTE_TOPIC)], "attaching")
         now[0] += 100
         assert sync.stalled_s(now[0]) == 0.0  # nothing to apply is no stall
-        sync._applies.append(cast(Any, "an apply"))
+        sync._applies.append(an_apply)
         now[0] += 100
         assert sync.stalled_s(now[0]) == 100.0 and sync.stats()["stalledSeconds"] == 100.0
         assert await sync.restart()
         await _until(lambda: len(link.subscribed) == 2, "attaching again")
-        assert sync.restarts == 1 and list(sync._applies) == ["an apply"]
+        assert sync.restarts == 1 and list(sync._applies) == [an_apply]
         assert sync.stalled_s(now[0]) == 0.0
     finally:
         await sync.stop()

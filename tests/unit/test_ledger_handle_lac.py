@@ -7,11 +7,13 @@ processes) deterministically and shrinks a failure to its smallest schedule.
 """
 
 import asyncio
+from typing import cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georep.storage import protocol
+from georep.storage.client.client_context import ClientContext
 from georep.storage.client.distribution_schedule import Quorums
 from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.meta.ledger_metadata import LedgerMetadata
@@ -23,6 +25,7 @@ class ScriptedClient:
 
     def send_frame(self, request_id, frame, complete):
         (message,) = protocol.FrameDecoder(responses=False).feed(frame)
+        assert isinstance(message, protocol.AddRequest)
         self.pool.sent.append((self.bookie, message.entry_id, request_id, complete))
 
 
@@ -57,7 +60,7 @@ async def _scenario(e, qw, qa, entries, data):
     bk = FakeBookKeeper()
     ensemble = tuple(f"b{i}" for i in range(e))
     metadata = LedgerMetadata(7, e, qw, qa, ((0, ensemble),), version=1)
-    handle = LedgerHandle(bk, metadata)
+    handle = LedgerHandle(cast(ClientContext, bk), metadata)
     quorums = Quorums(e, qw, qa)
     futures = [await handle.add_async(f"p{i}".encode()) for i in range(entries)]
     sent = bk.clients.sent

@@ -11,6 +11,7 @@ import pytest
 
 from georep.client.consumer import ReceivedEntry
 from georep.client.errors import LinkClosed, LinkError
+from georep.client.link import PulsarLink
 from georep.client.producer import SendReceipt
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
@@ -114,8 +115,8 @@ async def setup():
         topic=TOPIC,
         local_cluster="A",
         remote_cluster="B",
-        local_link=FakeLink(consumers=[consumer]),
-        remote_link=FakeLink(producers=producers),
+        local_link=cast(PulsarLink, FakeLink(consumers=[consumer])),
+        remote_link=cast(PulsarLink, FakeLink(producers=producers)),
         settings=ReplicatorSettings(backoff_s_initial=0.001, backoff_s_max=0.01),
     )
     replicator.start()

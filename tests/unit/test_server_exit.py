@@ -26,7 +26,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def start(mode: str) -> subprocess.Popen:
+def start(mode: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", SCRIPT, mode],
         stdout=subprocess.PIPE,
@@ -44,6 +44,7 @@ def test_a_broken_invariant_stops_the_process_with_70():
 
 def test_sigterm_ends_serving_cleanly():
     process = start("serve")
+    assert process.stdout is not None
     try:
         assert process.stdout.readline().strip() == "TEST_READY"
         process.send_signal(signal.SIGTERM)

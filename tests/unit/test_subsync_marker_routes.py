@@ -5,13 +5,16 @@ namespace's one side channel. A topic's sync only hands markers to its route."""
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from georep.awaiting import within
+from georep.client.admin import ClusterAdminClient
+from georep.client.link import PulsarLink
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, decode
 from georep.subsync import side_channel
 from georep.subsync.core import SyncCore, WriteMarker
-from georep.subsync.ports import GeorepPort, SideMarker
+from georep.subsync.ports import GeorepPort, SideMarker, SyncPort
 from georep.subsync.pulsar_port import PulsarPort
 from georep.subsync.settings import NamespaceSync, SyncSettings
 from georep.subsync.topic_sync import TopicSync
@@ -19,6 +22,8 @@ from georep.topic_name import TopicName
 
 TOPIC = TopicName.parse("persistent://t/ns/orders-partition-0")
 OTHER = TopicName.parse("persistent://t/ns/orders-partition-1")
+#: The ports under test never reach the admin REST.
+NO_ADMIN = cast(ClusterAdminClient, object())
 
 
 def request_marker(name: str = "s1") -> WriteMarker:
@@ -60,7 +65,9 @@ class FakeLink:
 
 async def test_in_band_markers_go_into_the_topic_through_one_producer_opened_on_the_first():
     link = FakeLink()
-    port = GeorepPort(object(), link, local_cluster="A", opening=asyncio.Semaphore(1))
+    port = GeorepPort(
+        NO_ADMIN, cast(PulsarLink, link), local_cluster="A", opening=asyncio.Semaphore(1)
+    )
     route = port.markers(TOPIC)
     assert port.in_band and link.producers == []  # an idle topic has no producer
     assert route.listeners(lambda marker: asyncio.sleep(0)) == []  # its reader sees all
@@ -73,7 +80,7 @@ async def test_in_band_markers_go_into_the_topic_through_one_producer_opened_on_
     assert all(m.marker_type == MarkerKind.SNAPSHOT_REQUEST for m in sent)
     assert list(sent[0].replicate_to) == ["B"]
     _, message = decode(MarkerKind.SNAPSHOT_REQUEST, producer.sent[1][1])
-    assert message.snapshot_id == "two"
+    assert isinstance(message, pb.SnapshotRequest) and message.snapshot_id == "two"
     # The sync's reader detached: the producer is closed, the next marker opens another.
     await route.close_writer()
     assert producer.closed
@@ -85,7 +92,7 @@ async def test_in_band_markers_go_into_the_topic_through_one_producer_opened_on_
 
 async def test_beside_pulsar_a_namespace_has_one_side_channel_for_every_partition():
     link = FakeLink()
-    port = PulsarPort(object(), link, local_cluster="A", instance="i1")
+    port = PulsarPort(NO_ADMIN, cast(PulsarLink, link), local_cluster="A", instance="i1")
     assert not port.in_band
     first, second = port.markers(TOPIC), port.markers(OTHER)
     assert list(port.side_channels) == ["t/ns"]
@@ -110,7 +117,7 @@ async def test_beside_pulsar_a_namespace_has_one_side_channel_for_every_partitio
 
 
 async def test_a_side_route_hands_markers_over_in_order_and_drops_the_oldest_past_its_bound():
-    port = PulsarPort(object(), FakeLink(), local_cluster="A", instance="i1")
+    port = PulsarPort(NO_ADMIN, cast(PulsarLink, FakeLink()), local_cluster="A", instance="i1")
     route = port.markers(TOPIC)
     for n in range(side_channel.SIDE_INBOX_MAX + 2):
         route.deliver(SideMarker(100, b"", "B", n))
@@ -160,8 +167,8 @@ async def test_a_topic_sync_writes_every_marker_through_its_ports_route():
     sync = TopicSync(
         topic=str(TOPIC),
         core=sync_core(in_band=True),
-        local_link=FakeLink(),
-        port=port,
+        local_link=cast(PulsarLink, FakeLink()),
+        port=cast(SyncPort, port),
         connected=lambda remote: False,
     )
     marker = request_marker()

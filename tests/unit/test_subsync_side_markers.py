@@ -125,7 +125,9 @@ def test_side_messages_name_their_topic_kind_and_source():
 
 
 def test_an_apply_acknowledges_only_what_the_cursor_lacks_within_one_ledger():
-    action = Apply("s", "A", ranges=[((3, 0), (3, 4)), ((3, 8), (4, 1))])
+    action = Apply(
+        "s", "A", ranges=[(Position(3, 0), Position(3, 4)), (Position(3, 8), Position(4, 1))]
+    )
     assert pulsar_port.entries_to_acknowledge(action, None) == [Position(3, e) for e in range(5)]
     cursor = {"markDeletePosition": "3:1", "individuallyDeletedMessages": "[(3:2..3:3]]"}
     assert pulsar_port.entries_to_acknowledge(action, cursor) == [Position(3, 2), Position(3, 4)]

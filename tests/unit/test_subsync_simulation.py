@@ -258,7 +258,7 @@ def test_pulsar_compatible_mode_moves_b_with_a_in_order_consumption():
 def test_sync_goes_idle_once_nothing_changes(seed, steps):
     """Markers written here move the MDP over them; that alone must not write more."""
     a, b = run(seed, SyncMode.FULL, steps)
-    now = 10**6
+    now: float = 10**6
     for _ in range(3):  # let whatever is in flight settle
         now += 1.1
         poll_and_tick(a, b, now)
