@@ -29,7 +29,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import pulsar
 from prometheus_client.parser import text_string_to_metric_families
@@ -41,6 +41,9 @@ from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.origin import origin_of
 from tests.integration.broker_cluster import ChildProcess, ClusterProcess, free_port, open_client
+
+if TYPE_CHECKING:
+    from georep.pulsar.standalone import PulsarStandalone
 
 __all__ = ["ClusterProcess", "GatewayProcess", "free_port"]
 
@@ -106,7 +109,7 @@ class GatewayProcess(ChildProcess):
         self,
         directory: Path,
         *,
-        local: ClusterProcess,
+        local: ClusterProcess | PulsarStandalone,  # real Pulsar with kind = "pulsar"
         remotes: Iterable[Any],  # georep clusters or real Pulsar (endpoint_urls)
         policies: dict[str, list[str]] | None = None,
         token: str | None = None,
@@ -266,6 +269,11 @@ def ownership_agreed(instances: Iterable[GatewayProcess]) -> bool:
 class World:
     """Clusters and a gateway beside each, as processes: one test module's topology.
     ``self.a``, ``self.b``, ... are the clusters by lower-cased name."""
+
+    #: Set in ``__init__`` for the clusters named A, B, C (absent for a name not given).
+    a: ClusterProcess
+    b: ClusterProcess
+    c: ClusterProcess
 
     def __init__(self, root: Path, names: Iterable[str] = ("A", "B", "C")) -> None:
         self.root = root

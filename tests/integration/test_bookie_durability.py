@@ -20,8 +20,10 @@ async def _stats(address: str) -> dict:
     return json.loads(response.stats_json)
 
 
-async def _read(client: RawClient, ledger: int, entry: int) -> protocol.Response:
-    return await client.request(protocol.ReadRequest(client.next_id(), ledger, entry))
+async def _read(client: RawClient, ledger: int, entry: int) -> protocol.ReadResponse:
+    response = await client.request(protocol.ReadRequest(client.next_id(), ledger, entry))
+    assert isinstance(response, protocol.ReadResponse)  # a bookie answers in kind
+    return response
 
 
 async def _add(client: RawClient, ledger: int, entry: int, payload: bytes = b"p"):

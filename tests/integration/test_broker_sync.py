@@ -23,6 +23,7 @@ from georep.client.admin import ClusterAdminClient, SubscriptionState
 from georep.client.consumer import SubType
 from georep.client.errors import AdminRequestFailed, ServerError
 from georep.client.link import PulsarLink
+from georep.position import Position
 from georep.protocol import commands, frames
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.protocol.commands import Type
@@ -94,7 +95,7 @@ def before(position: tuple[int, int]) -> tuple[int, int]:
 
 async def publish(
     link: PulsarLink, topic: str, layout: list[bytes | None], name: str = "georep.sync"
-) -> list[tuple[int, int]]:
+) -> list[Position]:
     """Publish ``layout`` (payloads; MARKER for a snapshot-request marker) with the
     gateway's link as producer ``name``; the positions, in order."""
     producer = await link.create_producer(topic, name)
@@ -116,7 +117,7 @@ async def publish(
     return [receipt.position for receipt in receipts]
 
 
-def ack_individually(consumer, positions: list[tuple[int, int]]) -> None:
+def ack_individually(consumer, positions: Sequence[tuple[int, int]]) -> None:
     """An individual ACK on a link consumer (its API only acknowledges cumulatively)."""
     consumer.connection.send_command(
         commands.build(
@@ -146,6 +147,13 @@ async def subscription_state(
     return (await admin.sync_state(TopicName.parse(topic)))["subscriptions"].get(name)
 
 
+async def existing_state(admin: ClusterAdminClient, topic: str, name: str) -> SubscriptionState:
+    """``subscription_state`` of a subscription the test expects to exist."""
+    state = await subscription_state(admin, topic, name)
+    assert state is not None, f"no subscription {name} on {topic}"
+    return state
+
+
 # --- markers ---------------------------------------------------------------------------
 async def test_markers_reach_the_gateways_subscriptions_of_every_type_and_no_other(cluster):
     topic = unique_topic("markers")
@@ -171,6 +179,7 @@ async def test_markers_reach_the_gateways_subscriptions_of_every_type_and_no_oth
                 found = [entry for entry in got if entry.metadata.HasField("marker_type")]
                 assert [entry.position for entry in found] == [positions[1], positions[3]], name
                 kind, request = markers.decode(found[0].metadata.marker_type, found[0].payload)
+                assert isinstance(request, markers_pb.SnapshotRequest)
                 assert (kind, request.snapshot_id) == (markers.MarkerKind.SNAPSHOT_REQUEST, "s1")
                 assert found[0].metadata.producer_name == "georep.sync"  # stored as sent
                 if types.get(name) in (SubType.SHARED, SubType.KEY_SHARED):
@@ -263,7 +272,7 @@ async def test_sync_state_reports_ranges_a_partial_batch_and_consumers(cluster, 
         assert set(full["subscriptions"]) == {"app"}
         assert full["last"] == singles[-1]
         consumer.close()
-        state = await subscription_state(admin, topic, "app")
+        state = await existing_state(admin, topic, "app")
         assert state.consumers == 0
 
 
@@ -304,7 +313,7 @@ async def test_sync_creates_moves_forward_only_and_steps_over_markers(cluster, a
     beyond = (p[9][0], p[9][1] + 1_000_000)
     answer = await admin.sync_subscription(name, "standby", ranges=[(p[8], beyond)])
     assert answer == {"markDelete": doc(p[6]), "rangesCount": 1, "created": False}
-    state = await subscription_state(admin, topic, "standby")
+    state = await existing_state(admin, topic, "standby")
     assert state.ranges == ((p[8], p[9]),) and state.consumers == 0 and state.sub_type is None
     answer = await admin.sync_subscription(name, "standby", mark_delete=beyond)
     assert answer == {"markDelete": doc(p[9]), "rangesCount": 0, "created": False}
@@ -318,7 +327,7 @@ async def test_sync_creates_moves_forward_only_and_steps_over_markers(cluster, a
         assert [m.data() for m in receive_all(consumer, 1)] == [b"m10"]
         assert receive_none(consumer) == []
         consumer.close()
-    assert (await subscription_state(admin, topic, "standby")).mark_delete == later[0]
+    assert (await existing_state(admin, topic, "standby")).mark_delete == later[0]
 
     # Created with ranges only: from before the earliest entry.
     answer = await admin.sync_subscription(name, "fresh", ranges=[(p[2], p[3])])
@@ -348,7 +357,7 @@ async def test_sync_acknowledges_batch_members_and_refuses_an_index_past_the_bat
 
     answer = await admin.sync_subscription(name, "app", batches={batch: [0, 2]})
     assert answer["markDelete"] == doc(before(batch))
-    state = await subscription_state(admin, topic, "app")
+    state = await existing_state(admin, topic, "app")
     assert state.batches == {batch: (4, frozenset({0, 2}))}
 
     after = (single.ledger_id(), single.entry_id())
@@ -364,7 +373,7 @@ async def test_sync_acknowledges_batch_members_and_refuses_an_index_past_the_bat
         consumer.close()
     answer = await admin.sync_subscription(name, "app", batches={batch: [1, 3]})
     assert answer["markDelete"] == doc(batch)  # every member acknowledged: the whole entry
-    assert (await subscription_state(admin, topic, "app")).batches == {}
+    assert (await existing_state(admin, topic, "app")).batches == {}
 
 
 async def test_bad_bodies_are_refused_and_change_nothing(cluster, admin):
@@ -431,12 +440,12 @@ async def test_a_live_consumer_stays_and_is_not_given_what_the_sync_acknowledged
             again = sorted(m.data() for m in receive_all(consumer, 5))
             assert again == [b"m2", b"m6", b"m7", b"m8", b"m9"]
             assert receive_none(consumer) == []
-        state = await subscription_state(admin, topic, "shared")
+        state = await existing_state(admin, topic, "shared")
         assert (state.consumers, state.sub_type, state.replicated) == (1, "Shared", True)
         shared.close()
         exclusive.close()
     for subscription in ("shared", "exclusive"):
-        assert (await subscription_state(admin, topic, subscription)).mark_delete == p[9]
+        assert (await existing_state(admin, topic, subscription)).mark_delete == p[9]
 
 
 async def test_the_client_splits_a_large_sync_and_sync_state_bounds_its_ranges(cluster, admin):
@@ -453,7 +462,7 @@ async def test_the_client_splits_a_large_sync_and_sync_state_bounds_its_ranges(c
     wanted = [(p[n], p[n]) for n in range(1, len(p), 2)]
     answer = await admin.sync_subscription(name, "big", ranges=wanted)
     assert answer == {"markDelete": doc(before(p[0])), "rangesCount": 10_005, "created": True}
-    state = await subscription_state(admin, topic, "big")
+    state = await existing_state(admin, topic, "big")
     assert len(state.ranges) == 10_000 and state.ranges_truncated
     assert state.ranges[0] == (p[1], p[1]) and state.ranges[-1] == (p[19_999], p[19_999])
     answer = await admin.sync_subscription(name, "big", ranges=[(p[0], p[-1])])
@@ -533,7 +542,7 @@ async def test_the_replicated_flag_shows_in_sync_state_and_stats_and_survives_a_
             producer = client.create_producer(topic, batching_enabled=False)
             second = [producer.send(f"b{n}".encode()) for n in range(3)]
             producer.close()
-        p = [(i.ledger_id(), i.entry_id()) for i in first + second]
+        p = [Position(i.ledger_id(), i.entry_id()) for i in first + second]
         assert p[2][0] != p[3][0]
         answer = await admin.sync_subscription(name, "span", ranges=[(p[1], p[4])])
         assert answer == {"markDelete": doc(before(p[0])), "rangesCount": 1, "created": True}

@@ -79,6 +79,7 @@ async def test_running_clusters_cut_link_over_the_gateways_rest(tmp_path):
         flags = ["--fail", "cut-link", "--scenario", "key-shared", "--out", str(tmp_path)]
         for cluster in ("a", "b"):
             target = urls[cluster.upper()]
+            assert target.gateway_url is not None
             flags += [f"--{cluster}-service-url", target.service_url]
             flags += [f"--{cluster}-admin-url", target.admin_url]
             flags += [f"--{cluster}-gateway-url", target.gateway_url]

@@ -176,6 +176,7 @@ async def test_writer_crash_with_entry_on_fewer_than_qa_bookies(cluster_factory,
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )
+    assert process.stdout is not None and process.stdin is not None
     header = json.loads(await process.stdout.readline())
     ledger_id, ensemble = header["ledger"], header["ensemble"]
     acked = []

@@ -8,6 +8,7 @@ import asyncio
 import json
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -305,8 +306,10 @@ async def test_kill_9_restores_every_acknowledgement_that_returned(
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
         )
+        assert process.stdout is not None
 
         async def said() -> dict:
+            assert process.stdout is not None
             line = await within(process.stdout.readline(), 60)
             assert line, f"the owner died; see {tmp_path / 'owner.log'}"
             return json.loads(line)
@@ -315,7 +318,9 @@ async def test_kill_9_restores_every_acknowledgement_that_returned(
             positions = [Position(*p) for p in (await said())["positions"]]
             idle = (await said())["idle"]
             bounded_said = await said()
-            sent, returned = [], []
+            # [kind, position] acks, as the owner printed them
+            sent: list[list[Any]] = []
+            returned: list[list[Any]] = []
             while len(returned) < 24:  # kill -9 in the middle of the busy acks
                 message = await said()
                 if "sending" in message:

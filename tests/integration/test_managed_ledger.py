@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import cast
 
 import pytest
 
@@ -20,6 +21,7 @@ from georep.storage.errors import (
     StorageError,
 )
 from georep.storage.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
+from georep.storage.meta.managed_ledgers import ManagedLedgerRepository
 from tests.conftest import ManualClock
 
 pytestmark = pytest.mark.slow
@@ -198,7 +200,9 @@ async def test_opener_fences_a_ledger_the_owner_rolled_over_to_meanwhile(
         confirmed.append(await first.append(b"rolled"))  # onto a new ledger, CAS'd
 
     racing = StoreRacingTheOwner(cluster.store.managed_ledgers, roll_over)
-    second = await ManagedLedgerFactory(cluster.client(), racing).open("t/rolling", SMALL)
+    second = await ManagedLedgerFactory(
+        cluster.client(), cast(ManagedLedgerRepository, racing)
+    ).open("t/rolling", SMALL)
     try:
         assert confirmed[-1].ledger_id > confirmed[0].ledger_id
         with pytest.raises(ManagedLedgerFenced):

@@ -81,9 +81,14 @@ def wait_replicated(gateway, partitions: int, messages: int) -> None:
         ) from None
 
 
+class ScaleWorld(World):
+    #: Every topic partition the module's tests replicate.
+    topics: list[str]
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    world = World(tmp_path_factory.mktemp("sync-scale"), names=("A", "B"))
+    world = ScaleWorld(tmp_path_factory.mktemp("sync-scale"), names=("A", "B"))
     try:
         for cluster in world.clusters.values():
             cluster.start()
@@ -95,7 +100,7 @@ def world(tmp_path_factory):
             assert status in (204, 409)
             status, _ = http("PUT", f"{admin_url(cluster)}/admin/v2/namespaces/{NAMESPACE}")
             assert status in (204, 409)
-        topics = []
+        topics: list[str] = []
         for index in range(PARTITIONED):
             base = f"persistent://{NAMESPACE}/p{index}"
             create_partitioned_topic(world.a, base, PARTITIONS)

@@ -265,25 +265,23 @@ def test_unloads_split_and_rolling_restart_zero_lost_zero_twice(clusters, gatewa
         # its topic moved may be lost, and the message is then delivered and acked again).
         on_a = {leaf: positions_and_payloads(a.service_urls, leaf) for leaf in leaf_topics}
         for leaf in leaf_topics:
-            wait_for(
-                lambda leaf=leaf: (
-                    unacknowledged_on(a, leaf, on_a[leaf]) == app.kept & set(on_a[leaf].values())
-                ),
-                timeout_s=120,
-            )
+
+            def as_the_application_left(leaf: str = leaf) -> bool:
+                return unacknowledged_on(a, leaf, on_a[leaf]) == app.kept & set(on_a[leaf].values())
+
+            wait_for(as_the_application_left, timeout_s=120)
         # B: every message, and the subscription as A left it
         for leaf in leaf_topics:
             expected = set(on_a[leaf].values())
+
+            def all_copied(
+                leaf: str = leaf, expected: set[bytes] = expected
+            ) -> dict[tuple[int, int], bytes] | None:
+                found = positions_and_payloads(b.service_url, leaf)
+                return found if set(found.values()) >= expected else None
+
             try:
-                copies = wait_for(
-                    lambda leaf=leaf, expected=expected: (
-                        found
-                        if set((found := positions_and_payloads(b.service_url, leaf)).values())
-                        >= expected
-                        else None
-                    ),
-                    timeout_s=180,
-                )
+                copies = wait_for(all_copied, timeout_s=180)
             except TimeoutError:
                 missing = expected - set(positions_and_payloads(b.service_url, leaf).values())
                 replicators = gateways["A"].replicators(leaf)
@@ -291,13 +289,16 @@ def test_unloads_split_and_rolling_restart_zero_lost_zero_twice(clusters, gatewa
                     f"{leaf} (on {owner(admin_a, leaf)}): {len(missing)} of {len(expected)}"
                     f" messages not on B; A's replicator: {replicators}"
                 ) from None
+
+            def synced_as_a_left(
+                leaf: str = leaf,
+                copies: dict[tuple[int, int], bytes] = copies,
+                expected: set[bytes] = expected,
+            ) -> bool:
+                return unacknowledged_on(b, leaf, copies) == app.kept & expected
+
             try:
-                wait_for(
-                    lambda leaf=leaf, copies=copies, expected=expected: (
-                        unacknowledged_on(b, leaf, copies) == app.kept & expected
-                    ),
-                    timeout_s=180,
-                )
+                wait_for(synced_as_a_left, timeout_s=180)
             except TimeoutError:
                 left = unacknowledged_on(b, leaf, copies)
                 for name, gateway in gateways.items():
