@@ -35,16 +35,23 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness import cpu_seconds, machine, percentile, quiet_logger
 
 from georep.processes import ManagedProcess, georep_command
 
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
+
 SIZE = 1024
 BATCH_BYTES_MAX = int(os.environ.get("BENCH_BATCH_BYTES_MAX", 128 * 1024))
 
 
-def consume(service_url: str, topic: str, count: int, ready, result) -> None:
+def consume(
+    service_url: str, topic: str, count: int, ready: Event, result: Queue[tuple[float, float]]
+) -> None:
     import pulsar
 
     client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
@@ -65,7 +72,7 @@ def consume(service_url: str, topic: str, count: int, ready, result) -> None:
     client.close()
 
 
-def publish(service_url: str, topic: str, count: int) -> dict:
+def publish(service_url: str, topic: str, count: int) -> dict[str, Any]:
     import pulsar
 
     client = pulsar.Client(service_url, operation_timeout_seconds=30, logger=quiet_logger())
@@ -90,14 +97,14 @@ def publish(service_url: str, topic: str, count: int) -> dict:
     received = [0]
     ok = pulsar.Result.Ok
 
-    def receipt(result, _message_id) -> None:
+    def receipt(result: pulsar.Result, _message_id: pulsar.MessageId) -> None:
         if result != ok:
             failures.append(str(result))
         received[0] += 1
         if received[0] == count:
             done.set()
 
-    def timed_receipt(started: float, result, message_id) -> None:
+    def timed_receipt(started: float, result: pulsar.Result, message_id: pulsar.MessageId) -> None:
         latencies.append(time.perf_counter() - started)
         receipt(result, message_id)
 
@@ -123,12 +130,14 @@ def publish(service_url: str, topic: str, count: int) -> dict:
     }
 
 
-def publish_in_child(service_url: str, topic: str, count: int, go, results) -> None:
+def publish_in_child(
+    service_url: str, topic: str, count: int, go: Event, results: Queue[dict[str, Any]]
+) -> None:
     go.wait()
     results.put(publish(service_url, topic, count))
 
 
-def publish_all(service_url: str, topic: str, count: int, producers: int) -> dict:
+def publish_all(service_url: str, topic: str, count: int, producers: int) -> dict[str, Any]:
     """``producers`` processes share ``count`` messages: one Python producer is bound by
     the GIL shared between its send loop and the client's receipt callbacks."""
     context = multiprocessing.get_context("spawn")
@@ -179,7 +188,7 @@ def scenario(
     partitions: int,
     count: int,
     producers: int,
-) -> dict:
+) -> dict[str, Any]:
     topic = f"persistent://public/default/{name}"
     if partitions:
         admin(
@@ -227,7 +236,9 @@ async def start_cluster(root: Path, quorum: tuple[int, int, int]) -> ManagedProc
     return process
 
 
-def scenarios(service_url: str, admin_url: str, pid: int, args: argparse.Namespace) -> dict:
+def scenarios(
+    service_url: str, admin_url: str, pid: int, args: argparse.Namespace
+) -> dict[str, Any]:
     if args.warmup_messages:  # JIT (Pulsar's JVM) and caches warm before anything counts
         scenario(service_url, admin_url, pid, "warmup", 0, args.warmup_messages, args.producers)
     return {
@@ -240,7 +251,7 @@ def scenarios(service_url: str, admin_url: str, pid: int, args: argparse.Namespa
     }
 
 
-def run_georep(root: Path, args: argparse.Namespace) -> dict:
+def run_georep(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     loop = asyncio.new_event_loop()
     quorum = (args.ensemble, args.write_quorum, args.ack_quorum)
     cluster = loop.run_until_complete(start_cluster(root, quorum))
@@ -256,7 +267,7 @@ def run_georep(root: Path, args: argparse.Namespace) -> dict:
         loop.close()
 
 
-def run_pulsar(root: Path, args: argparse.Namespace) -> dict:
+def run_pulsar(root: Path, args: argparse.Namespace) -> dict[str, Any]:
     from georep.pulsar.standalone import (
         PULSAR_VERSION,
         PulsarStandalone,
@@ -277,7 +288,7 @@ def run_pulsar(root: Path, args: argparse.Namespace) -> dict:
         standalone.stop()
 
 
-def ratios(georep: dict, pulsar: dict) -> dict:
+def ratios(georep: dict[str, Any], pulsar: dict[str, Any]) -> dict[str, Any]:
     """georep / Pulsar for each figure both have."""
     out = {}
     for name in ("one_topic", "four_partitions"):
@@ -295,10 +306,10 @@ def ratios(georep: dict, pulsar: dict) -> dict:
     return out
 
 
-def main(args: argparse.Namespace) -> dict:
+def main(args: argparse.Namespace) -> dict[str, Any]:
     args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="broker-", dir=args.dir))
-    results: dict = {
+    results: dict[str, Any] = {
         "benchmark": "broker",
         "config": {
             "message_bytes": SIZE,

@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
-def cpu_shares(pids: dict[str, int], before: dict[str, float], elapsed: float) -> dict:
+def cpu_shares(pids: dict[str, int], before: dict[str, float], elapsed: float) -> dict[str, Any]:
     """Share of one core each process used over ``elapsed`` seconds."""
     return {
         name: round((cpu_seconds(pid) - before[name]) / elapsed, 2) for name, pid in pids.items()
@@ -112,7 +112,7 @@ def create_namespace(admin_url: str, namespace: str, cluster: str) -> None:
     put_quietly(f"{admin_url}/admin/v2/namespaces/{namespace}")
 
 
-def replicator_of(gateway_url: str, topic: str) -> dict | None:
+def replicator_of(gateway_url: str, topic: str) -> dict[str, Any] | None:
     stats = http("GET", f"{gateway_url}/admin/georep/v1/stats")
     found = [r for r in stats["replicators"] if r["topic"] == topic]
     return found[0] if found else None
@@ -278,13 +278,13 @@ async def steady_lag(
     warmup_s: float,
     status: Callable[[], str],
     batching: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """Publish ``rate`` msgs/s on A for ``seconds`` while B's consumer measures each
     message's publish-to-receive lag; whatever replicates A to B. ``batching``: the
     client's batching with a 1 ms delay, else one message per entry."""
     ready = multiprocessing.Event()
-    samples_queue: multiprocessing.Queue = multiprocessing.Queue()
-    sent_queue: multiprocessing.Queue = multiprocessing.Queue()
+    samples_queue: multiprocessing.Queue[list[tuple[int, float]]] = multiprocessing.Queue()
+    sent_queue: multiprocessing.Queue[tuple[int, float]] = multiprocessing.Queue()
     consumer = multiprocessing.Process(
         target=consume_lags, args=(b_url, topic, ready, samples_queue, 5.0)
     )
@@ -325,7 +325,8 @@ def add_scratch_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_in_scratch(
-    args: argparse.Namespace, main: Callable[[argparse.Namespace, Path], Awaitable[dict]]
+    args: argparse.Namespace,
+    main: Callable[[argparse.Namespace, Path], Coroutine[Any, Any, dict[str, Any]]],
 ) -> None:
     """Run ``main`` in a new directory under ``--dir``, print its JSON on stdout, and
     remove the directory unless ``--keep``."""

@@ -29,12 +29,14 @@ import argparse
 import asyncio
 import collections
 import json
+import logging
 import shutil
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pulsar
 from harness import (
@@ -47,6 +49,7 @@ from harness import (
     start_cluster,
 )
 
+from georep.invariant import present
 from georep.processes import ManagedProcess, georep_command
 
 #: The tenant of bench/scale.py, whose layout this bench follows.
@@ -55,7 +58,7 @@ NAMESPACE = f"{TENANT}/instances"
 PER_TOPIC = 8
 
 
-def instance_toml(root: Path, name: str, a: dict, b: dict) -> Path:
+def instance_toml(root: Path, name: str, a: dict[str, Any], b: dict[str, Any]) -> Path:
     lines = [
         "[gateway]",
         'listen = "127.0.0.1:0"',
@@ -81,7 +84,7 @@ def instance_toml(root: Path, name: str, a: dict, b: dict) -> Path:
 
 
 class Instance:
-    def __init__(self, root: Path, name: str, a: dict, b: dict) -> None:
+    def __init__(self, root: Path, name: str, a: dict[str, Any], b: dict[str, Any]) -> None:
         self.name = name
         self.config = instance_toml(root, name, a, b)
         self.log_path = root / f"gateway-{name}.log"
@@ -158,7 +161,7 @@ class Traffic(threading.Thread):
         producers = [client.create_producer(t, batching_enabled=False) for t in self.topics]
         sequence = 0
 
-        def done(result, _message_id, payload: bytes) -> None:
+        def done(result: pulsar.Result, _message_id: pulsar.MessageId, payload: bytes) -> None:
             if result == pulsar.Result.Ok:
                 with self._lock:
                     self.acked.append(payload)
@@ -177,17 +180,15 @@ class Traffic(threading.Thread):
             client.close()
 
 
-def _quiet():
-    import logging
-
+def _quiet() -> logging.Logger:
     logger = logging.getLogger("pulsar-bench")
     logger.setLevel(logging.ERROR)
     return logger
 
 
-def read_back(url: str, partitions: list[str]) -> collections.Counter:
+def read_back(url: str, partitions: list[str]) -> collections.Counter[bytes]:
     client = pulsar.Client(url, logger=_quiet())
-    seen: collections.Counter = collections.Counter()
+    seen: collections.Counter[bytes] = collections.Counter()
     try:
         for topic in partitions:
             reader = client.create_reader(topic, pulsar.MessageId.earliest)
@@ -202,7 +203,7 @@ def read_back(url: str, partitions: list[str]) -> collections.Counter:
     return seen
 
 
-async def run(args: argparse.Namespace, root: Path) -> dict:
+async def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     processes: list[ManagedProcess] = []
     instances: list[Instance] = []
     try:
@@ -265,13 +266,15 @@ async def run(args: argparse.Namespace, root: Path) -> dict:
         await asyncio.to_thread(traffic.join, 120)
         progress(f"idle for {args.idle_seconds:.0f} s")
         await asyncio.sleep(5)  # the last messages replicated
-        before = {i.name: (cpu_seconds(i.process.pid), i.log_lines()) for i in instances}
+        before = {i.name: (cpu_seconds(present(i.process).pid), i.log_lines()) for i in instances}
         idle_started = time.monotonic()
         await asyncio.sleep(args.idle_seconds)
         elapsed = time.monotonic() - idle_started
         idle = {
             i.name: {
-                "cpu_cores": round((cpu_seconds(i.process.pid) - before[i.name][0]) / elapsed, 4),
+                "cpu_cores": round(
+                    (cpu_seconds(present(i.process).pid) - before[i.name][0]) / elapsed, 4
+                ),
                 "log_lines_per_minute": round(
                     (i.log_lines() - before[i.name][1]) * 60 / elapsed, 2
                 ),
@@ -302,7 +305,7 @@ async def run(args: argparse.Namespace, root: Path) -> dict:
     finally:
         for instance in instances:
             if instance.alive:
-                await instance.process.terminate()
+                await present(instance.process).terminate()
         for process in reversed(processes):
             if process.running:
                 await process.terminate()

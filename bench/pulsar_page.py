@@ -26,6 +26,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from georep.pulsar.admin import PulsarAdmin
 from georep.pulsar.standalone import PULSAR_VERSION, PulsarStandalone, StandaloneSpec, resolve_jars
@@ -39,7 +40,7 @@ def progress(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def read_page(url: str, encoding: str) -> dict:
+def read_page(url: str, encoding: str) -> dict[str, Any]:
     began = time.perf_counter()
     request = urllib.request.Request(url, headers={"Accept-Encoding": encoding})
     with urllib.request.urlopen(request, timeout=120) as answer:
@@ -60,7 +61,7 @@ def read_page(url: str, encoding: str) -> dict:
     }
 
 
-def main(args: argparse.Namespace, root: Path) -> dict:
+def main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     lib = resolve_jars(say=progress)
     standalone = PulsarStandalone(StandaloneSpec("A", root / "pulsar-A"), lib)
     progress("starting Pulsar standalone A")

@@ -43,7 +43,7 @@ import time
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -51,6 +51,9 @@ sys.path.insert(0, str(REPO))
 from georep import limits  # noqa: E402
 from georep.spark_reconcile import job, standalone  # noqa: E402
 from georep.spark_reconcile.inputs import check_exports  # noqa: E402
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 TOPICS, PARTITIONS, BATCH = 4, 2, 4
 LEDGER_ENTRIES = 50_000
@@ -62,17 +65,17 @@ BASE_MS = 1_700_000_000_000
 REPLICA_LEDGERS, TWICE_LEDGERS = 1_000_000, 2_000_000
 
 
-def _ledger_of(first_ledger, entry_index):
+def _ledger_of(first_ledger: Column, entry_index: Column) -> Column:
     from pyspark.sql import functions as F
 
     return first_ledger + F.floor(entry_index / LEDGER_ENTRIES)
 
 
-def _entry_of(entry_index):
+def _entry_of(entry_index: Column) -> Column:
     return (entry_index % LEDGER_ENTRIES).cast("long")
 
 
-def generate(spark, root: Path, origin_rows: int) -> dict:
+def generate(spark: SparkSession, root: Path, origin_rows: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     lanes = TOPICS * PARTITIONS
@@ -93,7 +96,9 @@ def generate(spark, root: Path, origin_rows: int) -> dict:
         F.timestamp_millis(F.lit(BASE_MS) + k).alias("publish_time"),
     )
 
-    def as_export(frame, cluster: str, origin_ledger, origin_entry):
+    def as_export(
+        frame: DataFrame, cluster: str, origin_ledger: Column, origin_entry: Column
+    ) -> DataFrame:
         return frame.select(
             F.lit(2).alias("schema_version"),
             F.lit(cluster).alias("cluster"),
@@ -136,7 +141,9 @@ def generate(spark, root: Path, origin_rows: int) -> dict:
     for cluster, frame in (("A", origin), ("B", replica)):
         frame.write.mode("overwrite").parquet(str(root / cluster / "messages"))
 
-    def subscriptions(cluster: str, acked_fraction: float, ranges: bool, ledger_offset: int):
+    def subscriptions(
+        cluster: str, acked_fraction: float, ranges: bool, ledger_offset: int
+    ) -> DataFrame:
         """One row per partition: MDP at ``acked_fraction`` of its entries and, on A,
         RANGES ranges of one entry each, every other entry above the MDP, then
         PARTLY_ACKED_BATCHES batches with indexes 0 and 2 acknowledged, every other entry
@@ -213,7 +220,9 @@ RUN_CONF = {
 BEFORE_STEPS = "(before the first step: loading the inputs)"
 
 
-def _child(args: argparse.Namespace, phase: str, extra: list[str], env: dict[str, str]) -> dict:
+def _child(
+    args: argparse.Namespace, phase: str, extra: list[str], env: dict[str, str]
+) -> dict[str, Any]:
     """Run this script's ``phase`` in a process of its own; its last stdout line is its
     JSON. stderr (the job's steps) passes through."""
     command = [
@@ -225,7 +234,7 @@ def _child(args: argparse.Namespace, phase: str, extra: list[str], env: dict[str
     done = subprocess.run(command, env=env, stdout=subprocess.PIPE, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"bench/reconcile.py: {phase} {extra} exited {done.returncode}")
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     answer["process_s"] = round(time.monotonic() - started, 2)
     return answer
 
@@ -269,10 +278,12 @@ def _union_s(intervals: list[tuple[float, float]]) -> float:
     return total / 1000
 
 
-def _settled(api: str) -> tuple[list[dict], list[dict]]:
+def _settled(api: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Jobs and stage attempts from the application's /api/v1 once its status listener
     has seen every job end (it hears of them asynchronously)."""
     previous = None
+    jobs: list[dict[str, Any]] = []
+    stages: list[dict[str, Any]] = []
     for _ in range(60):
         jobs = _get(f"{api}/jobs")
         stages = _get(f"{api}/stages")
@@ -287,7 +298,7 @@ def _settled(api: str) -> tuple[list[dict], list[dict]]:
     return jobs, stages
 
 
-def _figures(stages: list[dict]) -> dict:
+def _figures(stages: list[dict[str, Any]]) -> dict[str, Any]:
     """What the executors did in these completed stage attempts, summed."""
     return {
         "stages": len(stages),
@@ -309,7 +320,7 @@ def _figures(stages: list[dict]) -> dict:
     }
 
 
-def _stage_breakdown(api: str, job_started_ms: float, job_ended_ms: float) -> dict:
+def _stage_breakdown(api: str, job_started_ms: float, job_ended_ms: float) -> dict[str, Any]:
     """Per stage and per step of the job (its Spark jobs' descriptions, ``[n/N] what``)
     the application's own figures, from its UI's REST."""
     jobs, stages = _settled(api)
@@ -428,7 +439,7 @@ def _run_phase(args: argparse.Namespace) -> int:
     return 0
 
 
-def _difference(local: dict, cluster: dict) -> dict:
+def _difference(local: dict[str, Any], cluster: dict[str, Any]) -> dict[str, Any]:
     """Cluster minus local[*], where it goes: the application's start, then the job split
     into time outside Spark jobs (the driver's own work) and each step's Spark jobs, with
     the executors' work and the shuffle behind it."""

@@ -35,9 +35,11 @@ import multiprocessing
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from harness import (
     SIZE,
+    Cluster,
     add_scratch_arguments,
     cpu_seconds,
     cpu_shares,
@@ -60,8 +62,14 @@ NAMESPACE_LAG = "bench/lag"
 
 # --- the scenarios ------------------------------------------------------------------------------
 async def saturation(
-    a, b, gateway_url: str, messages: int, batching: bool, tag: str, pids: dict[str, int]
-) -> dict:
+    a: Cluster,
+    b: Cluster,
+    gateway_url: str,
+    messages: int,
+    batching: bool,
+    tag: str,
+    pids: dict[str, int],
+) -> dict[str, Any]:
     topic = f"persistent://{NAMESPACE_SATURATION}/{tag}"
     progress(f"saturation ({tag}): publishing {messages:,} messages on A")
     process = multiprocessing.Process(
@@ -75,6 +83,7 @@ async def saturation(
         {"clusters": ["B"]},
     )
     first = None
+    cpu_before: dict[str, float] = {}
     while True:
         stats = await asyncio.to_thread(replicator_of, gateway_url, topic)
         out = stats["msgOutCounter"] if stats else 0
@@ -86,6 +95,7 @@ async def saturation(
         if out >= messages:
             break
         await asyncio.sleep(0.1)
+    assert first is not None and stats is not None  # replicated: the loop saw it start
     elapsed = now - first[0]
     rate = (out - first[1]) / elapsed if elapsed > 0 else float("nan")
     return {
@@ -100,7 +110,9 @@ async def saturation(
     }
 
 
-async def lag(a, b, gateway_url: str, rate: int, seconds: float, warmup_s: float) -> dict:
+async def lag(
+    a: Cluster, b: Cluster, gateway_url: str, rate: int, seconds: float, warmup_s: float
+) -> dict[str, Any]:
     topic = f"persistent://{NAMESPACE_LAG}/steady"
     http(
         "PUT",
@@ -121,7 +133,7 @@ async def lag(a, b, gateway_url: str, rate: int, seconds: float, warmup_s: float
     return await steady_lag(a.url, b.url, topic, rate, seconds, warmup_s, status)
 
 
-async def pulsar_lag(root: Path, rate: int, seconds: float, warmup_s: float) -> dict:
+async def pulsar_lag(root: Path, rate: int, seconds: float, warmup_s: float) -> dict[str, Any]:
     """The same steady-rate lag through Pulsar's own replicator: two Pulsar standalones
     with the namespace geo-replicated (``docs/PULSAR.md``)."""
     from georep.pulsar.admin import PulsarAdmin, link_geo_replication
@@ -162,8 +174,8 @@ async def pulsar_lag(root: Path, rate: int, seconds: float, warmup_s: float) -> 
             await asyncio.to_thread(standalone.stop)
 
 
-async def main(args: argparse.Namespace, root: Path) -> dict:
-    result: dict = {"machine": machine(), "message_bytes": SIZE}
+async def main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {"machine": machine(), "message_bytes": SIZE}
     if args.target in ("georep", "both"):
         result.update(await georep_run(args, root))
     if args.target in ("pulsar", "both"):
@@ -180,7 +192,7 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
     return result
 
 
-async def georep_run(args: argparse.Namespace, root: Path) -> dict:
+async def georep_run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     processes: list[ManagedProcess] = []
     try:
         a, b = await start_clusters(

@@ -49,7 +49,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from harness import (
     add_scratch_arguments,
@@ -69,6 +71,7 @@ from georep.awaiting import within
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.errors import RequestTimeout
 from georep.client.link import PulsarLink
+from georep.client.producer import LinkProducer
 from georep.processes import ManagedProcess, georep_command
 from georep.protocol import pulsar_wire_pb2 as wire
 
@@ -76,7 +79,9 @@ TENANT = "scale"
 
 
 # --- processes -------------------------------------------------------------------------
-async def idle_costs(pids: dict[str, int], seconds: float, counters) -> dict:
+async def idle_costs(
+    pids: dict[str, int], seconds: float, counters: Callable[[], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
     """CPU share of one core and RSS per process, and ``counters()`` per second, over
     ``seconds`` of nothing happening."""
     before = {name: tree_cpu_seconds(pid) for name, pid in pids.items()}
@@ -101,7 +106,7 @@ async def idle_costs(pids: dict[str, int], seconds: float, counters) -> dict:
 
 
 # --- topics ----------------------------------------------------------------------------
-def layout(args) -> dict[str, int]:
+def layout(args: argparse.Namespace) -> dict[str, int]:
     """Base topic -> partitions: ``--partitions`` in all, over the namespaces."""
     bases: dict[str, int] = {}
     per_topic = args.partitions_per_topic
@@ -129,6 +134,7 @@ async def produce_one_each(service_url: str, topics: list[str], tag: str) -> Non
     async def one(topic: str) -> None:
         nonlocal done
         async with gate:
+            producer: LinkProducer | None = None
             for attempt in range(5):  # a broker loading thousands of topics may be slow
                 try:
                     name = f"scale-{tag}-{random.getrandbits(40)}"
@@ -138,6 +144,7 @@ async def produce_one_each(service_url: str, topics: list[str], tag: str) -> Non
                     if attempt == 4:
                         raise
                     progress(f"producing: {topic}: no answer in time; again")
+            assert producer is not None  # the last attempt raises
             metadata = wire.MessageMetadata(
                 producer_name=producer.name, sequence_id=0, publish_time=int(time.time() * 1000)
             )
@@ -156,12 +163,12 @@ async def produce_one_each(service_url: str, topics: list[str], tag: str) -> Non
 # --- georep ----------------------------------------------------------------------------
 def gateway_toml(
     root: Path,
-    local: dict,
-    remote: dict,
+    local: dict[str, Any],
+    remote: dict[str, Any],
     namespaces: list[str],
     policy: bool,
     sync_extra: tuple[str, ...] = (),
-):
+) -> Path:
     database = root / f"gateway-{local['name']}.db"
     lines = [
         "[gateway]",
@@ -205,11 +212,13 @@ async def start_gateway(root: Path, config: Path, name: str) -> tuple[ManagedPro
     return process, detail.split()[0]
 
 
-def gateway_stats(url: str) -> dict:
+def gateway_stats(url: str) -> dict[str, Any]:
     """Every page of the gateway's stats, merged."""
     replicators, syncs, offset = [], [], 0
     while True:
-        page = http("GET", f"{url}/admin/georep/v1/stats?limit=10000&offset={offset}")
+        page: dict[str, Any] = http(
+            "GET", f"{url}/admin/georep/v1/stats?limit=10000&offset={offset}"
+        )
         replicators += page["replicators"]
         syncs += page["subscriptionSync"]["topics"]
         if page["page"]["next"] is None:
@@ -218,13 +227,16 @@ def gateway_stats(url: str) -> dict:
         offset = page["page"]["next"]
 
 
-def gateway_stats_changes(url: str) -> dict:
+def gateway_stats_changes(url: str) -> dict[str, Any]:
     """``subscriptionSync.changes`` of a gateway's ``/stats``: how it finds changes."""
     document = http("GET", f"{url}/admin/georep/v1/stats?limit=0")
-    return document["subscriptionSync"]["changes"]
+    changes: dict[str, Any] = document["subscriptionSync"]["changes"]
+    return changes
 
 
-def replicated_and_synced(url: str, partitions: int, messages: int, replicate: bool) -> dict:
+def replicated_and_synced(
+    url: str, partitions: int, messages: int, replicate: bool
+) -> dict[str, Any]:
     stats = gateway_stats(url)
     done = sum(
         1
@@ -239,7 +251,9 @@ def replicated_and_synced(url: str, partitions: int, messages: int, replicate: b
     }
 
 
-async def wait_all(url: str, partitions: int, messages: int, label: str, replicate=True) -> float:
+async def wait_all(
+    url: str, partitions: int, messages: int, label: str, replicate: bool = True
+) -> float:
     started = time.monotonic()
     while True:
         state = await asyncio.to_thread(replicated_and_synced, url, partitions, messages, replicate)
@@ -277,7 +291,7 @@ def admin_requests(admin_url: str) -> float:
     )
 
 
-async def georep_lag(a: dict, b: dict, sample: list[str]) -> list[float]:
+async def georep_lag(a: dict[str, Any], b: dict[str, Any], sample: list[str]) -> list[float]:
     """Fresh-ack sync lag on each sampled partition (module docstring, step 3)."""
     link = PulsarLink(a["url"])
     lags = []
@@ -312,7 +326,7 @@ async def georep_lag(a: dict, b: dict, sample: list[str]) -> list[float]:
     return lags
 
 
-async def georep_run(args, root: Path) -> dict:
+async def georep_run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     bases = layout(args)
     topics = leaves(bases)
     namespaces = sorted({base.rsplit("/", 1)[0].removeprefix("persistent://") for base in bases})
@@ -356,7 +370,7 @@ async def georep_run(args, root: Path) -> dict:
             "gateway B": gateways["B"][0].pid,
         }
 
-        async def counters() -> dict:
+        async def counters() -> dict[str, Any]:
             return {
                 "cluster A admin": await asyncio.to_thread(admin_requests, a["admin"]),
                 "cluster B admin": await asyncio.to_thread(admin_requests, b["admin"]),
@@ -419,7 +433,9 @@ def acknowledged_on(admin_url: str, topic: str, where: tuple[int, int]) -> bool:
     return acknowledged(Position(*where), mark_delete, ranges)
 
 
-async def copies_on(link: PulsarLink, topic: str, tags: tuple[str, ...]) -> dict[str, tuple]:
+async def copies_on(
+    link: PulsarLink, topic: str, tags: tuple[str, ...]
+) -> dict[str, tuple[int, int]]:
     """Where the copies of the messages tagged ``tags`` sit on a cluster (a non-durable
     reader from the earliest entry; replication markers are never dispatched, so a
     copy's place is read, not assumed)."""
@@ -430,13 +446,13 @@ async def copies_on(link: PulsarLink, topic: str, tags: tuple[str, ...]) -> dict
         initial_position=InitialPosition.EARLIEST,
         receiver_queue=100,
     )
-    found: dict[str, tuple] = {}
+    found: dict[str, tuple[int, int]] = {}
     try:
         while len(found) < len(tags):
             entry = await within(reader.receive(), 60)
             for tag in tags:
                 if entry.payload.startswith(tag.encode() + b" "):
-                    found[tag] = tuple(entry.position)
+                    found[tag] = (entry.position.ledger_id, entry.position.entry_id)
     finally:
         await reader.close()
     return found
@@ -542,10 +558,11 @@ def lag_stages(gateways: dict[str, str], topic: str) -> list[float] | None:
     (``pulsar_lag`` says what each stage is), from the gateways' ``/stats`` of ``s`` on
     ``topic``; None if either gateway has not got that far."""
 
-    def sync_of(url: str) -> dict:
+    def sync_of(url: str) -> dict[str, Any]:
         query = urllib.parse.urlencode({"topic": topic, "limit": 1})
         document = http("GET", f"{url}/admin/georep/v1/stats?{query}")
-        for synced in document["subscriptionSync"]["topics"]:
+        topics: list[dict[str, Any]] = document["subscriptionSync"]["topics"]
+        for synced in topics:
             if synced["topic"] == topic:
                 return synced
         return {}
@@ -558,12 +575,12 @@ def lag_stages(gateways: dict[str, str], topic: str) -> list[float] | None:
     # when it was written (syncLagMs runs from there to the apply).
     told_at, read_at = on_a.get("toldAt"), source.get("lastWrittenAt")
     lag_ms, applied_at = applied.get("syncLagMs"), applied.get("appliedAt")
-    if None in (told_at, read_at, lag_ms, applied_at):
+    if told_at is None or read_at is None or lag_ms is None or applied_at is None:
         return None
     return [told_at, read_at, applied_at - lag_ms / 1000, applied_at]
 
 
-def lag_summary(lags: list[float], sample: int) -> dict:
+def lag_summary(lags: list[float], sample: int) -> dict[str, Any]:
     return {
         "samples": sample,
         "synced": len(lags),
@@ -572,7 +589,7 @@ def lag_summary(lags: list[float], sample: int) -> dict:
     }
 
 
-async def pulsar_run(args, root: Path) -> dict:
+async def pulsar_run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from georep.pulsar.admin import PulsarAdmin, link_geo_replication
     from georep.pulsar.standalone import (
         PULSAR_VERSION,
@@ -650,7 +667,7 @@ async def pulsar_run(args, root: Path) -> dict:
         progress(f"settling for {args.settle:.0f} s")
         await asyncio.sleep(args.settle)
 
-        async def counters() -> dict:
+        async def counters() -> dict[str, Any]:
             stats = {}
             for name, url in urls.items():
                 path = f"{url}/admin/georep/v1/stats?limit=0"
@@ -691,7 +708,7 @@ async def pulsar_run(args, root: Path) -> dict:
             True,
             "pulsar",
         )
-        lag: dict = {}
+        lag: dict[str, Any] = {}
         for kind in ("fresh", "old"):
             ours = lag_summary(georep_lags[kind], len(picks))
             theirs = lag_summary(pulsar_lags[kind], len(picks))
@@ -735,8 +752,8 @@ async def pulsar_run(args, root: Path) -> dict:
 
 
 # --- main ------------------------------------------------------------------------------
-async def main(args, root: Path) -> dict:
-    result: dict = {
+async def main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {
         "bench": "scale",
         "target": args.target,
         "machine": machine(),

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from harness import machine, percentile
 
@@ -34,17 +35,18 @@ from georep.storage.meta.store import MetadataStore
 IN_FLIGHT_MAX = 2000
 
 
-async def journal_stats(addresses: list[str]) -> dict[str, dict]:
-    stats = {}
+async def journal_stats(addresses: list[str]) -> dict[str, dict[str, Any]]:
+    stats: dict[str, dict[str, Any]] = {}
     for address in addresses:
         client = BookieClient(address)
         answer = await client.request(protocol.HealthRequest(0))
+        assert isinstance(answer, protocol.HealthResponse)  # a bookie answers in kind
         stats[address] = json.loads(answer.stats_json)["journal"]
         await client.close()
     return stats
 
 
-async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) -> dict:
+async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) -> dict[str, Any]:
     before = await journal_stats(addresses)
     writer = await bk.create_ledger(ensemble_size=3, write_quorum=3, ack_quorum=2)
     payload = os.urandom(size)
@@ -52,7 +54,7 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
     gate = asyncio.Semaphore(IN_FLIGHT_MAX)
     loop = asyncio.get_running_loop()
 
-    def done(started: float, future: asyncio.Future) -> None:
+    def done(started: float, future: asyncio.Future[int]) -> None:
         gate.release()
         if not future.cancelled() and future.exception() is None:
             latencies.append(loop.time() - started)
@@ -86,7 +88,9 @@ async def run_ours(bk: BookKeeper, addresses: list[str], size: int, count: int) 
     }
 
 
-def run_raw(directory: Path, size: int, count: int, records_per_group: float, copies: int) -> dict:
+def run_raw(
+    directory: Path, size: int, count: int, records_per_group: float, copies: int
+) -> dict[str, Any]:
     """The same bytes (entry header + payload per entry), ``copies`` times, appended with
     one fdatasync per group of ``records_per_group`` entries."""
     data = entry_format.encode(1, 0, -1, size, os.urandom(size))
@@ -115,7 +119,7 @@ def run_raw(directory: Path, size: int, count: int, records_per_group: float, co
     }
 
 
-async def main(args: argparse.Namespace) -> dict:
+async def main(args: argparse.Namespace) -> dict[str, Any]:
     args.dir.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="storage-", dir=args.dir))
     store = await MetadataStore.open(f"sqlite:///{root / 'metadata.db'}")
@@ -124,7 +128,7 @@ async def main(args: argparse.Namespace) -> dict:
     ]
     addresses = [b.detail for b in bookies]
     bk = BookKeeper(store.ledgers, store.bookies)
-    results: dict = {
+    results: dict[str, Any] = {
         "benchmark": "storage",
         "config": {
             "ensemble_size": 3,

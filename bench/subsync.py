@@ -75,6 +75,7 @@ import urllib.error
 import urllib.parse
 from http.client import HTTPConnection, HTTPException
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import harness
 from harness import (
@@ -102,6 +103,13 @@ from georep.position import Position
 from georep.processes import ManagedProcess, georep_command
 from georep.replicator.origin import origin_of
 
+if TYPE_CHECKING:
+    from multiprocessing.sharedctypes import Synchronized
+    from multiprocessing.synchronize import Event
+
+#: A sync-state poll's changes: (when, MDP, ranges).
+Changes = list[tuple[float, Position, tuple[tuple[Position, Position], ...]]]
+
 NAMESPACE_LAG = "bench/sync-lag"
 NAMESPACE_OFF = "bench/sync-off"
 NAMESPACE_FULL = "bench/sync-full"
@@ -118,7 +126,15 @@ def progress(text: str) -> None:
 
 # --- child processes (pulsar-client blocks; each runs in its own process) --------------------
 def consume_and_ack(
-    service_url: str, topic: str, rate: int, record: bool, ready, stop, release, acked, result
+    service_url: str,
+    topic: str,
+    rate: int,
+    record: bool,
+    ready: Event,
+    stop: Event,
+    release: Event,
+    acked: Synchronized[int],
+    result: multiprocessing.Queue[dict[Position, float]],
 ) -> None:
     """Receive and acknowledge every message individually (at most ``rate`` msgs/s if
     ``rate``) until ``stop``; then put {(ledger, entry): time of its last ack} (or {})
@@ -151,7 +167,7 @@ def consume_and_ack(
         now = time.time()
         consumer.acknowledge(message)
         if record:
-            acked_at[(message_id.ledger_id(), message_id.entry_id())] = now
+            acked_at[Position(message_id.ledger_id(), message_id.entry_id())] = now
         count += 1
         if count % 100 == 0:
             acked.value = count
@@ -161,13 +177,20 @@ def consume_and_ack(
     client.close()
 
 
-def watch_sync_state(admin_url: str, topic: str, interval_s: float, stop, result) -> None:
+def watch_sync_state(
+    admin_url: str,
+    topic: str,
+    interval_s: float,
+    stop: Event,
+    result: multiprocessing.Queue[dict[str, Any]],
+) -> None:
     """Poll the subscription's sync-state every ``interval_s`` until ``stop``; put each
     change of (MDP, ranges) with the time its answer arrived, and the poll times."""
     address = urllib.parse.urlsplit(admin_url)
     path = f"/admin/georep/v1/persistent/{topic.removeprefix('persistent://')}/sync-state"
+    assert address.hostname is not None, admin_url
     connection = HTTPConnection(address.hostname, address.port, timeout=10)
-    changes: list[tuple[float, Position, tuple[tuple[Position, Position], ...]]] = []
+    changes: Changes = []
     answered: list[float] = []
     failures = 0
     truncated = False
@@ -202,14 +225,12 @@ def watch_sync_state(admin_url: str, topic: str, interval_s: float, stop, result
     )
 
 
-def _position(document: dict) -> Position:
-    return (document["ledgerId"], document["entryId"])
+def _position(document: dict[str, Any]) -> Position:
+    return Position(document["ledgerId"], document["entryId"])
 
 
 # --- analysis ---------------------------------------------------------------------------------
-def first_acknowledged(
-    positions: list[Position], changes: list[tuple[float, Position, tuple]]
-) -> list[float | None]:
+def first_acknowledged(positions: list[Position], changes: Changes) -> list[float | None]:
     """For each of ``positions`` (sorted), the time of the first change showing it
     acknowledged (at or below the MDP, or inside a range); None if none did.
 
@@ -243,7 +264,7 @@ def first_acknowledged(
     return seen
 
 
-def distribution(values: list[float]) -> dict:
+def distribution(values: list[float]) -> dict[str, Any]:
     ordered = sorted(values)
     if not ordered:
         return {"count": 0, "p50": None, "p99": None, "max": None}
@@ -255,7 +276,7 @@ def distribution(values: list[float]) -> dict:
     }
 
 
-def poll_intervals(answered: list[float]) -> dict:
+def poll_intervals(answered: list[float]) -> dict[str, Any]:
     gaps = sorted((b - a) * 1000 for a, b in itertools.pairwise(answered))
     return {
         "polls": len(answered),
@@ -264,7 +285,9 @@ def poll_intervals(answered: list[float]) -> dict:
     }
 
 
-async def copies_on(service_url: str, topic: str, origin_cluster: str, quiet_s: float) -> dict:
+async def copies_on(
+    service_url: str, topic: str, origin_cluster: str, quiet_s: float
+) -> dict[Position, Position]:
     """origin position on ``origin_cluster`` -> position of its copy, for every entry of
     ``topic`` as stored (read until none arrives for ``quiet_s``)."""
     link = PulsarLink(service_url)
@@ -290,27 +313,38 @@ async def copies_on(service_url: str, topic: str, origin_cluster: str, quiet_s: 
 
 
 # --- the scenarios ------------------------------------------------------------------------------
-def sync_stats_of(gateway_url: str, topic: str) -> dict | None:
+def sync_stats_of(gateway_url: str, topic: str) -> dict[str, Any] | None:
     stats = http("GET", f"{gateway_url}/admin/georep/v1/stats")
-    found = [t for t in stats["subscriptionSync"]["topics"] if t["topic"] == topic]
+    found: list[dict[str, Any]] = [
+        t for t in stats["subscriptionSync"]["topics"] if t["topic"] == topic
+    ]
     return found[0] if found else None
 
 
-def sync_state_of(admin_url: str, topic: str) -> dict | None:
+def sync_state_of(admin_url: str, topic: str) -> dict[str, Any] | None:
     path = topic.removeprefix("persistent://")
     try:
         document = http("GET", f"{admin_url}/admin/georep/v1/persistent/{path}/sync-state")
     except urllib.error.HTTPError:
         return None
-    return document["subscriptions"].get(SUBSCRIPTION)
+    state: dict[str, Any] | None = document["subscriptions"].get(SUBSCRIPTION)
+    return state
 
 
-async def start_consumer(url: str, topic: str, rate: int, record: bool):
+async def start_consumer(
+    url: str, topic: str, rate: int, record: bool
+) -> tuple[
+    multiprocessing.Process,
+    Event,
+    Event,
+    Synchronized[int],
+    multiprocessing.Queue[dict[Position, float]],
+]:
     """A consume_and_ack process, subscribed: (process, stop, release, acked count,
     acked queue)."""
     ready, stop, release = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Event()
     acked = multiprocessing.Value("q", 0)
-    acked_queue: multiprocessing.Queue = multiprocessing.Queue()
+    acked_queue: multiprocessing.Queue[dict[Position, float]] = multiprocessing.Queue()
     consumer = multiprocessing.Process(
         daemon=True,
         target=consume_and_ack,
@@ -321,12 +355,15 @@ async def start_consumer(url: str, topic: str, rate: int, record: bool):
     return consumer, stop, release, acked, acked_queue
 
 
-async def lag(world: World, args: argparse.Namespace) -> dict:
+async def lag(world: World, args: argparse.Namespace) -> dict[str, Any]:
     a, b = world.a, world.b
     topic = f"persistent://{NAMESPACE_LAG}/steady"
     consumer, stop, release, acked, acked_queue = await start_consumer(a.url, topic, 0, True)
     watch_stop = multiprocessing.Event()
-    watch_queues = {"A": multiprocessing.Queue(), "B": multiprocessing.Queue()}
+    watch_queues: dict[str, multiprocessing.Queue[dict[str, Any]]] = {
+        "A": multiprocessing.Queue(),
+        "B": multiprocessing.Queue(),
+    }
     watchers = [
         multiprocessing.Process(
             daemon=True,
@@ -337,12 +374,13 @@ async def lag(world: World, args: argparse.Namespace) -> dict:
     ]
     for watcher in watchers:
         watcher.start()
-    sent_queue: multiprocessing.Queue = multiprocessing.Queue()
+    sent_queue: multiprocessing.Queue[tuple[int, float]] = multiprocessing.Queue()
     producer = multiprocessing.Process(
         daemon=True,
         target=publish_at_rate,
         args=(a.url, topic, args.rate, args.seconds, sent_queue),
     )
+    assert consumer.pid is not None  # started
     pids = {**world.pids, "consumer": consumer.pid}
     cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     started = time.time()
@@ -350,11 +388,11 @@ async def lag(world: World, args: argparse.Namespace) -> dict:
     gateway_lags: list[float] = []
     last_applies = 0
 
-    async def sample_gateway_lag() -> dict | None:
+    async def sample_gateway_lag() -> dict[str, Any] | None:
         nonlocal last_applies
         stats = await asyncio.to_thread(sync_stats_of, world.gateway_b, topic)
         applied = (stats or {}).get("subscriptions", {}).get(SUBSCRIPTION, {}).get("applied", {})
-        from_a = applied.get("A")
+        from_a: dict[str, Any] | None = applied.get("A")
         if from_a and from_a["applies"] > last_applies and from_a["syncLagMs"] is not None:
             last_applies = from_a["applies"]
             gateway_lags.append(from_a["syncLagMs"])
@@ -437,10 +475,11 @@ async def lag(world: World, args: argparse.Namespace) -> dict:
             continue
         if seen_b is not None:
             lags.append((seen_b - ack) * 1000)
-        if seen_a[entry] is not None:
-            a_visible.append((seen_a[entry] - ack) * 1000)
+        seen_on_a = seen_a[entry]
+        if seen_on_a is not None:
+            a_visible.append((seen_on_a - ack) * 1000)
             if seen_b is not None:
-                gateways_part.append((seen_b - seen_a[entry]) * 1000)
+                gateways_part.append((seen_b - seen_on_a) * 1000)
     source = (sync_stats or {}).get("subscriptions", {}).get(SUBSCRIPTION, {}).get("source", {})
     return {
         "rate_msgs_per_s": args.rate,
@@ -496,7 +535,7 @@ async def lag(world: World, args: argparse.Namespace) -> dict:
 
 async def overhead(
     world: World, mode: str, namespace: str, round_index: int, args: argparse.Namespace
-) -> dict:
+) -> dict[str, Any]:
     """One catch-up of ``--messages`` with a replicated subscription consumed on A. Each
     round has its own topic (a fresh backlog and subscription), replicated by a topic
     policy set once its backlog is there."""
@@ -512,6 +551,7 @@ async def overhead(
     consumer, stop, release, acked, acked_queue = await start_consumer(
         a.url, topic, args.rate, False
     )
+    assert consumer.pid is not None  # started
     pids = {**world.pids, "consumer": consumer.pid}
     http(
         "PUT",
@@ -519,6 +559,7 @@ async def overhead(
         {"clusters": ["B"]},
     )
     first = None
+    cpu_before: dict[str, float] = {}
     while True:
         stats = await asyncio.to_thread(replicator_of, world.gateway_a, topic)
         out = stats["msgOutCounter"] if stats else 0
@@ -530,6 +571,7 @@ async def overhead(
         if out >= args.messages:
             break
         await asyncio.sleep(0.1)
+    assert first is not None and stats is not None  # replicated: the loop saw it start
     elapsed = now - first[0]
     shares = cpu_shares(pids, cpu_before, elapsed)
     gateways_cpu_s = sum(
@@ -646,11 +688,11 @@ def gateway_toml(
     return "\n".join(lines) + "\n"
 
 
-async def main(args: argparse.Namespace, root: Path) -> dict:
+async def main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     world = World()
     try:
         await world.start(root, args)
-        result: dict = {
+        result: dict[str, Any] = {
             "machine": machine(),
             "message_bytes": SIZE,
             "fsync": not args.no_fsync,
@@ -663,7 +705,7 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
         if "lag" in args.scenarios:
             result["lag"] = await lag(world, args)
         if "overhead" in args.scenarios:
-            runs: dict[str, list[dict]] = {"off": [], "full": []}
+            runs: dict[str, list[dict[str, Any]]] = {"off": [], "full": []}
             for round_index in range(args.rounds):
                 order = ("off", "full") if round_index % 2 == 0 else ("full", "off")
                 for mode in order:

@@ -48,13 +48,25 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness import add_scratch_arguments, machine, percentile, run_in_scratch
 
+from georep.position import Position
 from georep.processes import ManagedProcess, georep_command
 from georep.pulsar.cursor_text import acknowledged, parse_cursor, parse_position
 from georep.wan.toxiproxy import Toxiproxy
+
+if TYPE_CHECKING:
+    from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
+
+    from georep.pulsar.cursor_text import Range
+    from georep.pulsar.standalone import PulsarStandalone
+
+#: What the application on A puts: when it started, and (ledger, entry, seconds since) of
+#: each acknowledgement.
+Acks = tuple[float, list[tuple[int, int, float]]]
 
 SIZE = 1024
 TENANT = "bench"
@@ -66,7 +78,7 @@ def progress(text: str) -> None:
     print(f"\r{text:<78}", end="", file=sys.stderr, flush=True)
 
 
-def quiet_client(url: str):
+def quiet_client(url: str) -> Any:  # a pulsar.Client
     import pulsar
 
     return pulsar.Client(
@@ -78,7 +90,13 @@ def quiet_client(url: str):
 
 # --- the application on A, in its own process (pulsar-client blocks) ---------------------
 def application(
-    service_url: str, topic: str, rate: int, seconds: float, flagged: bool, result, done
+    service_url: str,
+    topic: str,
+    rate: int,
+    seconds: float,
+    flagged: bool,
+    result: Queue[Acks],
+    done: Event,
 ) -> None:
     import pulsar
 
@@ -129,7 +147,7 @@ class Monitor:
         self.admin = PulsarAdmin(admin_url, timeout_s=5)
         self.topic = topic
         self.interval_s = interval_s
-        self.samples: list[tuple[float, tuple, list]] = []
+        self.samples: list[tuple[float, Position, list[Range]]] = []
         self.polls = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -156,7 +174,7 @@ class Monitor:
                     self.samples.append((time.time(), *state))
             self._stop.wait(self.interval_s)
 
-    def first_seen(self, where) -> float | None:
+    def first_seen(self, where: Position) -> float | None:
         """When B's cursor first showed ``where`` acknowledged (acks are never undone, so
         the first sample showing it is found by bisection)."""
         if not self.samples or not acknowledged(where, *self.samples[-1][1:]):
@@ -169,14 +187,14 @@ class Monitor:
         return self.samples[index][0]
 
 
-def copies_on(service_url: str, topic: str, expected: int) -> dict:
+def copies_on(service_url: str, topic: str, expected: int) -> dict[Position, Position]:
     """A position -> B position of every copy of ``topic`` on B."""
     import pulsar
 
     client = quiet_client(service_url)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        out = {}
+        out: dict[Position, Position] = {}
         while len(out) < expected:
             try:
                 message = reader.read_next(10_000)
@@ -185,18 +203,23 @@ def copies_on(service_url: str, topic: str, expected: int) -> dict:
             origin = message.properties().get(SOURCE_POSITION)
             if origin:
                 message_id = message.message_id()
-                out[parse_position(origin)] = (message_id.ledger_id(), message_id.entry_id())
+                out[parse_position(origin)] = Position(
+                    message_id.ledger_id(), message_id.entry_id()
+                )
         return out
     finally:
         client.close()
 
 
-async def measure(target: str, a, b, args: argparse.Namespace) -> dict:
+async def measure(
+    target: str, a: PulsarStandalone, b: PulsarStandalone, args: argparse.Namespace
+) -> dict[str, Any]:
     topic = f"persistent://{TENANT}/{NAMESPACES[target]}/lag-{int(time.time())}"
     monitor = Monitor(b.admin_url, topic, args.monitor_interval)
     monitor.start()
     context = multiprocessing.get_context("spawn")
-    result, done = context.Queue(), context.Event()
+    result: Queue[Acks] = context.Queue()
+    done = context.Event()
     app = context.Process(
         target=application,
         args=(a.service_url, topic, args.rate, args.seconds, target == "pulsar", result, done),
@@ -223,7 +246,7 @@ async def measure(target: str, a, b, args: argparse.Namespace) -> dict:
     for ledger_id, entry_id, at in acks:
         if at < args.warmup:
             continue
-        copy = copies.get((ledger_id, entry_id))
+        copy = copies.get(Position(ledger_id, entry_id))
         seen = monitor.first_seen(copy) if copy is not None else None
         if seen is None:
             never += 1
@@ -246,7 +269,7 @@ async def measure(target: str, a, b, args: argparse.Namespace) -> dict:
     }
 
 
-async def main(args: argparse.Namespace, root: Path) -> dict:
+async def main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from georep.pulsar.standalone import (
         PULSAR_VERSION,
         PulsarStandalone,
@@ -263,7 +286,9 @@ async def main(args: argparse.Namespace, root: Path) -> dict:
             progress(f"starting Pulsar standalone {standalone.name}")
             await asyncio.to_thread(standalone.start)
         # How each cluster is reached from the other: directly, or across the link
-        far = {standalone.name: standalone for standalone in pair}
+        far: dict[str, PulsarStandalone | SimpleNamespace] = {
+            standalone.name: standalone for standalone in pair
+        }
         if toxiproxy is not None:
             for standalone in pair:
                 far[standalone.name] = across(toxiproxy, standalone, args.rtt_ms)

@@ -87,7 +87,7 @@ async def drain(
     switch_on: Any,
     links: list[WanLink],
     tag: str,
-) -> dict:
+) -> dict[str, Any]:
     """Replication on and running (a first message arrived on B), then the link down
     while the backlog is published on A, then up again: its arrival on B is timed."""
     topic = f"persistent://{namespace}/backlog"
@@ -143,7 +143,7 @@ async def scenarios(
     status: Any,
     links: list[WanLink],
     args: argparse.Namespace,
-) -> dict:
+) -> dict[str, Any]:
     result = {
         "drain_batched": await drain(
             a_url, b_admin_url, DRAIN_BATCHED, args.messages, True, switch_on, links, "batched"
@@ -181,7 +181,7 @@ def shape(link: WanLink, args: argparse.Namespace) -> None:
 
 
 # --- georep --------------------------------------------------------------------------
-async def georep_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy) -> dict:
+async def georep_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy) -> dict[str, Any]:
     processes: list[ManagedProcess] = []
     try:
         a, b = await start_clusters(root, False, NAMESPACES, processes)
@@ -220,7 +220,7 @@ async def georep_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy)
 
 
 # --- Pulsar --------------------------------------------------------------------------
-async def pulsar_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy) -> dict:
+async def pulsar_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy) -> dict[str, Any]:
     from georep.pulsar.admin import PulsarAdmin, PulsarAdminError
     from georep.pulsar.standalone import (
         PULSAR_VERSION,
@@ -276,7 +276,7 @@ async def pulsar_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy)
             await asyncio.to_thread(standalone.stop)
 
 
-def ratios(georep: dict, pulsar: dict) -> dict:
+def ratios(georep: dict[str, Any], pulsar: dict[str, Any]) -> dict[str, Any]:
     out = {
         f"{name}_msgs_per_s": round(georep[name]["msgs_per_s"] / pulsar[name]["msgs_per_s"], 2)
         for name in ("drain_batched", "drain_unbatched")
@@ -288,8 +288,8 @@ def ratios(georep: dict, pulsar: dict) -> dict:
     return out
 
 
-async def main(args: argparse.Namespace, root: Path) -> dict:
-    result: dict = {
+async def main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {
         "machine": machine(),
         "message_bytes": SIZE,
         "link": {"rtt_ms": args.rtt_ms, "cap_kib_per_s": args.cap_kib_s or None},
