@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from georep import limits
+from georep.drill.beside_pulsar import BesidePulsarTopology
 from georep.drill.delivery_log import RETURN, write_jsonl
 from georep.drill.drill_op import DrillOp, ModeRun
 from georep.drill.errors import DrillError, DrillUsageError
 from georep.drill.failback import failback_verdict
 from georep.drill.progress import Progress
 from georep.drill.pulsar_topology import PulsarTopology
-from georep.drill.report_page import ordered, render
+from georep.drill.report_page import ordered, render, target_name
 from georep.drill.scenarios import SCENARIOS
 from georep.drill.settings import (
     FAILURES,
@@ -154,6 +155,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="after the failover, consumers on B acknowledge about half, A comes back, B's"
         " state is synced to A and the consumers move home: what comes twice on A",
     )
+    parser.add_argument(
+        "--beside-pulsar",
+        action="store_true",
+        help="georep's gateways beside two real Apache Pulsar standalones (Pulsar's"
+        " geo-replication off; the gateways replicate and sync, full mode only) instead of"
+        " georep's own clusters; 'all' is then 'pulsar' and 'full' beside Pulsar",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of keys and ack orders")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     running = parser.add_argument_group(
@@ -230,6 +238,9 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
             topology: Topology
             if mode == PULSAR:
                 topology = PulsarTopology(data_of(mode), settings.namespace)
+            elif settings.beside_pulsar:
+                sync = {"mode": mode, **SYNC_PERIODS}
+                topology = BesidePulsarTopology(data_of(mode), settings.namespace, sync)
             elif settings.managed:
                 sync = {"mode": mode, **SYNC_PERIODS}
                 topology = ManagedTopology(data_of(mode), settings.namespace, sync)
@@ -249,6 +260,7 @@ async def drill(settings: DrillSettings, out: Path, progress: Progress) -> dict[
                     **runs[mode].report["timings_s"],
                 }
                 runs[mode].report["warnings"][:0] = retried
+                runs[mode].report["beside_pulsar"] = topology.beside_pulsar
             finally:
                 progress.phase(f"{mode}: stop")
                 await topology.stop()
@@ -305,6 +317,7 @@ def assemble(
         "consume_rate_per_s": settings.consume_rate_per_s,
         "seed": settings.seed,
         "failback": settings.failback,
+        "beside_pulsar": settings.beside_pulsar,
         "namespace": settings.namespace,
         "clusters": "managed" if settings.managed else "running",
         "started_at": _iso(started),
@@ -335,12 +348,14 @@ def summary(report: dict[str, Any], out: Path) -> str:
         f"georep drill: {report['scenario']}, --fail {report['fail']} after"
         f" {report['target_on_A']} of {report['messages']} messages delivered on A"
     ]
+    names = {mode: target_name(mode, report["modes"][mode]) for mode in report["modes"]}
+    width = max([18, *(len(name) for name in names.values())])
     for mode in ordered(report["modes"]):
         block = report["modes"][mode]
         lag = block["sync_lag_at_failure_ms"]
         resume = block["time_to_resume_on_B_s"]
         lines.append(
-            f"  {mode:<18} duplicates {block['duplicates']['count']:<5}"
+            f"  {names[mode]:<{width}} duplicates {block['duplicates']['count']:<5}"
             f" exposure {_count_text(block.get('exposure_before_failure')):<5}"
             f" lost {block['lost']['count']:<4}"
             f" redelivered {block['redelivered']['count']:<5}"

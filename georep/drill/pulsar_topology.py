@@ -45,6 +45,17 @@ from georep.pulsar.standalone import (
 log = logging.getLogger(__name__)
 
 
+async def start_standalones(standalones: dict[str, PulsarStandalone], data_dir: Path) -> None:
+    """Standalones A and B, each in ``data_dir / name``, started together and put into
+    ``standalones`` first (so that a failed start still finds them to stop). Raises
+    PulsarSetupError."""
+    lib = await asyncio.to_thread(resolve_jars, say=log.info)
+    standalones.update(
+        {name: PulsarStandalone(StandaloneSpec(name, data_dir / name), lib) for name in (A, B)}
+    )
+    await asyncio.gather(*(asyncio.to_thread(s.start) for s in standalones.values()))
+
+
 class PulsarTopology(Topology):
     has_gateways = False
 
@@ -57,12 +68,7 @@ class PulsarTopology(Topology):
 
     async def start(self) -> None:
         try:
-            lib = await asyncio.to_thread(resolve_jars, say=log.info)
-            self.standalones = {
-                name: PulsarStandalone(StandaloneSpec(name, self.data_dir / name), lib)
-                for name in (A, B)
-            }
-            await asyncio.gather(*(asyncio.to_thread(s.start) for s in self.standalones.values()))
+            await start_standalones(self.standalones, self.data_dir)
             await asyncio.to_thread(
                 link_geo_replication, list(self.standalones.values()), self.tenant, self.namespace
             )

@@ -170,8 +170,19 @@ details pre { white-space: pre-wrap; word-break: break-all; font-size: .85em }
 """
 
 
-def target_label(target: str) -> str:
-    return TARGET_LABELS.get(target, target)
+def target_label(target: str, block: Mapping[str, Any] | None = None) -> str:
+    """What ``target`` is called on the page; ``block`` (its report block) says whether it
+    ran beside real Pulsar (``beside_pulsar``: the release), which the name then says."""
+    label = TARGET_LABELS.get(target, target)
+    beside = (block or {}).get("beside_pulsar")
+    return f"{label} beside Apache Pulsar {beside}" if beside else label
+
+
+def target_name(target: str, block: Mapping[str, Any]) -> str:
+    """The target's short name in the terminal summary: ``full``, or ``full beside Pulsar
+    4.0.7``."""
+    beside = block.get("beside_pulsar")
+    return f"{target} beside Pulsar {beside}" if beside else target
 
 
 def _value(block: Mapping[str, Any], key: str) -> Any:
@@ -205,8 +216,9 @@ def _cell(key: str, value: Any, block: Mapping[str, Any]) -> str:
 
 def _figures(modes: Mapping[str, Mapping[str, Any]]) -> str:
     head = "".join(
-        f'<th class="target" data-target="{html.escape(m)}">{html.escape(target_label(m))}</th>'
-        for m in modes
+        f'<th class="target" data-target="{html.escape(m)}">'
+        f"{html.escape(target_label(m, block))}</th>"
+        for m, block in modes.items()
     )
     rows = [f"<tr><th></th>{head}</tr>"]
     for group, css, group_rows in (
@@ -222,7 +234,7 @@ def _figures(modes: Mapping[str, Mapping[str, Any]]) -> str:
     return '<div class="scroll"><table class="figures">' + "".join(rows) + "</table></div>"
 
 
-def _verdicts(verdicts: Sequence[Verdict]) -> str:
+def _verdicts(verdicts: Sequence[Verdict], modes: Mapping[str, Mapping[str, Any]]) -> str:
     items = []
     for v in verdicts:
         word = "pass" if v.passed else "fail"
@@ -231,7 +243,7 @@ def _verdicts(verdicts: Sequence[Verdict]) -> str:
         items.append(
             f'<li class="{word}" data-target="{html.escape(v.target)}">'
             f'<div class="head"><span class="word">{word}</span> '
-            f"<strong>{html.escape(target_label(v.target))}</strong>: "
+            f"<strong>{html.escape(target_label(v.target, modes.get(v.target)))}</strong>: "
             f'<span class="{dup_css}" data-key="duplicates">{v.duplicates} duplicates</span>'
             f" ({percent(v.duplicates_share)} of {v.acked_on_a} acknowledged on A), "
             f'<span class="{lost_css}" data-key="lost">{v.lost} lost</span>'
@@ -680,7 +692,7 @@ def _target_column(
     topic = html.escape(block["topic"])
     out = [
         f'<section class="target" data-target="{html.escape(target)}">',
-        f"<h2>{html.escape(target_label(target))}</h2>",
+        f"<h2>{html.escape(target_label(target, block))}</h2>",
         # one line whatever the topic's length, so that every column's chart starts at
         # the same height
         f'<p class="note topic" title="{topic}">topic <code>{topic}</code></p>',
@@ -726,9 +738,9 @@ def render(report: Mapping[str, Any], deliveries: Mapping[str, Sequence[Delivery
         f"{report['messages']} messages over {report['keys']} keys; A failed after "
         f"{report['target_on_A']} were delivered on A (--at {report['at']}) and "
         f"{report['settle_s']:g} s of settling.</p>",
-        _verdicts([verdict(mode, block) for mode, block in modes.items()]),
+        _verdicts([verdict(mode, block) for mode, block in modes.items()], modes),
         _figures(modes),
-        failback_section(modes, target_label),
+        failback_section(modes, lambda mode: target_label(mode, modes[mode])),
         _legend(),
         '<div class="targets">',
         *(

@@ -12,6 +12,12 @@ flag's own range:
 - ``--mode pulsar`` runs real Apache Pulsar standalones that the drill starts itself
   (never running clusters); ``--mode all`` is ``pulsar``, ``pulsar-compatible`` and
   ``full`` on the same scenario and seed, one after the other.
+- ``--beside-pulsar`` runs georep's gateways beside two real Apache Pulsar standalones
+  that the drill starts (beside_pulsar.py) instead of georep's embedded clusters: the
+  gateways replicate and sync there, in ``full`` mode only (a gateway beside Pulsar
+  refuses ``pulsar-compatible``: that is Pulsar's own replicated subscriptions, ``--mode
+  pulsar``). So ``--mode pulsar-compatible`` and ``both`` are refused with it, ``--mode
+  all`` is ``pulsar`` and ``full`` beside Pulsar, and running clusters are refused.
 - ``--failback`` goes with every scenario, failure and mode; on running clusters it
   restores the link the ``cut-link`` cut (the topic's policies removed again).
 - ``--at`` is the fraction of the messages delivered on A before the failure:
@@ -41,6 +47,8 @@ MODES = (PULSAR_COMPATIBLE, FULL)
 #: What ``--mode`` takes, and the modes each group runs (in this order on the page).
 MODE_CHOICES = {FULL: (FULL,), PULSAR_COMPATIBLE: (PULSAR_COMPATIBLE,), PULSAR: (PULSAR,),
                 BOTH: MODES, ALL: (PULSAR, PULSAR_COMPATIBLE, FULL)}  # fmt: skip
+#: The same beside real Pulsar (``--beside-pulsar``), where the gateways sync in full mode only.
+MODE_CHOICES_BESIDE_PULSAR = {FULL: (FULL,), PULSAR: (PULSAR,), ALL: (PULSAR, FULL)}
 KILL = "kill"
 CUT_LINK = "cut-link"
 FAILURES = (KILL, CUT_LINK)
@@ -80,6 +88,8 @@ class DrillSettings:
     running: dict[str, ClusterUrls] | None = None
     #: After the failover, bring A back and move the consumers home (failback.py).
     failback: bool = False
+    #: georep's modes run with gateways beside real Pulsar standalones (beside_pulsar.py).
+    beside_pulsar: bool = False
 
     @property
     def managed(self) -> bool:
@@ -122,6 +132,8 @@ def settings_from_args(args: argparse.Namespace) -> DrillSettings:
     if not _NAMESPACE.fullmatch(args.namespace):
         raise DrillUsageError(f"--namespace {args.namespace!r}: not tenant/namespace")
     modes = MODE_CHOICES[args.mode]
+    if args.beside_pulsar:
+        modes = _beside_pulsar(args)
     running = _running(args, modes)
     return DrillSettings(
         scenario=args.scenario,
@@ -141,7 +153,23 @@ def settings_from_args(args: argparse.Namespace) -> DrillSettings:
         progress=not args.no_progress,
         running=running,
         failback=args.failback,
+        beside_pulsar=args.beside_pulsar,
     )
+
+
+def _beside_pulsar(args: argparse.Namespace) -> tuple[str, ...]:
+    """The modes ``--mode`` runs with ``--beside-pulsar``."""
+    if args.mode not in MODE_CHOICES_BESIDE_PULSAR:
+        raise DrillUsageError(
+            f"--beside-pulsar --mode {args.mode}: beside a real Pulsar cluster the gateways"
+            " sync in full mode only (pulsar-compatible there is Pulsar's own replicated"
+            f" subscriptions, --mode pulsar); use {', '.join(MODE_CHOICES_BESIDE_PULSAR)}"
+        )
+    if any(getattr(args, flag[2:].replace("-", "_")) for flag in _URL_FLAGS.values()):
+        raise DrillUsageError(
+            "--beside-pulsar needs clusters the drill stands up itself (Pulsar standalones)"
+        )
+    return MODE_CHOICES_BESIDE_PULSAR[args.mode]
 
 
 _URL_FLAGS = {

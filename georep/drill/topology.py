@@ -84,6 +84,9 @@ class Topology:
     urls: dict[str, ClusterUrls]
     #: A georep gateway beside each cluster (False: real Pulsar replicates by itself).
     has_gateways = True
+    #: The Apache Pulsar release the gateways run beside (beside_pulsar.py); None: georep's
+    #: own clusters, or Pulsar alone.
+    beside_pulsar: str | None = None
     #: Start attempts that failed before the one that succeeded.
     start_failures: tuple[StartFailure, ...] = ()
 
@@ -201,7 +204,7 @@ class ManagedTopology(Topology):
         config = up_config(home, self.namespace, self.subscription_sync)
         self.gateways = {}
         self.clusters = {name: _unsupervised(cluster_process(config, name)) for name in (A, B)}
-        await _start_all(self.clusters.values())
+        await start_all(self.clusters.values())
         config = _learn_ports(config, self.clusters, with_cluster_ports)
         host = config.host
         if self.namespace != "public/default":
@@ -209,7 +212,7 @@ class ManagedTopology(Topology):
                 admin_url = f"http://{host}:{config.clusters[name].admin_port}"
                 await ensure_namespace(admin_url, self.namespace, name)
         self.gateways = {name: _unsupervised(gateway_process(config, name)) for name in (A, B)}
-        await _start_all(self.gateways.values())
+        await start_all(self.gateways.values())
         config = _learn_ports(config, self.gateways, with_gateway_port)
         self.config = config
         self.urls = {
@@ -250,7 +253,7 @@ class ManagedTopology(Topology):
             elif kind == CUT_LINK:
                 for name in (A, B):
                     self.gateways[name] = _unsupervised(gateway_process(config, name))
-                await _start_all(self.gateways[name] for name in (A, B))
+                await start_all(self.gateways[name] for name in (A, B))
             else:
                 raise DrillError(f"unknown failure {kind!r}")
         except ProcessFailed as error:
@@ -291,7 +294,7 @@ def _learn_ports(
     return config
 
 
-async def _start_all(processes: Iterable[ManagedProcess]) -> None:
+async def start_all(processes: Iterable[ManagedProcess]) -> None:
     """Start processes together; every start is awaited before the first failure is
     raised, so that none is left starting unobserved."""
     results = await asyncio.gather(*(p.start() for p in processes), return_exceptions=True)
