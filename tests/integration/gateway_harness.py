@@ -224,19 +224,33 @@ def stuck_to(gateway: GatewayProcess, remote: str) -> str | None:
 
 
 def when_the_link_closed_on_keepalive(gateway: GatewayProcess, topic: str) -> str | None:
-    """Once ``topic``'s replicator is not connected and its link to the remote was
-    closed by the keep-alive (a PING unanswered: a black-holed link): the replicator's
-    error, or the gateway's log line saying so; else None (``wait_for`` polls it). The
-    log is read too because the replicator's error says the latest cause only: a retry
-    of the connection that fails in turn replaces it, and a slow poll may never see it."""
+    """Once the link of ``topic``'s replicator to the remote was closed by the keep-alive
+    (a PING unanswered: a black-holed link): the replicator's error while it is not
+    connected, or else the gateway's log line saying so; None before (``wait_for`` polls
+    it). The log counts even when the replicator is connected again: its error says
+    the latest cause only (a retry that fails in turn replaces it) and a slow poll may
+    miss the moment it was down; whether a connection then went around the link is for
+    the caller to check, by what reached the remote."""
     (replicator,) = gateway.replicators(topic)
-    if replicator["connected"]:
-        return None
     error = replicator["lastError"] or ""
-    if "keep-alive" in error:
+    if "keep-alive" in error and not replicator["connected"]:
         return str(error)
     said = [line for line in _log_lines(gateway) if "closed: keep-alive" in line]
     return said[-1] if said else None
+
+
+def keepalive_close(gateway: GatewayProcess, topic: str, timeout_s: float = 120) -> str:
+    """Waits for :func:`when_the_link_closed_on_keepalive`; past ``timeout_s`` fails with
+    what the replicator and the gateway's log said instead."""
+    try:
+        found: str = wait_for(lambda: when_the_link_closed_on_keepalive(gateway, topic), timeout_s)
+    except TimeoutError:
+        said = [line for line in _log_lines(gateway) if " DEBUG " not in line][-15:]
+        raise AssertionError(
+            f"no keep-alive close within {timeout_s} s; replicators:"
+            f" {gateway.replicators(topic)}; the gateway's log ends:\n" + "\n".join(said)
+        ) from None
+    return found
 
 
 def _log_lines(gateway: GatewayProcess) -> list[str]:
