@@ -21,10 +21,12 @@ shared again).
 from __future__ import annotations
 
 import time
+import urllib.parse
 import uuid
 
 import pytest
 
+from georep.drill import rest
 from georep.pulsar.admin import PulsarAdmin, link_geo_replication
 from tests.integration.gateway_harness import GatewayProcess, http, wait_for
 from tests.pulsar.failover_checks import (
@@ -82,6 +84,15 @@ def gateways(pulsar_pair, tmp_path_factory):
             gateway.kill()
 
 
+def exposure_on_a(gateway: GatewayProcess, topic: str) -> int | None:
+    """Messages of subscription ``s`` of ``topic`` a failover to B would deliver again, as
+    A's gateway reports them (None: not known)."""
+    stats = gateway.get(f"/admin/georep/v1/stats?topic={urllib.parse.quote(topic, safe='')}")
+    _, block = rest.sync_of(stats, topic, "s")
+    figure = rest.exposure_of(block, "B")
+    return None if figure is None else int(figure["messages"])
+
+
 def test_failover_after_kill_9_zero_duplicates_beside_pulsar_which_has_them(
     pulsar_pair, gateways, pulsar_version
 ):
@@ -116,6 +127,12 @@ def test_failover_after_kill_9_zero_duplicates_beside_pulsar_which_has_them(
         wait_until_synced(
             b, {k: p for k, p in topics.items() if k[0] in checked}, done.expected, MESSAGES
         )
+        # A's exposure towards B, once synced: where the gateways replicate the side
+        # topic too, how far B stores it says the markers arrived (0 would come twice);
+        # where Pulsar replicates it, not known.
+        replicated, pulsars = (f"persistent://{ns}/audit-{run}" for ns in (REPLICATE, SYNC_ONLY))
+        assert wait_for(lambda: exposure_on_a(gateways["A"], replicated) == 0, timeout_s=60)
+        assert exposure_on_a(gateways["A"], pulsars) is None
         if not mapped:
             problem = wait_for(
                 lambda: next(
@@ -135,10 +152,11 @@ def test_failover_after_kill_9_zero_duplicates_beside_pulsar_which_has_them(
             if name != "Pulsar alone":
                 continue
             for leaf in leaves(topic, partitions):
-                copies = wait_for(
-                    lambda leaf=leaf: positions_and_payloads(b.service_url, leaf) or None,
-                    timeout_s=120,
-                )
+
+                def copied(leaf: str = leaf) -> dict[tuple[int, int], bytes] | None:
+                    return positions_and_payloads(b.service_url, leaf) or None
+
+                copies: dict[tuple[int, int], bytes] = wait_for(copied, timeout_s=120)
                 acked_on_a = done.acked[name] & set(copies.values())
                 while time.monotonic() < deadline:
                     if acked_on_a - unacknowledged_on(b, leaf, copies):
