@@ -364,14 +364,25 @@ class DrillOp:
     async def _await_source_read(self) -> None:
         """Until A's gateway has read the subscription's state since the broker last
         told it of a change (``statesReadAt`` >= ``toldAt``; one poll interval at most
-        once the consumers stopped), bounded by ``limits.drill_source_read_wait_s_max``:
+        once the consumers stopped) and that state is A's cursor as the drill read it
+        (beside real Pulsar a change is seen at the next read of Pulsar's metrics, so
+        "told" may not have come yet), bounded by ``limits.drill_source_read_wait_s_max``:
         its exposure counts what it has read. Markers are still on their way to B."""
         deadline = time.monotonic() + limits.drill_source_read_wait_s_max
         while time.monotonic() < deadline:
             stats = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
             entry = rest.sync_topic(stats or {}, self.topic) or {}
             told, read = entry.get("toldAt"), entry.get("statesReadAt")
-            if isinstance(told, int | float) and isinstance(read, int | float) and read >= told:
+            _, block = rest.sync_of(stats or {}, self.topic, self.subscription)
+            if (
+                isinstance(told, int | float)
+                and isinstance(read, int | float)
+                and read >= told
+                and rest.source_is_cursor(
+                    (block or {}).get("source"),
+                    None if self.facts.a_cursor is None else dict(self.facts.a_cursor),
+                )
+            ):
                 return
             await asyncio.sleep(0.02)
         self.facts.warnings.append(

@@ -19,6 +19,7 @@ from typing import Any
 
 from georep import limits
 from georep.drill.errors import DrillError
+from georep.pulsar.cursor_text import parse_cursor
 from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError, client_token
 
 ADMIN_TOKEN_ENV = ADMIN_TOKENS_ENV
@@ -82,6 +83,22 @@ def cursor_of(admin_url: str, topic: str, subscription: str) -> dict[str, Any] |
     )
     cursor = (stats or {}).get("cursors", {}).get(subscription)
     return cursor if isinstance(cursor, dict) else None
+
+
+def source_is_cursor(source: Any, cursor: dict[str, Any] | None) -> bool:
+    """Whether a subscription's ``source`` block in a gateway's stats (the state it read
+    last) is ``cursor`` (internal stats): the same mark-delete position and as many
+    ranges. True when the cursor is not known (nothing to compare)."""
+    if cursor is None:
+        return True
+    if not isinstance(source, dict):
+        return False
+    try:
+        mark_delete, ranges = parse_cursor(cursor)
+    except (KeyError, TypeError, ValueError):
+        return True
+    said = f"{mark_delete[0]}:{mark_delete[1]}"
+    return bool(source.get("lastMarkDelete") == said and source.get("ranges") == len(ranges))
 
 
 def gateway_stats(gateway_url: str, topic: str | None = None) -> dict[str, Any]:

@@ -149,3 +149,18 @@ def test_the_drill_s_topic_is_found_by_either_name():
     stats = {"replicators": [{"topic": TOPIC.partition("://")[2], "remoteCluster": B,
                               "replicationBacklog": 5}]}  # fmt: skip
     assert rest.replication_backlog(stats, TOPIC, B) == 5
+
+
+def test_the_gateway_has_read_the_cursor_when_its_source_says_the_same():
+    """Beside real Pulsar a change reaches the gateway at its next read of Pulsar's
+    metrics: the drill waits until the state A's gateway read last is A's cursor."""
+    cursor = {
+        "markDeletePosition": "7:4",
+        "individuallyDeletedMessages": "[(7:5..7:7],(7:9..7:12]]",
+    }
+    assert rest.source_is_cursor({"lastMarkDelete": "7:4", "ranges": 2}, cursor)
+    assert not rest.source_is_cursor({"lastMarkDelete": "7:4", "ranges": 1}, cursor)
+    assert not rest.source_is_cursor({"lastMarkDelete": "7:3", "ranges": 2}, cursor)
+    assert not rest.source_is_cursor(None, cursor)  # not read as a source yet
+    assert rest.source_is_cursor(None, None)  # A's cursor not known: nothing to wait for
+    assert rest.source_is_cursor({}, {"markDeletePosition": "junk"})  # nor when unreadable
