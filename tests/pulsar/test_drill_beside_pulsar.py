@@ -47,6 +47,8 @@ def test_full_mode_beside_pulsar_brings_nothing_twice_after_kill(
     assert block["checks"] == {"origin_missing": 0, "origin_mismatches": 0, "unknown_deliveries": 0}
     assert block["produced"] == 300
     assert block["duplicates"]["count"] == 0, (block["duplicates"], block["warnings"])
+    # A's gateway replicates the side topic too: its prediction is known, and right
+    assert block["exposure_before_failure"]["count"] == 0, block["exposure_before_failure"]
     assert block["lost"]["count"] == 0, block["lost"]
     assert block["gateway_sync_mode"] == "full"
     page = (out / "report.html").read_text()
