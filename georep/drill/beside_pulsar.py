@@ -34,7 +34,7 @@ from georep import limits
 from georep.drill.errors import DrillError
 from georep.drill.pulsar_topology import start_standalones
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
-from georep.drill.topology import A, AtFailure, B, Topology, start_all
+from georep.drill.topology import A, AtFailure, B, Topology, fail_beside_gateways, start_all
 from georep.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.pulsar.admin import PulsarAdmin, PulsarAdminError
 from georep.pulsar.standalone import PulsarSetupError, PulsarStandalone, pulsar_version
@@ -112,21 +112,10 @@ class BesidePulsarTopology(Topology):
         return "\n".join(lines) + "\n"
 
     async def fail(self, kind: str, topic: str, at_failure: AtFailure | None = None) -> None:
-        if kind == KILL:
-            # The cluster first: A's gateway then can move nothing more to B, and says
-            # what B holds at the failure (at_failure), before it dies too.
+        async def kill_cluster_a() -> None:
             await asyncio.to_thread(self.standalones[A].kill)
-            victims = [self.gateways[A]]
-        elif kind == CUT_LINK:
-            victims = [self.gateways[A], self.gateways[B]]
-        else:  # settings.py only lets these two through
-            raise DrillError(f"unknown failure {kind!r}")
-        if at_failure is not None:
-            await at_failure()
-        for process in victims:
-            process.kill()
-        for process in victims:
-            await process.wait()
+
+        await fail_beside_gateways(kind, self.gateways, kill_cluster_a, at_failure)
 
     async def restore(self, kind: str, topic: str) -> None:
         if kind == KILL:

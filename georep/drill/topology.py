@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,30 @@ def up_config(data_dir: Path, namespace: str, subscription_sync: dict[str, Any])
     )
 
 
+async def fail_beside_gateways(
+    kind: str,
+    gateways: Mapping[str, ManagedProcess],
+    kill_cluster_a: Callable[[], Awaitable[None]],
+    at_failure: AtFailure | None,
+) -> None:
+    """A failure where a gateway runs beside each cluster. ``kill``: A's cluster first (A's
+    gateway then can move nothing more to B, and says what B holds at the failure:
+    ``at_failure``), then A's gateway; ``cut-link``: both gateways."""
+    if kind == KILL:
+        await kill_cluster_a()
+        victims = [gateways[A]]
+    elif kind == CUT_LINK:
+        victims = [gateways[A], gateways[B]]
+    else:  # settings.py only lets these two through
+        raise DrillError(f"unknown failure {kind!r}")
+    if at_failure is not None:
+        await at_failure()
+    for process in victims:
+        process.kill()
+    for process in victims:
+        await process.wait()
+
+
 class ManagedTopology(Topology):
     def __init__(self, data_dir: Path, namespace: str, subscription_sync: dict[str, Any]) -> None:
         self.data_dir = data_dir
@@ -225,22 +249,11 @@ class ManagedTopology(Topology):
         }
 
     async def fail(self, kind: str, topic: str, at_failure: AtFailure | None = None) -> None:
-        if kind == KILL:
-            # The cluster first: A's gateway then can move nothing more to B, and says
-            # what B holds at the failure (at_failure), before it dies too.
+        async def kill_cluster_a() -> None:
             self.clusters[A].kill()
             await self.clusters[A].wait()
-            victims = [self.gateways[A]]
-        elif kind == CUT_LINK:
-            victims = [self.gateways[A], self.gateways[B]]
-        else:  # settings.py only lets these two through
-            raise DrillError(f"unknown failure {kind!r}")
-        if at_failure is not None:
-            await at_failure()
-        for process in victims:
-            process.kill()
-        for process in victims:
-            await process.wait()
+
+        await fail_beside_gateways(kind, self.gateways, kill_cluster_a, at_failure)
 
     async def restore(self, kind: str, topic: str) -> None:
         config = present(self.config, "a started topology knows its ports")
