@@ -34,7 +34,7 @@ lint: typecheck
 	$(BIN)/ruff check georep tests bench
 	$(BIN)/ruff format --check georep tests bench
 
-# mypy, configured in pyproject.toml: strict for georep/, a basic check for tests/.
+# mypy, configured in pyproject.toml: strict for georep/ and bench/, a basic check for tests/.
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
