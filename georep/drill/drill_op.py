@@ -378,10 +378,7 @@ class DrillOp:
                 isinstance(told, int | float)
                 and isinstance(read, int | float)
                 and read >= told
-                and rest.source_is_cursor(
-                    (block or {}).get("source"),
-                    None if self.facts.a_cursor is None else dict(self.facts.a_cursor),
-                )
+                and rest.source_is_cursor((block or {}).get("source"), self.facts.a_cursor)
             ):
                 return
             await asyncio.sleep(0.02)

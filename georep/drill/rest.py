@@ -15,6 +15,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
 from georep import limits
@@ -85,7 +86,7 @@ def cursor_of(admin_url: str, topic: str, subscription: str) -> dict[str, Any] |
     return cursor if isinstance(cursor, dict) else None
 
 
-def source_is_cursor(source: Any, cursor: dict[str, Any] | None) -> bool:
+def source_is_cursor(source: Any, cursor: Mapping[str, Any] | None) -> bool:
     """Whether a subscription's ``source`` block in a gateway's stats (the state it read
     last) is ``cursor`` (internal stats): the same mark-delete position and as many
     ranges. True when the cursor is not known (nothing to compare)."""
@@ -97,8 +98,7 @@ def source_is_cursor(source: Any, cursor: dict[str, Any] | None) -> bool:
         mark_delete, ranges = parse_cursor(cursor)
     except (KeyError, TypeError, ValueError):
         return True
-    said = f"{mark_delete[0]}:{mark_delete[1]}"
-    return bool(source.get("lastMarkDelete") == said and source.get("ranges") == len(ranges))
+    return source.get("lastMarkDelete") == str(mark_delete) and source.get("ranges") == len(ranges)
 
 
 def gateway_stats(gateway_url: str, topic: str | None = None) -> dict[str, Any]:

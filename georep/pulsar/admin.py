@@ -81,7 +81,6 @@ class PulsarAdmin:
     ):
         self.admin_url = admin_url.rstrip("/")
         self.token = token
-        self.context = context
         self._opener = urllib.request.build_opener(
             urllib.request.HTTPSHandler(context=context), _RedirectsAreOurs()
         )

@@ -391,8 +391,9 @@ class TopicSync:
         if receipt.cancelled() or receipt.exception() is not None:
             return
         written = receipt.result()
-        if not written.duplicate:
-            self.core.marker_written(action.message, written.position, self._clock())
+        if written.duplicate:
+            return
+        self.core.marker_written(action.message, written.position, self._clock())
         if self.core.in_band and (self._own_unread is None or written.position > self._own_unread):
             self._own_unread = written.position  # read back by the reader in time
 
