@@ -482,6 +482,11 @@ sync_retry_s_max = 30.0
 #: States waiting to be applied on the local cluster per topic partition; the reader
 #: waits past it.
 sync_pending_applies_max = 1_000
+#: ``GET /sync/caught-up``: topic partitions one request looks at, at most (a larger
+#: match is refused: narrow ``?topic=``), and the admin requests it has in flight at once
+#: (each partition and side topic asks the local cluster how far it stores).
+sync_caught_up_topics_max = 10_000
+sync_caught_up_requests_concurrent = 16
 #: The sync reader acknowledges (cumulatively) at least this often, in messages, and
 #: whenever it has caught up: it must stay below what the broker lets one consumer hold.
 sync_reader_ack_every_messages = 1_000
@@ -745,6 +750,15 @@ drill_client_operation_timeout_s = 15
 #: Drill: how long, at the failure, to wait for A's gateway to have read the
 #: subscription's last state (its exposure counts what it has read; a poll interval).
 drill_source_read_wait_s_max = 2.0
+#: Drill, at the failure with ``kill``: how long A's gateway may go on sending to B what
+#: it holds once A's cluster is dead, before its exposure is read (it is read once its
+#: replicators to B have nothing left in flight), and how often it is asked.
+drill_quiet_wait_s_max = 2.0
+#: Drill, after the failure: how long to wait for B's gateway to have applied every
+#: state B stores (``GET /sync/caught-up``) before the consumers move to B, as an
+#: operator's failover does; a warning past it, and the consumers move anyway.
+drill_caught_up_wait_s_max = 30.0
+drill_poll_interval_s = 0.05
 #: Messages one drill produces, and keys it spreads them over, at most.
 drill_messages_count_max = 1_000_000
 drill_keys_count_max = 100_000

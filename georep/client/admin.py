@@ -257,6 +257,11 @@ class ClusterAdminClient:
         _, document = await self._request("GET", f"{_path(topic)}/internalStats")
         return document if isinstance(document, dict) else {}
 
+    async def last_entry(self, topic: TopicName) -> Position | None:
+        """The last entry ``topic`` stores, markers included (``internalStats``); None
+        while it stores none."""
+        return last_entry(await self.internal_stats(topic))
+
     async def topic_stats(self, topic: TopicName) -> dict[str, Any]:
         """``stats`` of ``topic``: per subscription its consumers and flags."""
         _, document = await self._request("GET", f"{_path(topic)}/stats")
@@ -526,6 +531,34 @@ def _refusal_reason(status: int, text: str) -> str:
 
 
 # --- subscription sync documents ---------------------------------------------------------
+def last_entry(internal: dict[str, Any]) -> Position | None:
+    """The last entry an ``internalStats`` document's topic stores: its
+    ``lastConfirmedEntry``, or, when that is ``L:-1`` (ledger L holds nothing yet), the
+    last entry of the latest earlier ledger that holds one. ValueError when the document
+    says neither.
+
+    >>> last_entry({"lastConfirmedEntry": "7:12", "ledgers": []})
+    Position(ledger_id=7, entry_id=12)
+    >>> ledgers = [{"ledgerId": 5, "entries": 3}, {"ledgerId": 7, "entries": 0}]
+    >>> last_entry({"lastConfirmedEntry": "7:-1", "ledgers": ledgers})
+    Position(ledger_id=5, entry_id=2)
+    >>> last_entry({"lastConfirmedEntry": "7:-1", "ledgers": ledgers[1:]}) is None
+    True
+    """
+    text = internal.get("lastConfirmedEntry")
+    if not isinstance(text, str):
+        raise ValueError(f"internalStats without lastConfirmedEntry: {sorted(internal)[:8]}")
+    last = Position.parse(text)
+    if last.entry_id >= 0:
+        return last
+    for ledger in reversed(internal.get("ledgers") or []):
+        ledger_id, entries = ledger.get("ledgerId"), ledger.get("entries")
+        if isinstance(ledger_id, int) and isinstance(entries, int) and entries > 0:
+            if ledger_id < last.ledger_id:
+                return Position(ledger_id, entries - 1)
+    return None
+
+
 def _position(document: Any) -> Position:
     ledger_id, entry_id = document["ledgerId"], document["entryId"]
     if not (isinstance(ledger_id, int) and isinstance(entry_id, int)):

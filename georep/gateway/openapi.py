@@ -171,6 +171,19 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
         },
     },
+    "CaughtUp": {
+        "type": "object",
+        "description": "Whether the synced topic partitions asked about have applied every"
+                       " state this cluster stores (docs/SUBSYNC.md, failover)",
+        "properties": {
+            "caughtUp": {"type": "boolean",
+                         "description": "at least one matched, and none is behind"},
+            "topics": {"type": "integer", "description": "synced topic partitions asked about"},
+            "behind": {"type": "object",
+                       "description": "per partition behind, what it waits for",
+                       "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+        },
+    },
     "Ownership": {
         "type": "object",
         "description": "The gateway instances of this cluster and the topic partitions"

@@ -70,6 +70,7 @@ from georep.gateway.manager import ReplicationManager
 from georep.gateway.openapi import document as openapi_document
 from georep.gateway.ownership import Ownership
 from georep.rest.auth import Role
+from georep.rest.errors import BadRequest
 from georep.rest.json_io import json_response, read_json
 from georep.rest.middleware import answering, application, register
 from georep.rest.routes import QueryParameter, Route
@@ -82,6 +83,7 @@ from georep.storage.meta.subscription_sync_policies import (
     SubscriptionSyncPolicyRecord,
     SubscriptionSyncPolicyRepository,
 )
+from georep.subsync.caught_up import TooManyTopics, caught_up
 from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 
 log = logging.getLogger(__name__)
@@ -434,6 +436,18 @@ async def get_stats(request: web.Request) -> web.Response:
     )
 
 
+async def get_caught_up(request: web.Request) -> web.Response:
+    """Whether this cluster's syncs have applied every state it stores (subsync/caught_up.py):
+    what a failover waits for before the consumers move here. ``?topic=``: a prefix of
+    the topic partitions asked about (default: every synced one)."""
+    manager = request.app[GATEWAY].manager
+    try:
+        answer = await caught_up(manager.syncs, manager.local_admin, request.query.get("topic", ""))
+    except TooManyTopics as error:
+        raise BadRequest(str(error)) from None
+    return json_response(answer)
+
+
 async def status(request: web.Request) -> web.Response:
     """The live page (status_page.py): ``?page=N`` (from 1) of its rows, worst first."""
     gateway = request.app[GATEWAY]
@@ -563,6 +577,10 @@ ROUTES: tuple[Route, ...] = (
           "Replicator stats (Pulsar's replication stats names), discovery, subscription sync;"
           " one page of topic partitions", "stats", response="Stats",
           query=(_TOPIC_PREFIX, _OFFSET, _LIMIT)),
+    Route("GET", f"{V1}/sync/caught-up", get_caught_up, Role.READ,
+          "Whether every state this cluster stores is applied: wait for it before consumers"
+          " move here in a failover", "subscription sync", response="CaughtUp",
+          query=(_TOPIC_PREFIX,)),
     Route("GET", f"{V1}/ownership", get_ownership, Role.READ,
           "The gateway instances of this cluster and the topic partitions this one runs",
           "stats", response="Ownership", query=(_OWNED_TOPIC,)),

@@ -67,6 +67,11 @@ class Changed:
     topics: frozenset[str] | None
 
 
+#: The last entry a topic of the local cluster stores, markers included (None: none);
+#: LinkError when the cluster cannot say (``ClusterAdminClient.last_entry``).
+LastEntry = Callable[[str], Awaitable[Position | None]]
+
+
 @dataclass(frozen=True, slots=True)
 class SideMarker:
     """A marker that another cluster's gateway wrote beside a topic partition rather than
@@ -110,6 +115,11 @@ class MarkerRoute(Protocol):
         """What the sync runs while its reader is attached so that ``hear`` gets the
         markers the reader does not see (none when every marker is in the topic); a
         failure of one fails the attachment, as the reader's would."""
+        ...
+
+    async def behind(self, last_entry: LastEntry) -> list[str]:
+        """What of the markers the local cluster stores for this partition beside the
+        topic has not reached its sync yet, each said for people (empty: all has)."""
         ...
 
 
@@ -311,6 +321,10 @@ class InBandRoute:
     def listeners(
         self, hear: Callable[[SideMarker], Awaitable[None]]
     ) -> list[Coroutine[Any, Any, None]]:
+        return []
+
+    async def behind(self, last_entry: LastEntry) -> list[str]:
+        """Nothing beside the topic: the sync's reader of it reads every marker."""
         return []
 
     async def write(self, marker: WriteMarker) -> asyncio.Future[SendReceipt]:

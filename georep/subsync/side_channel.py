@@ -44,7 +44,7 @@ from georep.protocol import pulsar_wire_pb2 as wire
 from georep.snapshots.markers import encode
 from georep.subsync.backoff import Backoff
 from georep.subsync.core import WriteMarker
-from georep.subsync.ports import MarkerProducer, SideMarker
+from georep.subsync.ports import LastEntry, MarkerProducer, SideMarker
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -239,6 +239,15 @@ class SideChannel:
             receiver.deliver(SideMarker(kind, entry.payload, source, entry.metadata.publish_time))
             self.stats["delivered"] += 1
 
+    async def behind(self, last_entry: LastEntry) -> list[str]:
+        """Whether the reader has read every entry the side topic stores (a reason for
+        people when not; LinkError when the cluster cannot say how far it stores)."""
+        stored = await last_entry(self.topic)
+        read = self._last_read
+        if stored is None or (read is not None and read >= stored):
+            return []
+        return [f"side topic {self.topic} read to {read or 'nothing'}, stored to {stored}"]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
@@ -282,6 +291,14 @@ class SideRoute:
         self, hear: Callable[[SideMarker], Awaitable[None]]
     ) -> list[Coroutine[Any, Any, None]]:
         return [self._listen(hear)]
+
+    async def behind(self, last_entry: LastEntry) -> list[str]:
+        """The namespace's reader short of what the side topic stores, and markers about
+        this partition it read that the sync has not taken yet."""
+        reasons = await self._channel.behind(last_entry)
+        if self._inbox:
+            reasons.append(f"{len(self._inbox)} side markers not taken by the sync yet")
+        return reasons
 
     def deliver(self, marker: SideMarker) -> None:
         """A marker about this partition from the side topic (never waits)."""

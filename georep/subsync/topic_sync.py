@@ -54,7 +54,7 @@ from georep.position import Position
 from georep.subsync.backoff import Backoff
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.exposure import Exposure
-from georep.subsync.ports import SideMarker, SyncPort
+from georep.subsync.ports import LastEntry, SideMarker, SyncPort
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -421,6 +421,24 @@ class TopicSync:
             self.progressed_at = self._clock()
             self.restarts = 0
             self.core.note_applied(action, applied.mark_delete, applied.ranges, self._clock())
+
+    async def behind(self, last_entry: LastEntry) -> list[str]:
+        """What this cluster stores of T's sync that the sync has not applied yet, each
+        said for people; empty once it has applied all it holds. Before consumers move
+        here in a failover (``/sync/caught-up``): what is stored but not applied would
+        be delivered again. Copies a state waits for that never arrived (``pendingRanges``)
+        do not hold it: those messages are not here to deliver."""
+        reasons = []
+        if not self.connected:
+            reasons.append(f"not attached: {self.last_error or 'attaching'}")
+        stored = await last_entry(self.topic)
+        read = self.core.last_read
+        if stored is not None and (read is None or read < stored):
+            reasons.append(f"read to {read or 'nothing'}, stored to {stored}")
+        reasons += await self._markers.behind(last_entry)
+        if self._applies:
+            reasons.append(f"{len(self._applies)} applies waiting")
+        return reasons
 
     @property
     def failing(self) -> bool:
