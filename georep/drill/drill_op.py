@@ -24,30 +24,35 @@ Steps (each timed in the report's ``timings_s``):
    gateway's ``applied.A.syncLagMs`` for the subscription (null when the gateway has no
    subscription sync stats) and A's cursor (``internalStats``).
 5. **fail** A (topology.py): ``kill`` or ``cut-link``. The failure's wall-clock time is
-   the origin of ``time_to_resume_on_B_s``.
-6. **move to B**: the same subscription name, type and number of consumers, from the
+   the origin of ``time_to_resume_on_B_s``. A's gateway's exposure towards B is read
+   there, once its replicators to B hold nothing B has not confirmed.
+6. **B caught up** (``kill`` with gateways; ``cut-link`` kills B's gateway too): wait
+   until B's gateway has applied every state B stores for the topic (``GET
+   /sync/caught-up``, at most ``limits.drill_caught_up_wait_s_max``), as a failover
+   does before its consumers move.
+7. **move to B**: the same subscription name, type and number of consumers, from the
    earliest position should the subscription not exist on B (duplicates rather than
    loss); each acknowledges what it receives and, for a scenario on Avro records
    (``avro-evolving``), decodes it by its schema version on B first (avro_records.py).
    Meanwhile a Reader lists the copies on B (nothing crosses after the failure, so that
    is what was replicated before it).
-7. **drain** until nothing arrived for ``limits.drill_drain_quiet_s_default`` seconds
+8. **drain** until nothing arrived for ``limits.drill_drain_quiet_s_default`` seconds
    once as many messages arrived as B should deliver (replicated, not acked on A), or
    for ``..._quiet_incomplete_s`` without; at most ``..._drain_timeout_s_max``.
 
 With ``--failback`` (failback.py), the consumers on B acknowledge only part of what they
 drain (scenarios.PartialAcks) and the drill goes on:
 
-8. **restore** A (``Topology.restore``): A's cluster and gateway start again on their
+9. **restore** A (``Topology.restore``): A's cluster and gateway start again on their
    data (``kill``), or the link is restored (``cut-link``; A's abandoned consumers are
    closed first). B's consumers stay subscribed, receiving nothing.
-9. **sync back**: wait until B→A has settled: B's replicator to A connected with no
-   backlog; with gateways in ``full`` mode, A's gateway has applied B's last state for
-   the subscription (``applied.B.lastSequence`` at B's ``source.lastSequence``); and
-   A's cursor unchanged for ``limits.drill_failback_quiet_s``. At most
-   ``limits.drill_failback_sync_s_max`` (a warning past it).
-10. **move home**: B's consumers close; the same subscription on A, the same number of
-    consumers, each acknowledging on receipt, drain as in 7, wanting every message
+10. **sync back**: wait until B→A has settled: B's replicator to A connected with no
+    backlog; with gateways in ``full`` mode, A's gateway has applied B's last state for
+    the subscription (``applied.B.lastSequence`` at B's ``source.lastSequence``); and
+    A's cursor unchanged for ``limits.drill_failback_quiet_s``. At most
+    ``limits.drill_failback_sync_s_max`` (a warning past it).
+11. **move home**: B's consumers close; the same subscription on A, the same number of
+    consumers, each acknowledging on receipt, drain as in 8, wanting every message
     acknowledged neither on A nor on B.
 
 The consumers' threads and the client calls are blocking; they run in worker threads
@@ -58,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import threading
@@ -145,6 +151,8 @@ class DrillOp:
             self.facts.failed_at_ms = int(time.time() * 1000)
             await self.topology.fail(s.fail, self.topic, self._read_exposure)
             self._lap("fail")
+            if self.topology.has_gateways and s.fail == KILL:
+                await self._await_caught_up_on_b()
             if s.fail == KILL:  # in the background: it may wait on the dead connection
                 shutting_down_a = asyncio.ensure_future(asyncio.to_thread(client_a.shutdown))
             group_b, origins = await self._drain_on_b(client_b, produced)
@@ -387,11 +395,58 @@ class DrillOp:
         )
 
     async def _read_exposure(self) -> None:
-        """A's gateway's exposure towards B, at the failure (``Topology.fail``)."""
-        if self.topology.has_gateways:
-            stats = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
-            _, block = rest.sync_of(stats or {}, self.topic, self.subscription)
-            self.facts.exposure = rest.exposure_of(block, B)
+        """A's gateway's exposure towards B, at the failure (``Topology.fail``), once its
+        replicators to B (the topic's, and beside Pulsar the side topic's) hold nothing
+        B has not confirmed and the figure stopped moving: with ``kill`` A's cluster is
+        dead by then, but what A's gateway already read it still sends, and what lands
+        on B is not exposed. Within ``limits.drill_quiet_wait_s_max``."""
+        if not self.topology.has_gateways:
+            return
+        namespace = self.topic.rpartition("/")[0] + "/"
+        deadline = time.monotonic() + limits.drill_quiet_wait_s_max
+        last: object = object()  # no read yet
+        while True:
+            stats = await asyncio.to_thread(self.topology.gateway_stats, A, namespace) or {}
+            _, block = rest.sync_of(stats, self.topic, self.subscription)
+            exposure = rest.exposure_of(block, B)
+            messages = None if exposure is None else exposure["messages"]
+            quiet = rest.in_flight_to(stats, B) == 0 and messages == last
+            if quiet or time.monotonic() >= deadline:
+                break
+            last = messages
+            await asyncio.sleep(limits.drill_poll_interval_s)
+        if not quiet:
+            self.facts.warnings.append(
+                "A's gateway still had entries in flight to B when its exposure was read"
+            )
+        self.facts.exposure = exposure
+
+    async def _await_caught_up_on_b(self) -> None:
+        """Until B's gateway has applied every state B stores for the topic
+        (``GET /sync/caught-up``), as a failover waits before its consumers move: what
+        B stores unapplied would be delivered again. Within
+        ``limits.drill_caught_up_wait_s_max``; past it a warning, and the consumers move."""
+        url = self.topology.urls[B].gateway_url
+        if not url:
+            return
+        self.progress.phase(f"{self.mode}: wait for B's gateway to apply what B stores")
+        deadline = time.monotonic() + limits.drill_caught_up_wait_s_max
+        said: object = None
+        while time.monotonic() < deadline:
+            try:
+                said = await asyncio.to_thread(rest.caught_up, url, self.topic)
+            except DrillError as error:
+                said = str(error)
+            else:
+                if isinstance(said, dict) and said.get("caughtUp") is True:
+                    self._lap("caught_up_on_B")
+                    return
+            await asyncio.sleep(limits.drill_poll_interval_s)
+        self.facts.warnings.append(
+            f"B's gateway had not applied all B stores after"
+            f" {limits.drill_caught_up_wait_s_max:g} s: {json.dumps(said)[:300]}"
+        )
+        self._lap("caught_up_on_B")
 
     def _check_processes(self) -> None:
         exits = self.topology.unexpected_exits()

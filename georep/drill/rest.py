@@ -1,6 +1,8 @@
 """The few REST calls the drill makes (blocking, urllib): a cluster's internal stats,
-a gateway's stats (and what the drill reads there: sync lag, replication backlog), and a
-gateway's topic replication policy (for ``cut-link`` on running clusters).
+a gateway's stats (and what the drill reads there: sync lag, replication backlog, what
+its replicators hold in flight), whether a gateway has applied all its cluster stores
+(``/sync/caught-up``), and a gateway's topic replication policy (for ``cut-link`` on
+running clusters).
 
 Tokens, when the REST requires them, come from the environment, never from a flag: the
 first of ``GEOREP_ADMIN_TOKENS`` for the clusters' admin REST, the first of
@@ -108,6 +110,28 @@ def gateway_stats(gateway_url: str, topic: str | None = None) -> dict[str, Any]:
         "GET", f"{gateway_url}/admin/georep/v1/stats{query}", token_env=GATEWAY_TOKEN_ENV
     )
     return stats if isinstance(stats, dict) else {}
+
+
+def caught_up(gateway_url: str, topic: str) -> dict[str, Any]:
+    """A gateway's ``GET /sync/caught-up`` for the partitions of ``topic`` (a prefix):
+    whether it has applied every state its cluster stores for them."""
+    query = urllib.parse.quote(topic, safe="")
+    answer = request_json(
+        "GET",
+        f"{gateway_url}/admin/georep/v1/sync/caught-up?topic={query}",
+        token_env=GATEWAY_TOKEN_ENV,
+    )
+    return answer if isinstance(answer, dict) else {}
+
+
+def in_flight_to(stats: dict[str, Any], remote: str) -> int:
+    """Entries a gateway's replicators to ``remote`` (those its stats list) hold and
+    ``remote`` has not confirmed: read but unsent, or sent and unanswered."""
+    return sum(
+        count_or_none(r.get("bufferedEntries")) or 0
+        for r in stats.get("replicators") or []
+        if isinstance(r, dict) and r.get("remoteCluster") == remote
+    )
 
 
 def _same_topic(name: Any, topic: str) -> bool:
