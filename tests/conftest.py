@@ -20,12 +20,16 @@ import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings as hypothesis_settings
 from sqlalchemy.engine import make_url
 
 from georep.wan.toxiproxy import Toxiproxy, go_missing
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 POSTGRES_URL_ENV = "GEOREP_TEST_POSTGRES_URL"
 METADATA_BACKENDS = ["sqlite", "postgresql"]
@@ -98,6 +102,25 @@ def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Toxiproxy]:
     log_file = tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log"
     with Toxiproxy.start(log_file) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """One local[2] Spark session (UI off, 4 shuffle partitions) per worker, started as
+    ``georep reconcile`` starts its own (``job.start_spark``): a session's JVM takes
+    about 10 s to start, and every module that reconciles in-process shares it. Each
+    reconciliation clears its cached tables when it ends, so none sees another's."""
+    pytest.importorskip("pyspark")
+    from georep.spark_reconcile import job
+
+    session = job.start_spark(
+        master="local[2]",
+        driver_memory_mib=1024,
+        conf={"spark.sql.shuffle.partitions": "4"},
+        log_level="ERROR",
+    )
+    yield session
+    session.stop()
 
 
 @pytest.fixture

@@ -255,23 +255,15 @@ class Reconciled:
 
 
 @pytest.fixture(scope="module")
-def reconciled(drilled) -> Reconciled:
-    """One reconciliation of all four exports with both drills' deliveries."""
+def reconciled(drilled, spark) -> Reconciled:
+    """One reconciliation of all four exports with both drills' deliveries (on the
+    session's Spark, tests/conftest.py)."""
     from georep.spark_reconcile import job
     from georep.spark_reconcile.inputs import check_exports
 
-    spark = job.start_spark(
-        master="local[2]",
-        driver_memory_mib=1024,
-        conf={"spark.ui.showConsoleProgress": "false", "spark.sql.shuffle.partitions": "4"},
-        log_level="ERROR",
-    )
     out = drilled.root / "reconciled"
-    try:
-        checked = check_exports([str(path) for path in drilled.exports.values()])
-        totals = job.reconcile(spark, checked, str(drilled.deliveries), out, quiet=True)
-    finally:
-        spark.stop()
+    checked = check_exports([str(path) for path in drilled.exports.values()])
+    totals = job.reconcile(spark, checked, str(drilled.deliveries), out, quiet=True)
     return Reconciled(totals, out)
 
 

@@ -1,5 +1,5 @@
-"""The reconciliation job on hand-built exports with known answers (one local[2] Spark
-session for the module, UI off).
+"""The reconciliation job on hand-built exports with known answers (on the session's
+local[2] Spark, ``spark`` in tests/conftest.py).
 
 Case T (one topic, A→B, entry ids are the worked example below):
 
@@ -71,25 +71,6 @@ P = "persistent://geo/ns/payments"
 D = "persistent://geo/ns/dups"
 BIG = "persistent://geo/ns/big"
 BASE_MS = 1_700_000_000_000
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("georep-reconcile-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 # --- building exports -----------------------------------------------------------------
