@@ -1,8 +1,9 @@
 """Round axis ticks for the reports' SVG charts (the drill page, the reconcile page).
 
 A tick step is 1, 2 or 5 times a power of ten, the smallest that gives at most about
-``count`` ticks over the range, and ticks are its multiples, so that 0 is a tick whenever
-the range holds it. Worked example: ``nice_ticks(-4.2, -0.1)`` has a range of 4.1, a raw
+``count`` ticks over the range and no longer than the range (so that one multiple at
+least lies inside it), and ticks are its multiples, so that 0 is a tick whenever the
+range holds it. Worked example: ``nice_ticks(-4.2, -0.1)`` has a range of 4.1, a raw
 step of 4.1 / 5 = 0.82, so the step is 1 and the ticks are -4, -3, -2, -1;
 ``nice_ticks(0, 599)`` gives the step 200 (100 would make 6 ticks beyond 5): 0, 200,
 400. ``tick_label`` prints a tick with as many decimals as its step needs (-0.5, 1,
@@ -19,9 +20,14 @@ def nice_step(span: float, count: int = 5) -> float:
         return 1.0
     raw = span / max(count, 1)
     magnitude: float = 10 ** math.floor(math.log10(raw))
+    smaller = magnitude
     for factor in (1, 2, 5, 10):
-        if factor * magnitude >= raw:
-            return factor * magnitude
+        step = factor * magnitude
+        if step >= raw:
+            # A step longer than the span may have no multiple inside it (span 4,000,001
+            # over 2 ticks rounds up to 5,000,000): the next smaller one, below raw, has.
+            return step if step <= span else smaller
+        smaller = step
     return 10 * magnitude  # not reached: factor 10 always covers raw
 
 
