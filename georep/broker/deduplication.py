@@ -113,7 +113,7 @@ class MessageDeduplication:
         if position <= self._cursor.mark_delete_position:
             return
         properties = {name: str(value) for name, value in self.persisted.items()}
-        await self._cursor.mark_delete(Position(*position), properties=properties)
+        await self._cursor.mark_delete(position, properties=properties)
         self._entries_since_snapshot = 0
         self.stats["snapshots"] += 1
 

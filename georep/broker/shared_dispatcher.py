@@ -138,7 +138,7 @@ class SharedDispatcher(Dispatcher):
                 self.replay.discard(position)
                 continue
             try:
-                data = await self.subscription.ledger.read_entry(Position(*position))
+                data = await self.subscription.ledger.read_entry(position)
             except NoSuchEntry:  # acknowledged and trimmed meanwhile
                 self.replay.discard(position)
                 continue

@@ -139,7 +139,7 @@ class CursorUpdates:
             self._mark_delete = position
             self._deletes = {p for p in self._deletes if p > position}
             self._batches = {p: bits for p, bits in self._batches.items() if p > position}
-            self._ranges.remove_below(Position(*position))
+            self._ranges.remove_below(position)
         self._kick()
 
     def delete(self, positions: list[Position]) -> None:
@@ -155,7 +155,7 @@ class CursorUpdates:
         floor = self._mark_delete
         for low, high in ranges:
             if floor is None or high > floor:
-                self._ranges.add(Position(*low), Position(*high))
+                self._ranges.add(low, high)
         for position in [p for p in self._batches if self._ranges.contains(p)]:
             del self._batches[position]
         self._kick()
@@ -244,9 +244,9 @@ class CursorUpdates:
             try:
                 current = self._cursor.mark_delete_position
                 if mark_delete is not None and mark_delete > current:
-                    await self._cursor.mark_delete(Position(*mark_delete))
+                    await self._cursor.mark_delete(mark_delete)
                     current = self._cursor.mark_delete_position
-                remaining = sorted(Position(*p) for p in deletes if p > current)
+                remaining = sorted(p for p in deletes if p > current)
                 if remaining:
                     await self._cursor.delete(remaining)
                     current = self._cursor.mark_delete_position
@@ -255,9 +255,7 @@ class CursorUpdates:
                     await self._cursor.delete_ranges(spans)
                     current = self._cursor.mark_delete_position
                 partial = {
-                    Position(*p): bits
-                    for p, bits in batches.items()
-                    if p > current and p not in deletes
+                    p: bits for p, bits in batches.items() if p > current and p not in deletes
                 }
                 if partial:
                     await self._cursor.delete_batch_members(partial)
@@ -476,7 +474,7 @@ class Subscription:
             position[0] >= 0
             and position[1] >= 0
             and position > self.cursor.mark_delete_position
-            and self.ledger.is_entry(Position(*position))
+            and self.ledger.is_entry(position)
         )
 
     def _acknowledge_cumulative(self, consumer: Consumer, ack: pb.Ack) -> None:
@@ -562,7 +560,7 @@ class Subscription:
             self.updates.mark_delete(mark_delete)
         if ranges:
             self.updates.delete_ranges(ranges)
-            covered = RangeSet.of([(Position(*low), Position(*high)) for low, high in ranges])
+            covered = RangeSet.of(ranges)
             self._forget(sorted(p for p in self._held_positions() if covered.contains(p)))
         whole = []
         for position, remaining in sorted(batches.items()):
