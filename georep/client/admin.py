@@ -22,6 +22,7 @@ AdminRequestFailed naming the TLS reason, never a retry in plaintext.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import json
 import logging
@@ -135,6 +136,9 @@ class ClusterAdminClient:
         self._session: aiohttp.ClientSession | None = None
         #: Topics (base names) known to exist with their partitions on this cluster.
         self._ensured: dict[str, int] = {}
+        #: ``ensure_topic`` calls under way, per topic and partition count: every
+        #: partition's replicator of a topic asks at once, and one of them does the work.
+        self._ensuring: dict[tuple[str, int], asyncio.Future[None]] = {}
         #: Requests sent by kind (:func:`request_kind`): the gateway's ``/stats``, what it
         #: costs the cluster.
         self.requests_by_kind: collections.Counter[str] = collections.Counter()
@@ -426,10 +430,23 @@ class ClusterAdminClient:
 
         A role that may not read the namespace's policies (Pulsar: only a tenant's
         admins may, 403) may not create it either: the namespace is then the operator's
-        to create, and the partitioned topic too (docs/PULSAR.md "Least privilege")."""
-        key = str(topic)
-        if self._ensured.get(key) == partitions:
+        to create, and the partitioned topic too (docs/PULSAR.md "Least privilege").
+
+        Callers asking the same at once share one round of requests (a gateway starting
+        beside a topic of N partitions asks N times together)."""
+        if self._ensured.get(str(topic)) == partitions:
             return
+        key = (str(topic), partitions)
+        running = self._ensuring.get(key)
+        if running is None:
+            running = self._ensuring[key] = asyncio.ensure_future(
+                self._ensure_topic(topic, partitions)
+            )
+            running.add_done_callback(lambda _: self._ensuring.pop(key, None))
+        await asyncio.shield(running)
+
+    async def _ensure_topic(self, topic: TopicName, partitions: int) -> None:
+        key = str(topic)
         status, _ = await self._request(
             "GET", f"{V2}/namespaces/{_segment(topic.tenant)}/{_segment(topic.namespace_local)}",
             allowed=(404, *REFUSING_STATUSES),
@@ -454,7 +471,7 @@ class ClusterAdminClient:
                 status, _ = await self._request(
                     "PUT", f"{_path(topic)}/partitions", body=partitions, allowed=(409,)
                 )
-                if status != 409:  # every partition's replicator asks; one line a topic
+                if status != 409:  # one line a topic, whoever created it
                     log.info(
                         "%s: created %s with %d partitions", self.cluster_name, topic, partitions
                     )
