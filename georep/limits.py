@@ -590,8 +590,9 @@ invariant(
     link_connections_per_broker * consumers_per_connection_max
     >= gateway_replicators_count_max + sync_topics_count_max
 )
-#: Replicators and syncs opening (subscribing, creating producers) at once: thousands of
-#: them starting together are paced, so neither the gateway nor a cluster sees a storm.
+#: Replicators and syncs opening (subscribing, creating producers) at once on one cluster:
+#: thousands of them starting together are paced, so neither the gateway nor a cluster
+#: sees a storm; each cluster has its own, so the clusters work at once.
 gateway_opening_count_max = 32
 #: Entries ``GET /stats`` returns per page (``?limit=``), by default and at most.
 gateway_stats_page_default = 100

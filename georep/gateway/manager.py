@@ -28,8 +28,9 @@ gets a replicator whose cursor starts at the EARLIEST retained entry of each top
 ``replicator.py``).
 
 Scale (docs/ARCHITECTURE.md "Scale"): replicators and syncs open their consumers and
-producers through one semaphore (``limits.gateway_opening_count_max`` at a time), so a
-gateway started beside 10,000 topics opens them at a pace the cluster answers. Subscription
+producers through one semaphore per cluster (``limits.gateway_opening_count_max`` at a
+time on each), so a gateway started beside 10,000 topics opens them at a pace each
+cluster answers, and the remote's producers open while the local subscribes still do. Subscription
 sync is told which topics changed by one :class:`ChangeWatch` per namespace; beside real
 Pulsar one side channel per namespace, held by the sync port, carries every partition's
 markers. At most ``replicators_max`` replicators and ``sync_topics_max`` syncs run
@@ -144,9 +145,13 @@ class ReplicationManager:
         #: Names this process's readers and writers where they must differ from another
         #: process's (the side topic's: side_channel.py).
         self.instance = self.ownership.instance
-        #: Replicators and syncs opening consumers and producers, at most this many at once.
+        #: Replicators and syncs opening consumers and producers on the local cluster, at
+        #: most this many at once; ``remote_openings``: replicators' producers, per remote.
         self.opening = asyncio.Semaphore(limits.gateway_opening_count_max)
         self.remotes = dict(remotes)
+        self.remote_openings = {
+            name: asyncio.Semaphore(limits.gateway_opening_count_max) for name in self.remotes
+        }
         self.store = store
         self.settings = settings or ReplicatorSettings()
         self.discovery_interval_s = discovery_interval_s
@@ -717,6 +722,7 @@ class ReplicationManager:
             partitions=partitions,
             settings=self._remote_settings(remote),
             opening=self.opening,
+            remote_opening=self.remote_openings[remote],
         )
         self.replicators[key] = replicator
         self._pending_deletions.discard(key)

@@ -176,6 +176,7 @@ class Replicator:
         settings: ReplicatorSettings | None = None,
         local_admin: ClusterAdminClient | None = None,
         opening: asyncio.Semaphore | None = None,
+        remote_opening: asyncio.Semaphore | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.topic = topic
@@ -193,8 +194,11 @@ class Replicator:
         self.settings = settings or ReplicatorSettings()
         self._clock = clock
         self._limiter = RateLimiter(self.settings.messages_per_s, self.settings.bytes_per_s)
-        #: Shared by the gateway's replicators and syncs: at most so many open at once.
+        #: Shared by the gateway's replicators and syncs: at most so many open at once on
+        #: the local cluster, and (``remote_opening``) producers on the remote. Apart, the
+        #: two clusters work at once when thousands of partitions start.
         self._opening = opening or asyncio.Semaphore(limits.gateway_opening_count_max)
+        self._remote_opening = remote_opening or asyncio.Semaphore(limits.gateway_opening_count_max)
         #: Set when an entry is read: the stats sampler sleeps while nothing happens.
         self._activity = asyncio.Event()
         self._logged_error: str | None = None
@@ -430,7 +434,7 @@ class Replicator:
                 await asyncio.sleep(self.settings.backoff_s_max)
 
     async def _open_producer(self) -> LinkProducer:
-        async with self._opening:
+        async with self._remote_opening:
             if self._remote_admin is not None:
                 await self._remote_admin.ensure_topic(self.topic_name.base, self.partitions)
             producer = await self._remote_link.create_producer(

@@ -9,6 +9,7 @@ from typing import Any, cast
 
 import pytest
 
+from georep.awaiting import within
 from georep.client.consumer import ReceivedEntry
 from georep.client.errors import LinkClosed, LinkError
 from georep.client.link import PulsarLink
@@ -253,3 +254,22 @@ async def test_a_consumer_lost_as_it_delivers_its_last_entry_is_subscribed_again
         assert replicator.counters.errors == 1 and "topic moved" in str(replicator.last_error)
     finally:
         await replicator.stop()
+
+
+async def test_producers_open_on_the_remote_while_the_local_cluster_is_busy_opening() -> None:
+    """Each cluster paces its own opens: thousands of partitions starting queue their
+    subscribes on the local cluster, and the remote's producers must not wait behind
+    them (before, one semaphore made the remote idle until every local open was done)."""
+    local_opens = asyncio.Semaphore(1)
+    replicator = Replicator(
+        topic=TOPIC,
+        local_cluster="A",
+        remote_cluster="B",
+        local_link=cast(PulsarLink, FakeLink(consumers=[FakeConsumer()])),
+        remote_link=cast(PulsarLink, FakeLink(producers=[FakeProducer()])),
+        opening=local_opens,
+        remote_opening=asyncio.Semaphore(1),
+    )
+    async with local_opens:  # every local open taken by other partitions
+        producer = await within(replicator._open_producer(), 1.0)
+    assert producer is not None
