@@ -64,8 +64,8 @@ async def caught_up(
         except (LinkError, ValueError) as error:
             return [f"how far the local cluster stores it is unknown: {error}"]
 
-    found = await asyncio.gather(*(reasons(topic) for topic in chosen))
-    behind = {topic: found for topic, found in zip(chosen, found, strict=True) if found}
+    answers = await asyncio.gather(*(reasons(topic) for topic in chosen))
+    behind = {topic: said for topic, said in zip(chosen, answers, strict=True) if said}
     return {
         "caughtUp": bool(chosen) and not behind,
         "topics": len(chosen),
