@@ -814,7 +814,7 @@ invariant(drill_settle_s_default <= drill_settle_s_max)
 invariant(drill_drain_quiet_s_default < drill_drain_quiet_incomplete_s < drill_drain_timeout_s_max)
 # --- end of failover drill ---------------------------------------------------------
 
-# --- schema registry (broker/schema_registry.py, storage/meta/schemas.py) ------------
+# --- schema registry (broker/schema_registry.py, broker/meta/schemas.py) ------------
 #: Bytes of one schema's definition (an Avro record's JSON, say). Pulsar sets no limit of
 #: its own below its frame; a PRODUCER command carrying it must fit a frame with room.
 schema_data_bytes_max = 256 * KIB

@@ -173,6 +173,22 @@ async def metadata_store(metadata_url: str, manual_clock: ManualClock) -> AsyncI
         await store.close()
 
 
+@pytest.fixture
+def broker_meta(metadata_store):
+    """The broker's repositories (catalog, schemas) over ``metadata_store``'s engine."""
+    from georep.broker.meta.store import BrokerRepositories
+
+    return BrokerRepositories(metadata_store.engine)
+
+
+@pytest.fixture
+def gateway_meta(metadata_store):
+    """The gateway's repositories (policies, members) over ``metadata_store``'s engine."""
+    from georep.gateway.meta.store import GatewayRepositories
+
+    return GatewayRepositories(metadata_store.engine)
+
+
 #: Folders whose files share session fixtures too costly to start twice (JVMs, images).
 _SHARED_WORKER = ("pulsar", "containers")
 #: The Pulsar release in a test's id (``test_x[pulsar-3.0.7]``, ``[pulsar-4.0.7-kill]``).

@@ -1,6 +1,6 @@
 """The broker catalog: which topics are partitioned, and into how many partitions.
 
-Kept in the metadata store beside tenants and namespaces (``storage/meta/catalog.py``,
+Kept in the metadata store beside tenants and namespaces (``broker/meta/catalog.py``,
 table ``partitioned_topics``), so that all of a cluster's metadata lives in one place and
 one transaction model. The broker holds a copy in memory, read at open and changed only
 through this class: a change is in the store before it is visible, so a change the
@@ -22,9 +22,9 @@ import logging
 
 from georep import limits
 from georep.broker.errors import BrokerError, NotAllowed, TopicExists, TopicNotFound
+from georep.broker.meta.catalog import CatalogOutcome
 from georep.broker.ports import BrokerMetadata, TopicLogFactory
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
-from georep.storage.meta.catalog import CatalogOutcome
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)

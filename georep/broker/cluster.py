@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from georep import limits
+from georep.broker.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
+from georep.broker.meta.store import BrokerRepositories
 from georep.broker.ports import TopicLogFactory
 from georep.broker.schema_registry import SchemaRegistry
 from georep.broker.server import BrokerServer
@@ -40,7 +42,6 @@ from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import NotEnoughBookies
 from georep.storage.meta.bookies import BookieRepository
-from georep.storage.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
 from georep.storage.meta.managed_ledgers import ManagedLedgerInfo, ManagedLedgerRepository
 from georep.storage.meta.store import MetadataStore
 from georep.tls_files import TlsFiles
@@ -141,6 +142,7 @@ class Cluster:
             await self._wait_for_bookies(store.bookies)
             self.bookkeeper = BookKeeper(store.ledgers, store.bookies)
             self.factory = self._factory_maker(self.bookkeeper, store.managed_ledgers, config)
+            meta = BrokerRepositories(store.engine)
             service = self.service = await BrokerService.start(
                 BrokerConfig(
                     cluster_name=config.name,
@@ -150,8 +152,8 @@ class Cluster:
                     message_expiry_interval_s=config.message_expiry_interval_s,
                 ),
                 self.factory,
-                BrokerStore(store.catalog, store.managed_ledgers),
-                SchemaRegistry(store.schemas),
+                BrokerStore(meta.catalog, store.managed_ledgers),
+                SchemaRegistry(meta.schemas),
             )
             self.server = BrokerServer(
                 service,

@@ -35,8 +35,8 @@ from typing import Any
 import fastavro
 
 from georep.broker.errors import BrokerError
+from georep.broker.meta.schemas import SchemaRecord
 from georep.protocol import pulsar_wire_pb2 as pb
-from georep.storage.meta.schemas import SchemaRecord
 
 
 class IncompatibleSchema(BrokerError):

@@ -1,6 +1,6 @@
 """The broker's schema registry, as Pulsar serves it: a topic's schemas, versioned under
 its base name (the partitions of a partitioned topic share them), held in the metadata
-store (``storage/meta/schemas.py``), checked by the namespace's compatibility strategy
+store (``broker/meta/schemas.py``), checked by the namespace's compatibility strategy
 (``schema_compatibility.py``). The binary protocol (PRODUCER, SUBSCRIBE, GET_SCHEMA,
 GET_OR_CREATE_SCHEMA: ``connection.py``) and the admin REST (``admin/schema_admin.py``)
 both use it, and it keeps nothing in memory: every broker and admin process reads the
@@ -33,6 +33,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping, Sequence
 
+from georep.broker.meta.schemas import SchemaRecord, SchemaRepository, SchemaVersionsFull
 from georep.broker.schema_compatibility import (
     AVRO_BASED,
     DEFAULT_STRATEGY,
@@ -44,7 +45,6 @@ from georep.broker.schema_compatibility import (
 )
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.storage.errors import InvalidArgument
-from georep.storage.meta.schemas import SchemaRecord, SchemaRepository, SchemaVersionsFull
 from georep.topic_name import TopicName
 
 __all__ = [

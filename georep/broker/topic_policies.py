@@ -26,8 +26,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from georep.broker.meta.catalog import NamespaceRecord
 from georep.storage.managed_ledger import ManagedLedgerConfig
-from georep.storage.meta.catalog import NamespaceRecord
 
 _MIB = 1024 * 1024
 

@@ -11,7 +11,7 @@ Process, top to bottom (imports point down)::
                 → georep/client (the asyncio Pulsar client, a cluster's admin REST)
         → config (the TOML file), errors (policy errors)
 
-Policies and remote clusters live in the gateway's own metadata store
-(``storage/meta/store.py``, revision 0004). ``georep up`` (``georep/up.py``) runs clusters
-and gateways together from one file.
+Policies, remote clusters and the cluster's gateway instances live in the gateway's own
+metadata (``gateway/meta``: its repositories over storage's metadata engine). ``georep
+up`` (``georep/up.py``) runs clusters and gateways together from one file.
 """

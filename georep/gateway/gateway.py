@@ -20,6 +20,7 @@ from aiohttp import web
 from georep.client.errors import LinkError
 from georep.gateway.config import GatewayConfig
 from georep.gateway.manager import ReplicationManager
+from georep.gateway.meta.store import GatewayRepositories
 from georep.gateway.ownership import Ownership, generated_instance_name
 from georep.gateway.rest import Served, create_app
 from georep.invariant import present
@@ -40,6 +41,7 @@ class Gateway:
             backoff_s_max=config.retry_backoff_s_max,
         )
         self.store: MetadataStore | None = None
+        self.meta: GatewayRepositories | None = None
         self.manager: ReplicationManager | None = None
         self.ownership: Ownership | None = None
         self._runner: web.AppRunner | None = None
@@ -54,12 +56,13 @@ class Gateway:
         config = self.config
         try:
             store = self.store = await MetadataStore.open(config.metadata_url)
-            await store.replication_policies.sync_remote_clusters(
+            meta = self.meta = GatewayRepositories(store.engine)
+            await meta.replication_policies.sync_remote_clusters(
                 {name: (r.service_url, r.admin_url) for name, r in config.remotes.items()}
             )
             await self._seed_policies()
             self.ownership = Ownership(
-                store.gateway_members,
+                meta.members,
                 cluster=config.local.name,
                 instance=config.instance or generated_instance_name(),
                 lease_s=config.lease_s,
@@ -69,7 +72,7 @@ class Gateway:
             self.manager = ReplicationManager(
                 local=config.local,
                 remotes=config.remotes,
-                store=store.replication_policies,
+                store=meta.replication_policies,
                 settings=self.settings,
                 discovery_interval_s=config.discovery_interval_s,
                 stuck_after_s=config.stuck_after_s,
@@ -77,15 +80,15 @@ class Gateway:
                 replicators_max=config.replicators_max,
                 sync_topics_max=config.sync_topics_max,
                 ownership=self.ownership,
-                sync_policies=store.subscription_sync_policies,
+                sync_policies=meta.subscription_sync_policies,
             )
             await self.ownership.start()
             served = Served(
                 config,
-                store.replication_policies,
+                meta.replication_policies,
                 self.manager,
                 self.ownership,
-                store.subscription_sync_policies,
+                meta.subscription_sync_policies,
             )
             self._runner = RestRunner(create_app(served))
             await self._runner.setup()
@@ -118,7 +121,7 @@ class Gateway:
             self.manager.poke()
 
     async def _seed_policies(self) -> None:
-        policies = present(self.store, "the store is opened first").replication_policies
+        policies = present(self.meta, "the store is opened first").replication_policies
         seeds = [("namespace", n, c) for n, c in self.config.seed_namespace_policies.items()]
         seeds += [("topic", n, c) for n, c in self.config.seed_topic_policies.items()]
         for scope, name, clusters in seeds:
@@ -151,4 +154,4 @@ class Gateway:
             self.ownership = None
         if self.store is not None:
             await self.store.close()
-            self.store = None
+            self.store = self.meta = None

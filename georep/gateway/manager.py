@@ -59,6 +59,8 @@ from georep.client.link import PulsarLink
 from georep.client.refusals import RIGHTS_DOCUMENT, Refusal
 from georep.gateway.config import ClusterEndpoint, ClusterKind
 from georep.gateway.errors import GatewayError
+from georep.gateway.meta.replication_policies import ReplicationPolicyRepository
+from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolicyRepository
 from georep.gateway.ownership import Shares, Sole
 from georep.gateway.sync_choice import SyncChoices
 from georep.gateway.watchdog import Watch
@@ -66,8 +68,6 @@ from georep.position import Position
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
-from georep.storage.meta.replication_policies import ReplicationPolicyRepository
-from georep.storage.meta.subscription_sync_policies import SubscriptionSyncPolicyRepository
 from georep.subsync.change_watch import ChangeWatch
 from georep.subsync.core import SyncCore
 from georep.subsync.ports import GeorepPort, SyncPort

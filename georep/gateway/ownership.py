@@ -6,8 +6,8 @@ every remote and its subscription sync -- is run by exactly one of them. The mec
 the one the metadata store already carries, leases, plus a deterministic assignment, so
 there is no coordinator to run and none to lose:
 
-**Members.** Every instance keeps a row in ``gateway_members`` (``storage/meta/
-gateway_members.py``) with a lease it renews every ``heartbeat_s`` and that expires
+**Members.** Every instance keeps a row in ``gateway_members`` (``gateway/meta/
+members.py``) with a lease it renews every ``heartbeat_s`` and that expires
 ``lease_s`` after a renewal; the same transaction reads every live row. The live
 instances are the *membership*.
 
@@ -54,8 +54,8 @@ from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from georep.awaiting import within
+from georep.gateway.meta.members import GatewayMember
 from georep.storage.errors import StorageError
-from georep.storage.meta.gateway_members import GatewayMember
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class Sole:
 
 
 class MemberStore(Protocol):
-    """What ownership needs of the metadata store (``storage/meta/gateway_members.py``)."""
+    """What ownership needs of the metadata store (``gateway/meta/members.py``)."""
 
     async def member_heartbeat(
         self, cluster: str, instance: str, lease_s: float, view: Iterable[str]

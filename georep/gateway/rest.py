@@ -67,6 +67,14 @@ from georep.gateway import status_page
 from georep.gateway.config import GatewayConfig
 from georep.gateway.errors import PolicyConflict, PolicyError, PolicyNotFound, UnknownCluster
 from georep.gateway.manager import ReplicationManager
+from georep.gateway.meta.replication_policies import (
+    ReplicationPolicyRecord,
+    ReplicationPolicyRepository,
+)
+from georep.gateway.meta.subscription_sync_policies import (
+    SubscriptionSyncPolicyRecord,
+    SubscriptionSyncPolicyRepository,
+)
 from georep.gateway.openapi import document as openapi_document
 from georep.gateway.ownership import Ownership
 from georep.rest.auth import Role
@@ -75,14 +83,6 @@ from georep.rest.json_io import json_response, read_json
 from georep.rest.middleware import answering, application, register
 from georep.rest.routes import QueryParameter, Route
 from georep.storage.errors import BadVersion, InvalidArgument
-from georep.storage.meta.replication_policies import (
-    ReplicationPolicyRecord,
-    ReplicationPolicyRepository,
-)
-from georep.storage.meta.subscription_sync_policies import (
-    SubscriptionSyncPolicyRecord,
-    SubscriptionSyncPolicyRepository,
-)
 from georep.subsync.caught_up import TooManyTopics, caught_up
 from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 

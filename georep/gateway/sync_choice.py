@@ -1,5 +1,5 @@
 """Which subscriptions each synced topic partition syncs: the stored subscription-sync
-policies (``storage/meta/subscription_sync_policies.py``, changed over the gateway's REST)
+policies (``gateway/meta/subscription_sync_policies.py``, changed over the gateway's REST)
 over the ``[subscription_sync]`` table (``subsync/settings.py``).
 
 Precedence, first found wins: a policy on the topic partition, on its partitioned
@@ -22,8 +22,8 @@ import logging
 import re
 from collections.abc import Iterable
 
+from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
 from georep.names import InvalidName, check_subscription_pattern
-from georep.storage.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
 from georep.subsync.settings import NamespaceSync, Selection, SyncSettings
 from georep.topic_name import InvalidTopicName, TopicName
 

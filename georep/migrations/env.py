@@ -15,8 +15,8 @@ import sqlalchemy
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from georep.migrations.tables import metadata
 from georep.storage.meta import migrate
-from georep.storage.meta.models import metadata
 
 config = context.config
 

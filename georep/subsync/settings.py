@@ -36,7 +36,7 @@ regular expression (``names.check_subscription_pattern``). A table that sets
 drops the top table's pattern); ``all`` beside a pattern is refused as ambiguous.
 
 **Which wins.** A subscription-sync policy stored in the gateway's metadata store (its
-REST, ``storage/meta/subscription_sync_policies.py``) chooses the subscriptions of its
+REST, ``gateway/meta/subscription_sync_policies.py``) chooses the subscriptions of its
 topic or namespace over this table: a topic's policy, else its namespace's, else the
 namespace's table here, else the top table. The mode always comes from here.
 

@@ -13,6 +13,7 @@ import pytest
 
 from georep.broker.admin import AdminServer, AdminSettings
 from georep.broker.admin.state import StorageHealth
+from georep.broker.meta.store import BrokerRepositories
 from georep.rest.tokens import tokens
 from georep.storage.bookie.ledger_dirs_monitor import BookieAvailability
 from georep.storage.meta.store import MetadataStore
@@ -77,7 +78,10 @@ async def test_shared_store_stays_open(tmp_path) -> None:
             async with session.put(f"{base}/admin/v2/namespaces/public/ns") as response:
                 assert response.status == 204
         await server.close()
-        assert await store.catalog.list_namespaces("public") == ["default", "ns"]  # still open
+        assert await BrokerRepositories(store.engine).catalog.list_namespaces("public") == [
+            "default",
+            "ns",
+        ]  # still open
     finally:
         await store.close()
 

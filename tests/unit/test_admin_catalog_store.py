@@ -10,14 +10,15 @@ import dataclasses
 import pytest
 
 from georep import limits
+from georep.broker.meta.catalog import CatalogOutcome
+from georep.broker.meta.store import BrokerRepositories
 from georep.storage.errors import BadVersion, InvalidArgument
-from georep.storage.meta.store import CatalogOutcome, MetadataStore
 
 DONE, EXISTS, MISSING = CatalogOutcome.DONE, CatalogOutcome.EXISTS, CatalogOutcome.MISSING
 
 
-async def test_tenant_create_get_list_delete(metadata_store: MetadataStore) -> None:
-    store = metadata_store
+async def test_tenant_create_get_list_delete(broker_meta: BrokerRepositories) -> None:
+    store = broker_meta
     assert await store.catalog.list_tenants() == []
     assert await store.catalog.create_tenant("t1", admin_roles=["ops", "ops", "dev"]) is DONE
     assert await store.catalog.create_tenant("t1") is EXISTS
@@ -32,8 +33,8 @@ async def test_tenant_create_get_list_delete(metadata_store: MetadataStore) -> N
     assert await store.catalog.list_tenants() == ["t0"]
 
 
-async def test_tenant_update_is_compare_and_set(metadata_store: MetadataStore) -> None:
-    store = metadata_store
+async def test_tenant_update_is_compare_and_set(broker_meta: BrokerRepositories) -> None:
+    store = broker_meta
     await store.catalog.create_tenant("t", admin_roles=["a"])
     first = await store.catalog.get_tenant("t")
     assert first is not None
@@ -48,8 +49,8 @@ async def test_tenant_update_is_compare_and_set(metadata_store: MetadataStore) -
         await store.catalog.update_tenant(second)
 
 
-async def test_namespace_lifecycle_and_policies(metadata_store: MetadataStore) -> None:
-    store = metadata_store
+async def test_namespace_lifecycle_and_policies(broker_meta: BrokerRepositories) -> None:
+    store = broker_meta
     assert await store.catalog.create_namespace("t", "ns") is MISSING  # no tenant
     await store.catalog.create_tenant("t")
     assert (
@@ -77,8 +78,8 @@ async def test_namespace_lifecycle_and_policies(metadata_store: MetadataStore) -
     assert await store.catalog.delete_tenant("t") is DONE
 
 
-async def test_concurrent_policy_updates_one_wins(metadata_store: MetadataStore) -> None:
-    store = metadata_store
+async def test_concurrent_policy_updates_one_wins(broker_meta: BrokerRepositories) -> None:
+    store = broker_meta
     await store.catalog.create_tenant("t")
     await store.catalog.create_namespace("t", "ns")
     record = await store.catalog.get_namespace("t", "ns")
@@ -97,18 +98,18 @@ async def test_concurrent_policy_updates_one_wins(metadata_store: MetadataStore)
     assert stored is not None and stored.message_ttl_s == winners[0].message_ttl_s
 
 
-async def test_concurrent_creates_one_done(metadata_store: MetadataStore) -> None:
-    store = metadata_store
+async def test_concurrent_creates_one_done(broker_meta: BrokerRepositories) -> None:
+    store = broker_meta
     outcomes = await asyncio.gather(*(store.catalog.create_tenant("t") for _ in range(5)))
     assert sorted(outcome.value for outcome in outcomes) == ["done"] + ["exists"] * 4
     outcomes = await asyncio.gather(*(store.catalog.create_namespace("t", "ns") for _ in range(5)))
     assert sorted(outcome.value for outcome in outcomes) == ["done"] + ["exists"] * 4
 
 
-async def test_tenant_count_limit(metadata_store: MetadataStore, monkeypatch) -> None:
+async def test_tenant_count_limit(broker_meta: BrokerRepositories, monkeypatch) -> None:
     monkeypatch.setattr(limits, "tenants_count_max", 2)
     monkeypatch.setattr(limits, "namespaces_count_max", 1)
-    store = metadata_store
+    store = broker_meta
     assert await store.catalog.create_tenant("a") is DONE
     assert await store.catalog.create_tenant("b") is DONE
     assert await store.catalog.create_tenant("c") is CatalogOutcome.FULL
@@ -134,8 +135,8 @@ async def test_tenant_count_limit(metadata_store: MetadataStore, monkeypatch) ->
     ],
 )
 async def test_bad_arguments_are_refused_before_storage(
-    metadata_store: MetadataStore, call
+    broker_meta: BrokerRepositories, call
 ) -> None:
     with pytest.raises(InvalidArgument):
-        await call(metadata_store)
-    assert await metadata_store.catalog.list_tenants() == []
+        await call(broker_meta)
+    assert await broker_meta.catalog.list_tenants() == []

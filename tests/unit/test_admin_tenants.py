@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from georep import limits
+from georep.broker.meta.store import BrokerRepositories
 from georep.storage.meta.store import MetadataStore
 from tests.unit.test_admin_support import running_admin
 
@@ -51,7 +52,7 @@ async def test_tenant_crud_round_trip(metadata_url: str) -> None:
         assert (await admin.post(f"{T}/acme", info)).status == 404
     store = await MetadataStore.open(metadata_url)
     try:
-        assert await store.catalog.list_tenants() == ["public"]
+        assert await BrokerRepositories(store.engine).catalog.list_tenants() == ["public"]
     finally:
         await store.close()
 
@@ -127,7 +128,7 @@ async def test_concurrent_policy_changes_all_apply_in_some_order(metadata_url: s
         assert (await admin.get(f"{N}/public/default/messageTTL")).body in ttls
     store = await MetadataStore.open(metadata_url)
     try:
-        record = await store.catalog.get_namespace("public", "default")
+        record = await BrokerRepositories(store.engine).catalog.get_namespace("public", "default")
         assert record is not None and record.version == 1 + len(ttls)
     finally:
         await store.close()

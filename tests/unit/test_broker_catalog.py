@@ -11,6 +11,7 @@ import pytest
 from georep.broker.catalog import LEGACY_LEDGER_NAME, Catalog, CatalogCorrupt
 from georep.broker.cluster import BrokerStore
 from georep.broker.errors import NotAllowed, TopicExists, TopicNotFound
+from georep.broker.meta.catalog import CatalogRepository
 from georep.storage.meta.store import MetadataStore
 from georep.topic_name import TopicName
 
@@ -56,7 +57,9 @@ async def store(tmp_path):
 
 
 async def test_partitioned_topics_live_in_the_store(store) -> None:
-    catalog = await Catalog.open(BrokerStore(store.catalog, store.managed_ledgers), LegacyLog(None))
+    catalog = await Catalog.open(
+        BrokerStore(CatalogRepository(store.engine), store.managed_ledgers), LegacyLog(None)
+    )
     await catalog.create_partitioned_topic(ORDERS, 4)
     with pytest.raises(TopicExists):
         await catalog.create_partitioned_topic(ORDERS, 2)
@@ -65,18 +68,24 @@ async def test_partitioned_topics_live_in_the_store(store) -> None:
             await catalog.create_partitioned_topic(OTHER, bad)
     with pytest.raises(NotAllowed, match="names a partition"):
         await catalog.create_partitioned_topic(ORDERS.partition(1), 2)
-    again = await Catalog.open(BrokerStore(store.catalog, store.managed_ledgers), LegacyLog(None))
+    again = await Catalog.open(
+        BrokerStore(CatalogRepository(store.engine), store.managed_ledgers), LegacyLog(None)
+    )
     assert again.partitions_of(ORDERS) == 4 and again.partitions_of(OTHER) == 0
     await again.delete_partitioned_topic(ORDERS)
     with pytest.raises(TopicNotFound):
         await again.delete_partitioned_topic(ORDERS)
     assert (
-        await Catalog.open(BrokerStore(store.catalog, store.managed_ledgers), LegacyLog(None))
+        await Catalog.open(
+            BrokerStore(CatalogRepository(store.engine), store.managed_ledgers), LegacyLog(None)
+        )
     ).partitioned == {}
 
 
 async def test_the_legacy_log_is_imported_once_and_deleted(store) -> None:
-    await store.catalog.create_partitioned_topic(str(OTHER), 2)  # already there: kept
+    await CatalogRepository(store.engine).create_partitioned_topic(
+        str(OTHER), 2
+    )  # already there: kept
     legacy = LegacyLog(
         [
             {"v": 1, "op": "partitioned.create", "topic": str(ORDERS), "partitions": 2},
@@ -87,7 +96,9 @@ async def test_the_legacy_log_is_imported_once_and_deleted(store) -> None:
             {"v": 1, "op": "partitioned.delete", "topic": "persistent://public/default/gone"},
         ]
     )  # fmt: skip
-    catalog = await Catalog.open(BrokerStore(store.catalog, store.managed_ledgers), legacy)
+    catalog = await Catalog.open(
+        BrokerStore(CatalogRepository(store.engine), store.managed_ledgers), legacy
+    )
     assert legacy.deleted
     assert catalog.partitioned == {str(ORDERS): 6, str(OTHER): 2}
 
@@ -105,6 +116,8 @@ async def test_the_legacy_log_is_imported_once_and_deleted(store) -> None:
 async def test_a_corrupt_legacy_log_fails_the_open_and_is_kept(store, record) -> None:
     legacy = LegacyLog([record])
     with pytest.raises(CatalogCorrupt):
-        await Catalog.open(BrokerStore(store.catalog, store.managed_ledgers), legacy)
+        await Catalog.open(
+            BrokerStore(CatalogRepository(store.engine), store.managed_ledgers), legacy
+        )
     assert not legacy.deleted
-    assert await store.catalog.list_partitioned_topics() == {}
+    assert await CatalogRepository(store.engine).list_partitioned_topics() == {}

@@ -12,10 +12,10 @@ import pytest
 
 from georep.broker import ports
 from georep.broker.cluster import BrokerStore
+from georep.broker.meta.catalog import CatalogRepository
 from georep.storage.managed_ledger.cursor import CursorStorage, ManagedCursor
 from georep.storage.managed_ledger.factory import ManagedLedgerFactory
 from georep.storage.managed_ledger.managed_ledger import ManagedLedger
-from georep.storage.meta.catalog import CatalogRepository
 
 PAIRS = [
     (ports.TopicLog, ManagedLedger),

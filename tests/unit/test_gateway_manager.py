@@ -14,11 +14,11 @@ from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed
 from georep.gateway.config import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
-from georep.replicator.replicator import Replicator
-from georep.storage.meta.replication_policies import (
+from georep.gateway.meta.replication_policies import (
     ReplicationPolicyRecord,
     ReplicationPolicyRepository,
 )
+from georep.replicator.replicator import Replicator
 from georep.topic_name import TopicName
 
 NS = "t/ns"
@@ -174,7 +174,7 @@ class FakeSyncPolicies:
         self.reads = 0
 
     async def list_policies(self):
-        from georep.storage.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
+        from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
 
         self.reads += 1
         return [

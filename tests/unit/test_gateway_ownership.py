@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from georep.gateway.meta.members import GatewayMember
 from georep.gateway.ownership import Ownership, owner_of
 from georep.storage.errors import MetadataUnavailable
-from georep.storage.meta.gateway_members import GatewayMember
 
 LEASE_S = 3.0
 HEARTBEAT_S = 0.5
@@ -21,26 +21,24 @@ PARTITIONS = [f"persistent://t/ns/topic-partition-{i}" for i in range(60)]
 
 
 # --- the rows ---------------------------------------------------------------------------
-async def test_heartbeats_list_live_members_with_their_views(metadata_store, manual_clock):
-    store = metadata_store
-    first = await store.gateway_members.member_heartbeat("A", "a1", LEASE_S, [])
+async def test_heartbeats_list_live_members_with_their_views(gateway_meta, manual_clock):
+    store = gateway_meta
+    first = await store.members.member_heartbeat("A", "a1", LEASE_S, [])
     assert [(m.instance, m.view) for m in first] == [("a1", frozenset())]
     manual_clock.advance(1)
-    both = await store.gateway_members.member_heartbeat("A", "a2", LEASE_S, ["a2", "a1"])
+    both = await store.members.member_heartbeat("A", "a2", LEASE_S, ["a2", "a1"])
     assert [(m.instance, sorted(m.view)) for m in both] == [("a1", []), ("a2", ["a1", "a2"])]
-    assert (
-        await store.gateway_members.member_heartbeat("B", "b1", LEASE_S, []) != both
-    )  # per cluster
+    assert await store.members.member_heartbeat("B", "b1", LEASE_S, []) != both  # per cluster
     manual_clock.advance(2.5)  # a1's lease ran out, a2's has 0.5 s left
-    assert [m.instance for m in await store.gateway_members.live_members("A")] == ["a2"]
-    joined = (await store.gateway_members.live_members("A"))[0].joined_at
+    assert [m.instance for m in await store.members.live_members("A")] == ["a2"]
+    joined = (await store.members.live_members("A"))[0].joined_at
     manual_clock.advance(0.4)
-    renewed = await store.gateway_members.member_heartbeat("A", "a2", LEASE_S, ["a2"])
+    renewed = await store.members.member_heartbeat("A", "a2", LEASE_S, ["a2"])
     assert renewed[0].joined_at == joined  # renewed in time: the same membership
-    back = await store.gateway_members.member_heartbeat("A", "a1", LEASE_S, [])
+    back = await store.members.member_heartbeat("A", "a1", LEASE_S, [])
     assert next(m for m in back if m.instance == "a1").joined_at == manual_clock()  # rejoined
-    await store.gateway_members.member_leave("A", "a2")
-    assert [m.instance for m in await store.gateway_members.live_members("A")] == ["a1"]
+    await store.members.member_leave("A", "a2")
+    assert [m.instance for m in await store.members.live_members("A")] == ["a1"]
 
 
 # --- the assignment ---------------------------------------------------------------------

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from georep import limits
+from georep.broker.meta.schemas import SchemaRecord, SchemaVersionsFull
+from georep.broker.meta.store import BrokerRepositories
 from georep.storage.errors import InvalidArgument
-from georep.storage.meta.schemas import SchemaRecord, SchemaVersionsFull
-from georep.storage.meta.store import MetadataStore
 
 TOPIC = "persistent://public/default/t"
 
@@ -30,8 +30,8 @@ def refuse(_history: Sequence[SchemaRecord]) -> None:
     raise Refused
 
 
-async def test_versions_equal_schemas_and_deletion(metadata_store: MetadataStore) -> None:
-    schemas = metadata_store.schemas
+async def test_versions_equal_schemas_and_deletion(broker_meta: BrokerRepositories) -> None:
+    schemas = broker_meta.schemas
     assert await schemas.history(TOPIC) == [] and await schemas.get(TOPIC) is None
     v0, created = await schemas.register(TOPIC, "AVRO", b"a", {"k": "v"}, accept)
     assert (v0.version, created, dict(v0.properties)) == (0, True, {"k": "v"})
@@ -51,18 +51,18 @@ async def test_versions_equal_schemas_and_deletion(metadata_store: MetadataStore
 
 
 async def test_concurrent_registrations_take_distinct_versions(
-    metadata_store: MetadataStore,
+    broker_meta: BrokerRepositories,
 ) -> None:
-    schemas = metadata_store.schemas
+    schemas = broker_meta.schemas
     results = await asyncio.gather(
         *(schemas.register(TOPIC, "AVRO", bytes([i]), {}, accept) for i in range(5))
     )
     assert sorted(record.version for record, _ in results) == [0, 1, 2, 3, 4]
 
 
-async def test_the_version_limit(metadata_store: MetadataStore, monkeypatch) -> None:
+async def test_the_version_limit(broker_meta: BrokerRepositories, monkeypatch) -> None:
     monkeypatch.setattr(limits, "schema_versions_per_topic_max", 2)
-    schemas = metadata_store.schemas
+    schemas = broker_meta.schemas
     await schemas.register(TOPIC, "AVRO", b"a", {}, accept)
     await schemas.register(TOPIC, "AVRO", b"b", {}, accept)
     with pytest.raises(SchemaVersionsFull):
@@ -70,8 +70,8 @@ async def test_the_version_limit(metadata_store: MetadataStore, monkeypatch) -> 
     assert (await schemas.register(TOPIC, "AVRO", b"a", {}, accept))[0].version == 0
 
 
-async def test_bad_input_touches_nothing(metadata_store: MetadataStore) -> None:
-    schemas = metadata_store.schemas
+async def test_bad_input_touches_nothing(broker_meta: BrokerRepositories) -> None:
+    schemas = broker_meta.schemas
     too_big = bytes(limits.schema_data_bytes_max + 1)
     cases: list[tuple[bytes, Any]] = [(too_big, {}), (b"a", {"k": 1}), (b"a", {"k" * 5000: "v"})]
     for data, properties in cases:
@@ -80,8 +80,8 @@ async def test_bad_input_touches_nothing(metadata_store: MetadataStore) -> None:
     assert await schemas.history(TOPIC) == []
 
 
-async def test_strategies(metadata_store: MetadataStore) -> None:
-    schemas = metadata_store.schemas
+async def test_strategies(broker_meta: BrokerRepositories) -> None:
+    schemas = broker_meta.schemas
     assert await schemas.strategy("public/default") is None
     await schemas.set_strategy("public/default", "BACKWARD")
     await schemas.set_strategy("public/default", "FULL_TRANSITIVE")

@@ -14,8 +14,8 @@ import sqlalchemy
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
+from georep.migrations.tables import metadata
 from georep.storage.meta import migrate
-from georep.storage.meta.models import metadata
 from georep.storage.meta.store import MetadataStore
 
 VERSION_TABLE = "alembic_version"

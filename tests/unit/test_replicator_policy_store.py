@@ -8,23 +8,23 @@ import pytest
 from georep.storage.errors import BadVersion, InvalidArgument
 
 
-async def test_remote_clusters_follow_the_configuration(metadata_store) -> None:
-    first = await metadata_store.replication_policies.sync_remote_clusters(
+async def test_remote_clusters_follow_the_configuration(gateway_meta) -> None:
+    first = await gateway_meta.replication_policies.sync_remote_clusters(
         {"B": ("pulsar://b:6650", "http://b:8080"), "C": ("pulsar://c:6650", "http://c:8080")}
     )
     assert [(c.name, c.version) for c in first] == [("B", 1), ("C", 1)]
-    second = await metadata_store.replication_policies.sync_remote_clusters(
+    second = await gateway_meta.replication_policies.sync_remote_clusters(
         {"B": ("pulsar://b:6651", "http://b:8080"), "D": ("pulsar://d:6650", "http://d:8080")}
     )
     assert [(c.name, c.service_url, c.version) for c in second] == [
         ("B", "pulsar://b:6651", 2),
         ("D", "pulsar://d:6650", 1),
     ]
-    assert await metadata_store.replication_policies.list_remote_clusters() == second
+    assert await gateway_meta.replication_policies.list_remote_clusters() == second
 
 
-async def test_policy_versions_and_cas(metadata_store) -> None:
-    store = metadata_store
+async def test_policy_versions_and_cas(gateway_meta) -> None:
+    store = gateway_meta
     created = await store.replication_policies.put_replication_policy(
         "namespace", "t/ns", ["C", "B", "B"]
     )
@@ -59,8 +59,8 @@ async def test_policy_versions_and_cas(metadata_store) -> None:
     assert await store.replication_policies.get_replication_policy("namespace", "t/ns") is None
 
 
-async def test_policies_list_by_scope(metadata_store) -> None:
-    store = metadata_store
+async def test_policies_list_by_scope(gateway_meta) -> None:
+    store = gateway_meta
     await store.replication_policies.put_replication_policy("topic", "persistent://t/ns/x", ["B"])
     await store.replication_policies.put_replication_policy("namespace", "t/ns", ["B", "C"])
     listed = await store.replication_policies.list_replication_policies()
@@ -82,6 +82,6 @@ async def test_policies_list_by_scope(metadata_store) -> None:
         ("namespace", "t/ns", [f"c{i}" for i in range(65)]),
     ],
 )
-async def test_bad_policies_are_refused(metadata_store, scope, name, clusters) -> None:
+async def test_bad_policies_are_refused(gateway_meta, scope, name, clusters) -> None:
     with pytest.raises(InvalidArgument):
-        await metadata_store.replication_policies.put_replication_policy(scope, name, clusters)
+        await gateway_meta.replication_policies.put_replication_policy(scope, name, clusters)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from georep.broker.meta.schemas import SchemaRecord
 from georep.broker.schema_compatibility import (
     IncompatibleSchema,
     Strategy,
@@ -13,7 +14,6 @@ from georep.broker.schema_compatibility import (
     check_compatible,
     parse_strategy,
 )
-from georep.storage.meta.schemas import SchemaRecord
 
 
 def record(*fields: dict, name: str = "R") -> dict:

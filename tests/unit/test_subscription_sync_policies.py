@@ -10,8 +10,8 @@ from georep import limits
 from georep.storage.errors import BadVersion, InvalidArgument
 
 
-async def test_policy_versions_and_cas(metadata_store) -> None:
-    policies = metadata_store.subscription_sync_policies
+async def test_policy_versions_and_cas(gateway_meta) -> None:
+    policies = gateway_meta.subscription_sync_policies
     created = await policies.put_policy("namespace", "t/ns", "flagged", "orders-.*")
     assert (created.subscriptions, created.pattern, created.version) == (
         "flagged",
@@ -32,11 +32,11 @@ async def test_policy_versions_and_cas(metadata_store) -> None:
     assert await policies.get_policy("namespace", "t/ns") is None
 
 
-async def test_policies_list_by_scope_apart_from_replication_policies(metadata_store) -> None:
-    policies = metadata_store.subscription_sync_policies
+async def test_policies_list_by_scope_apart_from_replication_policies(gateway_meta) -> None:
+    policies = gateway_meta.subscription_sync_policies
     await policies.put_policy("topic", "persistent://t/ns/x", "flagged")
     await policies.put_policy("namespace", "t/ns", "all")
-    await metadata_store.replication_policies.put_replication_policy("namespace", "t/ns", ["B"])
+    await gateway_meta.replication_policies.put_replication_policy("namespace", "t/ns", ["B"])
     listed = await policies.list_policies()
     assert [(p.scope, p.name, p.subscriptions, p.pattern) for p in listed] == [
         ("namespace", "t/ns", "all", None),
@@ -58,9 +58,9 @@ async def test_policies_list_by_scope_apart_from_replication_policies(metadata_s
         ("namespace", "flagged", 7, "must be a string"),
     ],
 )
-async def test_bad_policies_are_refused(metadata_store, scope, subscriptions, pattern, words):
+async def test_bad_policies_are_refused(gateway_meta, scope, subscriptions, pattern, words):
     with pytest.raises(InvalidArgument) as caught:
-        await metadata_store.subscription_sync_policies.put_policy(
+        await gateway_meta.subscription_sync_policies.put_policy(
             scope, "t/ns", subscriptions, pattern
         )
     assert words in str(caught.value)

@@ -8,10 +8,10 @@ import re
 import pytest
 
 from georep.console import ConfigError
+from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
 from georep.gateway.sync_choice import SyncChoices
 from georep.names import InvalidName, check_subscription_pattern
 from georep.position import Position
-from georep.storage.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
 from georep.subsync.core import SubscriptionState, SyncCore
 from georep.subsync.settings import NamespaceSync, Selection, SyncMode, SyncSettings, parse_sync
 from georep.topic_name import TopicName

@@ -38,6 +38,7 @@ from georep.broker.admin.state import (
     StorageHealth,
 )
 from georep.broker.admin.tenants import ensure_defaults
+from georep.broker.meta.store import BrokerRepositories
 from georep.broker.schema_registry import SchemaRegistry
 from georep.rest.middleware import application, register
 from georep.rest.server import RestRunner
@@ -81,9 +82,10 @@ def _metadata_store(
         settings = app[SETTINGS]
         store = given or await MetadataStore.open(settings.metadata_url)
         try:
-            app[CATALOG] = store.catalog
-            app[SCHEMAS] = SchemaRegistry(store.schemas)
-            await ensure_defaults(store.catalog, settings.cluster_name)
+            meta = BrokerRepositories(store.engine)
+            app[CATALOG] = meta.catalog
+            app[SCHEMAS] = SchemaRegistry(meta.schemas)
+            await ensure_defaults(meta.catalog, settings.cluster_name)
             app[METRICS].watch_store(store.engine.stats)
             _log_access(settings)
             yield

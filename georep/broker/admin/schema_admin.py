@@ -18,10 +18,10 @@ from georep import limits
 from georep.broker.admin import bodies, names
 from georep.broker.admin.cluster_admin import InvalidArgument, NotFound
 from georep.broker.admin.state import CATALOG, SCHEMAS
+from georep.broker.meta.schemas import SchemaRecord
 from georep.broker.schema_compatibility import IncompatibleSchema
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.rest.json_io import json_response, read_json
-from georep.storage.meta.schemas import SchemaRecord
 from georep.topic_name import TopicName
 
 #: Types a schema may be posted with (the protocol's, less what only a client names).

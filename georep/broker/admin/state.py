@@ -12,9 +12,9 @@ from aiohttp import web
 from georep.broker.admin.cluster_admin import ClusterAdmin
 from georep.broker.admin.metrics import AdminMetrics
 from georep.broker.admin.settings import AdminSettings
+from georep.broker.meta.catalog import CatalogRepository
 from georep.broker.schema_registry import SchemaRegistry
 from georep.storage.bookie.ledger_dirs_monitor import BookieAvailability
-from georep.storage.meta.catalog import CatalogRepository
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class StorageHealth:
 
 SETTINGS = web.AppKey("settings", AdminSettings)
 CLUSTER = web.AppKey("cluster", ClusterAdmin)
-#: Tenants and namespaces (``storage/meta/catalog.py``).
+#: Tenants and namespaces (``broker/meta/catalog.py``).
 CATALOG = web.AppKey("catalog", CatalogRepository)
 #: Topics' schemas and namespaces' strategies (``broker/schema_registry.py``), set with
 #: the catalog.

@@ -19,9 +19,9 @@ from georep import limits
 from georep.broker.admin import bodies, names
 from georep.broker.admin.cluster_admin import AdminError, Conflict, NotFound
 from georep.broker.admin.state import CATALOG, CLUSTER, SETTINGS
+from georep.broker.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
 from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
 from georep.storage.errors import BadVersion
-from georep.storage.meta.catalog import CatalogOutcome, CatalogRepository, NamespaceRecord
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"

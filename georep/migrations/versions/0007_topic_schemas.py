@@ -1,5 +1,5 @@
 """Topic schemas (the broker's schema registry) and each namespace's compatibility
-strategy (``storage/meta/schemas.py``).
+strategy (``broker/meta/schemas.py``).
 
 Revision ID: 0007
 Revises: 0006

@@ -1,4 +1,4 @@
-"""The gateway's subscription-sync policies (``storage/meta/subscription_sync_policies.py``).
+"""The gateway's subscription-sync policies (``gateway/meta/subscription_sync_policies.py``).
 
 Revision ID: 0008
 Revises: 0007

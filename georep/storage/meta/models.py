@@ -1,4 +1,8 @@
-"""Tables of the metadata store, as SQLAlchemy 2 typed models.
+"""Storage's tables of the metadata store (ledgers, bookies, under-replication markers,
+leases, managed ledgers and cursors), as SQLAlchemy 2 typed models, and the one
+``MetaData`` (``Base``) every layer declares its tables on: the broker's are
+``broker/meta/models.py``, the gateway's ``gateway/meta/models.py``; one chain of
+migrations owns them all (``georep/migrations/tables.py`` gathers them).
 
 These models describe the schema; they never create it. Alembic migrations under
 ``georep/migrations/versions`` own the schema, and ``tests/unit/test_migrations.py``
@@ -22,13 +26,11 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
-    Boolean,
     CheckConstraint,
     Double,
     ForeignKey,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     String,
 )
@@ -188,183 +190,3 @@ class ManagedCursorRow(Base):
 
 
 metadata = Base.metadata
-
-
-class TenantRow(Base):
-    """A tenant (Pulsar's ``TenantInfo``): who administers it and where it may live.
-
-    ``admin_roles`` and ``allowed_clusters`` are JSON lists of names. A tenant is deleted
-    only when it has no namespace left (the store checks in the deleting transaction).
-    """
-
-    __tablename__ = "tenants"
-    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
-
-    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    admin_roles: Mapped[list[Any]] = mapped_column(JSON)
-    allowed_clusters: Mapped[list[Any]] = mapped_column(JSON)
-    created_at: Mapped[float] = mapped_column(Double)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-class NamespaceRow(Base):
-    """A namespace of a tenant, with its policies.
-
-    Retention is both columns or neither (NULL: the broker's default); -1 means unlimited,
-    as in Pulsar. ``message_ttl_s`` NULL or 0 means messages never expire. Policies are
-    changed by CAS on ``version``.
-    """
-
-    __tablename__ = "namespaces"
-    __table_args__ = (
-        CheckConstraint("version >= 1", name="version"),
-        CheckConstraint(
-            "(retention_time_minutes IS NULL) = (retention_size_mb IS NULL)",
-            name="retention_pair",
-        ),
-        CheckConstraint(
-            "retention_time_minutes >= -1 AND retention_size_mb >= -1", name="retention"
-        ),
-        CheckConstraint("message_ttl_s >= 0", name="message_ttl_s"),
-    )
-
-    tenant: Mapped[str] = mapped_column(
-        String(name_chars_max), ForeignKey("tenants.name"), primary_key=True
-    )
-    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    retention_time_minutes: Mapped[int | None] = mapped_column(Integer)
-    retention_size_mb: Mapped[int | None] = mapped_column(BigInteger)
-    message_ttl_s: Mapped[int | None] = mapped_column(Integer)
-    created_at: Mapped[float] = mapped_column(Double)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-class PartitionedTopicRow(Base):
-    """A partitioned topic of the embedded cluster and its number of partitions (each
-    partition is a topic of its own, ``<name>-partition-<i>``). Kept by the broker
-    (``broker/catalog.py``)."""
-
-    __tablename__ = "partitioned_topics"
-    __table_args__ = (
-        CheckConstraint("partitions >= 1", name="partitions"),
-        CheckConstraint("version >= 1", name="version"),
-    )
-
-    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    partitions: Mapped[int] = mapped_column(Integer)
-    created_at: Mapped[float] = mapped_column(Double)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-class TopicSchemaRow(Base):
-    """One version of a topic's schema (``storage/meta/schemas.py``): per base topic name
-    (a partitioned topic's partitions share it), versions 0, 1, 2, ... never reused. A
-    deletion is a version too (``deleted``, no data), as in Pulsar: versions before it no
-    longer count, and the next schema starts a new history at the next number."""
-
-    __tablename__ = "topic_schemas"
-    __table_args__ = (CheckConstraint("version >= 0", name="version"),)
-
-    topic: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    version: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    schema_type: Mapped[str] = mapped_column(String(32))
-    data: Mapped[bytes] = mapped_column(LargeBinary)
-    properties: Mapped[dict[str, Any]] = mapped_column(JSON)
-    deleted: Mapped[bool] = mapped_column(Boolean)
-    created_at: Mapped[float] = mapped_column(Double)
-
-
-class SchemaCompatibilityRow(Base):
-    """A namespace's schema compatibility strategy (absent: Pulsar's default, FULL)."""
-
-    __tablename__ = "schema_compatibility"
-    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
-
-    namespace: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    strategy: Mapped[str] = mapped_column(String(32))
-    version: Mapped[int] = mapped_column(Integer)
-
-
-#: A service or admin URL of a remote cluster.
-url_chars_max = 1024
-
-
-class RemoteClusterRow(Base):
-    """A remote cluster a gateway replicates to: its public endpoints.
-
-    Written from the gateway's configuration when it starts (the configuration is the
-    source of truth; tokens stay there and are never stored). ``version`` counts changes.
-    """
-
-    __tablename__ = "remote_clusters"
-    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
-
-    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    service_url: Mapped[str] = mapped_column(String(url_chars_max))
-    admin_url: Mapped[str] = mapped_column(String(url_chars_max))
-    updated_at: Mapped[float] = mapped_column(Double)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-class ReplicationPolicyRow(Base):
-    """The remote clusters a namespace (``scope = 'namespace'``, name ``tenant/ns``) or a
-    topic (``scope = 'topic'``, name ``persistent://tenant/ns/topic``, a partitioned
-    topic's base name) replicates to. A topic's row overrides its namespace's, even with
-    an empty list. ``clusters`` is a sorted JSON list of names; changes CAS ``version``.
-    """
-
-    __tablename__ = "replication_policies"
-    __table_args__ = (
-        CheckConstraint("version >= 1", name="version"),
-        CheckConstraint("scope IN ('namespace', 'topic')", name="scope"),
-    )
-
-    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
-    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    clusters: Mapped[list[Any]] = mapped_column(JSON)
-    updated_at: Mapped[float] = mapped_column(Double)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-#: A stored subscription pattern's column (``limits.sync_subscription_pattern_chars_max``
-#: is what a policy may use of it).
-pattern_chars_max = 1024
-
-
-class SubscriptionSyncPolicyRow(Base):
-    """Which subscriptions a namespace (``scope = 'namespace'``) or topic (``scope =
-    'topic'``) syncs beside the flagged ones, names as in ``replication_policies``:
-    ``subscriptions`` is ``all`` or ``flagged``; with ``flagged``, ``pattern`` (a regular
-    expression a name must match whole) adds the subscriptions it matches. A topic's row
-    overrides its namespace's; changes CAS ``version``."""
-
-    __tablename__ = "subscription_sync_policies"
-    __table_args__ = (
-        CheckConstraint("version >= 1", name="version"),
-        CheckConstraint("scope IN ('namespace', 'topic')", name="scope"),
-        CheckConstraint("subscriptions IN ('all', 'flagged')", name="subscriptions"),
-    )
-
-    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
-    name: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    subscriptions: Mapped[str] = mapped_column(String(16))
-    pattern: Mapped[str | None] = mapped_column(String(pattern_chars_max))
-    updated_at: Mapped[float] = mapped_column(Double)
-    version: Mapped[int] = mapped_column(Integer)
-
-
-class GatewayMemberRow(Base):
-    """A live gateway instance of a cluster (``gateway/ownership.py``): its lease, renewed
-    every heartbeat, and ``view``, the sorted instance names whose shares of the topic
-    partitions it has stopped down to (it runs only partitions that view gives it).
-    """
-
-    __tablename__ = "gateway_members"
-    __table_args__ = (CheckConstraint("version >= 1", name="version"),)
-
-    cluster: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    instance: Mapped[str] = mapped_column(String(name_chars_max), primary_key=True)
-    view: Mapped[list[Any]] = mapped_column(JSON)
-    joined_at: Mapped[float] = mapped_column(Double)
-    expires_at: Mapped[float] = mapped_column(Double)
-    version: Mapped[int] = mapped_column(Integer)

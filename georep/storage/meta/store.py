@@ -1,18 +1,18 @@
-"""The metadata store: one engine (``engine.py``) and one repository per domain, each
-given that engine. :class:`MetadataStore` opens the engine and holds one of each
-repository; a process opens it once and hands each component the repository it uses
+"""The metadata store: one engine (``engine.py``) and storage's repositories, each given
+that engine. :class:`MetadataStore` opens the engine and holds one of each of storage's
+repositories; a process opens it once and hands each component the repository it uses
 (BookKeeper keeps one manager per metadata domain likewise):
 
 - ``ledgers.py``: ledger metadata (BookKeeper's LedgerManager);
 - ``bookies.py``: bookie registrations (RegistrationManager);
 - ``under_replication.py``: under-replicated ledgers (LedgerUnderreplicationManager);
 - ``leases.py``: named leases (the auditor's leadership);
-- ``managed_ledgers.py``: managed ledgers and cursors (``storage/managed_ledger``);
-- ``catalog.py``: tenants and namespaces (the admin REST, the broker);
-- ``replication_policies.py``: the gateway's remote clusters and policies;
-- ``subscription_sync_policies.py``: the gateway's subscription-sync policies;
-- ``gateway_members.py``: the gateway instances of a cluster (``gateway/ownership.py``);
-- ``schemas.py``: topics' schema versions and namespaces' compatibility strategies.
+- ``managed_ledgers.py``: managed ledgers and cursors (``storage/managed_ledger``).
+
+The layers above keep their own metadata beside them and build their repositories over
+this store's ``engine``: the broker's catalog and schemas
+(``broker/meta/store.py``, ``BrokerRepositories``), the gateway's policies and members
+(``gateway/meta/store.py``, ``GatewayRepositories``). Storage never imports them.
 
 How a call runs (one short transaction in a worker thread, CAS on versions, retries,
 time from an injected clock) is the engine's docstring, and so is the interface a
@@ -25,14 +25,7 @@ import time
 from typing import Self
 
 from georep.storage.meta.bookies import BookieRegistration, BookieRepository
-from georep.storage.meta.catalog import (
-    CatalogOutcome,
-    CatalogRepository,
-    NamespaceRecord,
-    TenantRecord,
-)
 from georep.storage.meta.engine import Clock, MetadataEngine
-from georep.storage.meta.gateway_members import GatewayMember, GatewayMemberRepository
 from georep.storage.meta.leases import LeaseRepository
 from georep.storage.meta.ledgers import LedgerRepository
 from georep.storage.meta.managed_ledgers import (
@@ -41,31 +34,15 @@ from georep.storage.meta.managed_ledgers import (
     ManagedLedgerInfo,
     ManagedLedgerRepository,
 )
-from georep.storage.meta.replication_policies import (
-    POLICY_SCOPES,
-    RemoteClusterRecord,
-    ReplicationPolicyRecord,
-    ReplicationPolicyRepository,
-)
-from georep.storage.meta.schemas import SchemaRepository
-from georep.storage.meta.subscription_sync_policies import (
-    SubscriptionSyncPolicyRecord,
-    SubscriptionSyncPolicyRepository,
-)
 from georep.storage.meta.under_replication import (
     UnderReplicatedLedger,
     UnderReplicationRepository,
 )
 
 __all__ = [
-    "POLICY_SCOPES",
     "BookieRegistration",
     "BookieRepository",
-    "CatalogOutcome",
-    "CatalogRepository",
     "Clock",
-    "GatewayMember",
-    "GatewayMemberRepository",
     "LeaseRepository",
     "LedgerInfo",
     "LedgerRepository",
@@ -74,22 +51,15 @@ __all__ = [
     "ManagedLedgerRepository",
     "MetadataEngine",
     "MetadataStore",
-    "NamespaceRecord",
-    "RemoteClusterRecord",
-    "ReplicationPolicyRecord",
-    "ReplicationPolicyRepository",
-    "SchemaRepository",
-    "SubscriptionSyncPolicyRecord",
-    "SubscriptionSyncPolicyRepository",
-    "TenantRecord",
     "UnderReplicatedLedger",
     "UnderReplicationRepository",
 ]
 
 
 class MetadataStore:
-    """One engine and a repository of each domain on it. Create with :meth:`open`; close
-    once, when every component given one of its repositories has stopped."""
+    """One engine and a repository of each of storage's domains on it. Create with
+    :meth:`open`; close once, when every component given one of its repositories (or a
+    repository built over its engine) has stopped."""
 
     def __init__(self, engine: MetadataEngine) -> None:
         self.engine = engine
@@ -98,11 +68,6 @@ class MetadataStore:
         self.bookies = BookieRepository(engine, self.leases)
         self.under_replication = UnderReplicationRepository(engine)
         self.managed_ledgers = ManagedLedgerRepository(engine)
-        self.catalog = CatalogRepository(engine)
-        self.replication_policies = ReplicationPolicyRepository(engine)
-        self.subscription_sync_policies = SubscriptionSyncPolicyRepository(engine)
-        self.gateway_members = GatewayMemberRepository(engine)
-        self.schemas = SchemaRepository(engine)
 
     @classmethod
     async def open(cls, url: str, *, migrate: bool = True, clock: Clock = time.time) -> Self:

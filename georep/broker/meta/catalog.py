@@ -13,17 +13,17 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
 from georep import limits
+from georep.broker.meta.models import (
+    NamespaceRow,
+    PartitionedTopicRow,
+    TenantRow,
+)
 from georep.storage.errors import (
     BadVersion,
     InvalidArgument,
 )
 from georep.storage.meta.checks import check_int, check_name
 from georep.storage.meta.engine import Conflict, MetadataEngine, count_rows, table_of
-from georep.storage.meta.models import (
-    NamespaceRow,
-    PartitionedTopicRow,
-    TenantRow,
-)
 
 
 # --- tenants and namespaces -----------------------------------------------------------

@@ -20,13 +20,13 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
 from georep import limits
+from georep.gateway.meta.models import SubscriptionSyncPolicyRow, pattern_chars_max
+from georep.gateway.meta.replication_policies import POLICY_SCOPES
 from georep.invariant import invariant
 from georep.names import InvalidName, check_subscription_pattern
 from georep.storage.errors import BadVersion, InvalidArgument
 from georep.storage.meta.checks import check_int, check_name
 from georep.storage.meta.engine import Conflict, MetadataEngine, count_rows, table_of
-from georep.storage.meta.models import SubscriptionSyncPolicyRow, pattern_chars_max
-from georep.storage.meta.replication_policies import POLICY_SCOPES
 
 #: What a policy syncs: every subscription, or the flagged ones (and the pattern's).
 SUBSCRIPTION_CHOICES = ("all", "flagged")

@@ -25,10 +25,10 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from georep import limits
+from georep.broker.meta.models import SchemaCompatibilityRow, TopicSchemaRow
 from georep.storage.errors import InvalidArgument
 from georep.storage.meta.checks import check_int, check_name
 from georep.storage.meta.engine import Conflict, MetadataEngine, table_of
-from georep.storage.meta.models import SchemaCompatibilityRow, TopicSchemaRow
 
 _schemas = table_of(TopicSchemaRow)
 _strategies = table_of(SchemaCompatibilityRow)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from sqlalchemy import case, select
 from sqlalchemy.engine import Connection
 
+from georep.gateway.meta.models import GatewayMemberRow
 from georep.storage.meta.checks import check_duration, check_name, check_names
 from georep.storage.meta.engine import MetadataEngine, table_of
-from georep.storage.meta.models import GatewayMemberRow
 
 _members = table_of(GatewayMemberRow)
 

@@ -12,17 +12,17 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
 from georep import limits
+from georep.gateway.meta.models import (
+    RemoteClusterRow,
+    ReplicationPolicyRow,
+    url_chars_max,
+)
 from georep.storage.errors import (
     BadVersion,
     InvalidArgument,
 )
 from georep.storage.meta.checks import check_int, check_name, check_names
 from georep.storage.meta.engine import Conflict, MetadataEngine, count_rows, table_of
-from georep.storage.meta.models import (
-    RemoteClusterRow,
-    ReplicationPolicyRow,
-    url_chars_max,
-)
 
 # --- gateway: remote clusters and replication policies ------------------------------------
 #: Scopes of a replication policy: a namespace, or a topic overriding its namespace.
