@@ -8,10 +8,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo storage-demo test lint typecheck format bench clean
 
-$(STAMP): pyproject.toml
+# georep with its development tools, and the Pulsar tooling (pulsar_tools/: a package of
+# its own, for the tests, the benchmarks and the drill's real-Pulsar modes).
+$(STAMP): pyproject.toml pulsar_tools/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -e ./pulsar_tools
 	touch $(STAMP)
 
 # Three clusters and their gateways (A<->B, A->C), a produce/consume that shows what
@@ -31,16 +33,16 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 lint: typecheck
-	$(BIN)/ruff check georep tests bench
-	$(BIN)/ruff format --check georep tests bench
+	$(BIN)/ruff check georep pulsar_tools tests bench
+	$(BIN)/ruff format --check georep pulsar_tools tests bench
 
 # mypy, configured in pyproject.toml: strict for georep/ and bench/, a basic check for tests/.
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff format georep tests bench
-	$(BIN)/ruff check --fix georep tests bench
+	$(BIN)/ruff format georep pulsar_tools tests bench
+	$(BIN)/ruff check --fix georep pulsar_tools tests bench
 
 bench: $(STAMP)
 	$(BIN)/python bench/storage.py

@@ -268,7 +268,7 @@ def run_georep(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_pulsar(root: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from georep.pulsar.standalone import (
+    from pulsar_tools.standalone import (
         PULSAR_VERSION,
         PulsarStandalone,
         StandaloneSpec,

@@ -28,9 +28,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from georep.pulsar.admin import PulsarAdmin
-from georep.pulsar.standalone import PULSAR_VERSION, PulsarStandalone, StandaloneSpec, resolve_jars
 from georep.subsync.pulsar_port import subscription_signals
+from pulsar_tools.admin import PulsarAdmin
+from pulsar_tools.standalone import PULSAR_VERSION, PulsarStandalone, StandaloneSpec, resolve_jars
 
 TENANT = "page"
 PER_TOPIC = 100

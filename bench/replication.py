@@ -136,8 +136,8 @@ async def lag(
 async def pulsar_lag(root: Path, rate: int, seconds: float, warmup_s: float) -> dict[str, Any]:
     """The same steady-rate lag through Pulsar's own replicator: two Pulsar standalones
     with the namespace geo-replicated (``docs/PULSAR.md``)."""
-    from georep.pulsar.admin import PulsarAdmin, link_geo_replication
-    from georep.pulsar.standalone import (
+    from pulsar_tools.admin import PulsarAdmin, link_geo_replication
+    from pulsar_tools.standalone import (
         PULSAR_VERSION,
         PulsarStandalone,
         StandaloneSpec,

@@ -419,7 +419,7 @@ async def georep_run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 def acknowledged_on(admin_url: str, topic: str, where: tuple[int, int]) -> bool:
     """Whether subscription ``s`` on a Pulsar cluster acknowledged the entry at ``where``."""
     from georep.position import Position
-    from georep.pulsar.cursor_text import acknowledged, parse_cursor
+    from georep.pulsar_text.cursor import acknowledged, parse_cursor
 
     path = topic.removeprefix("persistent://")
     try:
@@ -590,8 +590,8 @@ def lag_summary(lags: list[float], sample: int) -> dict[str, Any]:
 
 
 async def pulsar_run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    from georep.pulsar.admin import PulsarAdmin, link_geo_replication
-    from georep.pulsar.standalone import (
+    from pulsar_tools.admin import PulsarAdmin, link_geo_replication
+    from pulsar_tools.standalone import (
         PULSAR_VERSION,
         PulsarStandalone,
         StandaloneSpec,

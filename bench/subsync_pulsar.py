@@ -54,15 +54,15 @@ from harness import add_scratch_arguments, machine, percentile, run_in_scratch
 
 from georep.position import Position
 from georep.processes import ManagedProcess, georep_command
-from georep.pulsar.cursor_text import acknowledged, parse_cursor, parse_position
+from georep.pulsar_text.cursor import acknowledged, parse_cursor, parse_position
 from georep.wan.toxiproxy import Toxiproxy
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue
     from multiprocessing.synchronize import Event
 
-    from georep.pulsar.cursor_text import Range
-    from georep.pulsar.standalone import PulsarStandalone
+    from georep.pulsar_text.cursor import Range
+    from pulsar_tools.standalone import PulsarStandalone
 
 #: What the application on A puts: when it started, and (ledger, entry, seconds since) of
 #: each acknowledgement.
@@ -142,7 +142,7 @@ class Monitor:
     """B's cursor of ``s`` on ``topic``: each change, with when its answer arrived."""
 
     def __init__(self, admin_url: str, topic: str, interval_s: float) -> None:
-        from georep.pulsar.admin import PulsarAdmin
+        from pulsar_tools.admin import PulsarAdmin
 
         self.admin = PulsarAdmin(admin_url, timeout_s=5)
         self.topic = topic
@@ -270,7 +270,7 @@ async def measure(
 
 
 async def main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    from georep.pulsar.standalone import (
+    from pulsar_tools.standalone import (
         PULSAR_VERSION,
         PulsarStandalone,
         StandaloneSpec,
@@ -360,7 +360,7 @@ def across(toxiproxy: Toxiproxy, standalone: Any, rtt_ms: float) -> SimpleNamesp
 def link_over(pair: list[Any], far: dict[str, Any], tenant: str, namespace: str) -> None:
     """Pulsar's geo-replication of ``tenant/namespace``, each cluster registered on the
     other at the address ``far`` gives (across the link, when there is one)."""
-    from georep.pulsar.admin import PulsarAdmin
+    from pulsar_tools.admin import PulsarAdmin
 
     names = [standalone.name for standalone in pair]
     for local in pair:

@@ -221,8 +221,8 @@ async def georep_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy)
 
 # --- Pulsar --------------------------------------------------------------------------
 async def pulsar_run(args: argparse.Namespace, root: Path, toxiproxy: Toxiproxy) -> dict[str, Any]:
-    from georep.pulsar.admin import PulsarAdmin, PulsarAdminError
-    from georep.pulsar.standalone import (
+    from pulsar_tools.admin import PulsarAdmin, PulsarAdminError
+    from pulsar_tools.standalone import (
         PULSAR_VERSION,
         PulsarStandalone,
         StandaloneSpec,

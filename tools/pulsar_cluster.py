@@ -5,12 +5,12 @@ and brokers, from the jars tools/pulsar_standalone.py resolves.
     tools/pulsar_cluster.py --name A               # two brokers; Ctrl-C stops them all
     tools/pulsar_cluster.py --name A --brokers 3
 
-The work is done by ``georep.pulsar.cluster`` (see ``docs/PULSAR.md``).
+The work is done by ``pulsar_tools.cluster`` (see ``docs/PULSAR.md``).
 """
 
 import sys
 
-from georep.pulsar.cluster import main
+from pulsar_tools.cluster import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,8 @@
 the deployment "replicate and sync" (docs/SUBSYNC.md, "Beside real Pulsar"), for
 ``georep drill --beside-pulsar``.
 
-The drill starts both standalones as ``--mode pulsar`` does (pulsar_topology.py), but
+The drill starts both standalones as ``--mode pulsar`` does (pulsar_topology.py; the
+tooling, ``pulsar_tools``, imported where used: ``pulsar_tooling.py``), but
 Pulsar's own geo-replication stays off: each standalone only gets the drill's namespace,
 with Pulsar's deduplication on (the gateway's replicator needs it: a restarted
 replicator must not write a copy twice). Then a ``georep gateway`` child process beside
@@ -28,17 +29,19 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from georep import limits
 from georep.drill.errors import DrillError
-from georep.drill.pulsar_topology import start_standalones
+from georep.drill.pulsar_tooling import require_pulsar_tools
+from georep.drill.pulsar_topology import pulsar_admin, start_standalones
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.drill.topology import A, AtFailure, B, Topology, fail_beside_gateways, start_all
 from georep.processes import ManagedProcess, ProcessFailed, georep_command
-from georep.pulsar.admin import PulsarAdmin, PulsarAdminError
-from georep.pulsar.standalone import PulsarSetupError, PulsarStandalone, pulsar_version
 from georep.up import ReadyLineError, gateway_port
+
+if TYPE_CHECKING:
+    from pulsar_tools.standalone import PulsarStandalone
 
 _OTHER = {A: B, B: A}
 
@@ -55,6 +58,10 @@ class BesidePulsarTopology(Topology):
         self.urls = {}
 
     async def start(self) -> None:
+        require_pulsar_tools("--beside-pulsar")
+        from pulsar_tools.admin import PulsarAdminError
+        from pulsar_tools.standalone import PulsarSetupError, pulsar_version
+
         self.beside_pulsar = pulsar_version()
         try:
             await start_standalones(self.standalones, self.data_dir)
@@ -118,6 +125,8 @@ class BesidePulsarTopology(Topology):
         await fail_beside_gateways(kind, self.gateways, kill_cluster_a, at_failure)
 
     async def restore(self, kind: str, topic: str) -> None:
+        from pulsar_tools.standalone import PulsarSetupError
+
         if kind == KILL:
             try:
                 await asyncio.to_thread(self.standalones[A].start)
@@ -161,7 +170,7 @@ def replicated_by_gateways(admin_url: str, cluster: str, namespace: str) -> None
     """``namespace`` on a standalone, for the gateways to replicate: its tenant allowed
     there, Pulsar's deduplication on, and no Pulsar replication clusters."""
     tenant, _, name = namespace.partition("/")
-    admin = PulsarAdmin(admin_url)
+    admin = pulsar_admin(admin_url)
     admin.ensure_tenant(tenant, [cluster])
     admin.ensure_namespace(tenant, name)
     admin.request("POST", f"/admin/v2/namespaces/{namespace}/deduplication", True)

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from georep.pulsar.cursor_text import parse_position
+from georep.pulsar_text.cursor import parse_position
 
 BEFORE = "before"
 AFTER = "after"

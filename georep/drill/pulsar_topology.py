@@ -2,8 +2,9 @@
 and replicated subscriptions: the anchor a drill measures georep against (mode
 ``pulsar``). No georep gateway runs.
 
-The drill owns both standalones (``georep.pulsar.standalone``; jars resolved from Maven
-Central into the cache on first use): it starts them, has each know the other and
+The drill owns both standalones (``pulsar_tools.standalone``, the development tooling,
+imported where used: ``pulsar_tooling.py``; jars resolved from Maven Central into the
+cache on first use): it starts them, has each know the other and
 replicates the drill's namespace both ways (``link_geo_replication``). Its consumers on A
 are created with ``replicate_subscription_state_enabled``, which is what turns on
 Pulsar's subscription snapshots and mark-delete sync for them. Failures:
@@ -27,28 +28,35 @@ import asyncio
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from georep import limits
 from georep.drill.errors import DrillError
+from georep.drill.pulsar_tooling import require_pulsar_tools
 from georep.drill.rest import count_or_none
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.drill.topology import A, AtFailure, B, Topology
-from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
-from georep.pulsar.standalone import (
-    PulsarSetupError,
-    PulsarStandalone,
-    StandaloneSpec,
-    resolve_jars,
-)
+
+if TYPE_CHECKING:
+    from pulsar_tools.admin import PulsarAdmin
+    from pulsar_tools.standalone import PulsarStandalone
 
 log = logging.getLogger(__name__)
+
+
+def pulsar_admin(url: str) -> PulsarAdmin:
+    """Pulsar's admin REST at ``url`` (the tooling's client)."""
+    from pulsar_tools.admin import PulsarAdmin
+
+    return PulsarAdmin(url)
 
 
 async def start_standalones(standalones: dict[str, PulsarStandalone], data_dir: Path) -> None:
     """Standalones A and B, each in ``data_dir / name``, started together and put into
     ``standalones`` first (so that a failed start still finds them to stop). Raises
     PulsarSetupError."""
+    from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec, resolve_jars
+
     lib = await asyncio.to_thread(resolve_jars, say=log.info)
     standalones.update(
         {name: PulsarStandalone(StandaloneSpec(name, data_dir / name), lib) for name in (A, B)}
@@ -67,6 +75,10 @@ class PulsarTopology(Topology):
         self._failed = False
 
     async def start(self) -> None:
+        require_pulsar_tools("--mode pulsar")
+        from pulsar_tools.admin import PulsarAdminError, link_geo_replication
+        from pulsar_tools.standalone import PulsarSetupError
+
         try:
             await start_standalones(self.standalones, self.data_dir)
             await asyncio.to_thread(
@@ -81,8 +93,10 @@ class PulsarTopology(Topology):
 
     def replication_missing(self, topic: str) -> list[str]:
         """What is not yet ready for ``topic``: Pulsar's replicator from A to B."""
+        from pulsar_tools.admin import PulsarAdminError
+
         try:
-            stats = PulsarAdmin(self.urls[A].admin_url).stats(topic)
+            stats = pulsar_admin(self.urls[A].admin_url).stats(topic)
         except (PulsarAdminError, OSError) as error:
             return [f"A's stats of the topic ({error})"]
         replicator = (stats.get("replication") or {}).get(B) or {}
@@ -103,8 +117,10 @@ class PulsarTopology(Topology):
 
     def _replicator(self, source: str, remote: str, topic: str) -> dict[str, Any]:
         """``replication.<remote>`` in ``source``'s topic stats ({} when unknown)."""
+        from pulsar_tools.admin import PulsarAdminError
+
         try:
-            stats = PulsarAdmin(self.urls[source].admin_url).stats(topic)
+            stats = pulsar_admin(self.urls[source].admin_url).stats(topic)
         except (PulsarAdminError, OSError) as error:
             log.debug("%s's stats of %s: %s", source, topic, error)
             return {}
@@ -112,13 +128,16 @@ class PulsarTopology(Topology):
         return replicator if isinstance(replicator, dict) else {}
 
     async def restore(self, kind: str, topic: str) -> None:
+        from pulsar_tools.admin import PulsarAdminError
+        from pulsar_tools.standalone import PulsarSetupError
+
         try:
             if kind == KILL:
                 await asyncio.to_thread(self.standalones[A].start)
             elif kind == CUT_LINK:
                 for standalone in self.standalones.values():
                     await asyncio.to_thread(
-                        PulsarAdmin(standalone.admin_url).set_replication_clusters,
+                        pulsar_admin(standalone.admin_url).set_replication_clusters,
                         self.tenant,
                         self.namespace,
                         [A, B],
@@ -142,11 +161,11 @@ class PulsarTopology(Topology):
 
     def _cut_link(self, topic: str) -> None:
         for name, standalone in self.standalones.items():
-            PulsarAdmin(standalone.admin_url).set_replication_clusters(
+            pulsar_admin(standalone.admin_url).set_replication_clusters(
                 self.tenant, self.namespace, [name]
             )
         deadline = time.monotonic() + limits.drill_cut_link_wait_s_max
-        while PulsarAdmin(self.urls[A].admin_url).stats(topic).get("replication") or {}:
+        while pulsar_admin(self.urls[A].admin_url).stats(topic).get("replication") or {}:
             if time.monotonic() > deadline:
                 wait_s = limits.drill_cut_link_wait_s_max
                 raise DrillError(f"A still replicates {topic} {wait_s:.0f} s after the cut")

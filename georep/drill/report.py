@@ -49,7 +49,7 @@ from typing import Any
 from georep import limits
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.position import Position
-from georep.pulsar.cursor_text import acknowledged, parse_cursor, parse_position
+from georep.pulsar_text.cursor import acknowledged, parse_cursor, parse_position
 
 
 @dataclass(frozen=True, slots=True)

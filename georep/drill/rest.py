@@ -22,7 +22,7 @@ from typing import Any
 
 from georep import limits
 from georep.drill.errors import DrillError
-from georep.pulsar.cursor_text import parse_cursor
+from georep.pulsar_text.cursor import parse_cursor
 from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError, client_token
 
 ADMIN_TOKEN_ENV = ADMIN_TOKENS_ENV

@@ -47,7 +47,7 @@ from georep.drill.scenarios import (
     Received,
     Scenario,
 )
-from georep.pulsar.schema_version import version_number
+from georep.pulsar_text.schema_version import version_number
 from georep.replicator.origin import (
     ORIGIN_CLUSTER_PROPERTY,
     ORIGIN_POSITION_PROPERTY,

@@ -61,7 +61,7 @@ from georep.client.errors import LinkError, ServerError
 from georep.client.link import PulsarLink
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
-from georep.pulsar.cursor_text import acknowledged, parse_cursor
+from georep.pulsar_text.cursor import acknowledged, parse_cursor
 from georep.subsync.core import Apply, SubscriptionState
 from georep.subsync.ports import Applied, Changed, ChangeMark
 from georep.subsync.side_channel import SideChannel, SideRoute, is_side_topic

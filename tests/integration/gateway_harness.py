@@ -43,7 +43,7 @@ from georep.replicator.origin import origin_of
 from tests.integration.broker_cluster import ChildProcess, ClusterProcess, free_port, open_client
 
 if TYPE_CHECKING:
-    from georep.pulsar.standalone import PulsarStandalone
+    from pulsar_tools.standalone import PulsarStandalone
 
 __all__ = ["ClusterProcess", "GatewayProcess", "free_port"]
 

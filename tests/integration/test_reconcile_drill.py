@@ -74,7 +74,7 @@ from georep import limits
 from georep.drill import rest
 from georep.position import Position
 from georep.processes import georep_command
-from georep.pulsar.cursor_text import parse_position
+from georep.pulsar_text.cursor import parse_position
 from tests.integration.gateway_harness import (
     ClusterProcess,
     GatewayProcess,

@@ -25,15 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from georep.pulsar.admin import link_geo_replication
-from georep.pulsar.standalone import (
+from pulsar_tools.admin import link_geo_replication
+from pulsar_tools.standalone import (
     PulsarSetupError,
     PulsarStandalone,
     StandaloneSpec,
     java_missing,
     resolve_jars,
 )
-from georep.pulsar.standalone import pulsar_version as chosen_version
+from pulsar_tools.standalone import pulsar_version as chosen_version
 from tests.conftest import mark_items_under
 from tests.pulsar.failover_checks import stamps_source_position
 

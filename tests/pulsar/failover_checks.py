@@ -15,8 +15,8 @@ from typing import Any
 
 import pulsar
 
-from georep.pulsar.admin import PulsarAdmin
-from georep.pulsar.cursor_text import acknowledged, parse_cursor
+from georep.pulsar_text.cursor import acknowledged, parse_cursor
+from pulsar_tools.admin import PulsarAdmin
 from tests.integration.gateway_harness import wait_for
 
 

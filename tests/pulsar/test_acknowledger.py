@@ -13,7 +13,7 @@ import pulsar
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.link import PulsarLink
 from georep.position import Position
-from georep.pulsar.admin import PulsarAdmin
+from pulsar_tools.admin import PulsarAdmin
 from tests.integration.broker_cluster import wait_until
 
 

@@ -24,7 +24,7 @@ import pytest
 from georep.drill import main
 from georep.drill.progress import Progress
 from georep.drill.settings import settings_from_args
-from georep.pulsar.standalone import VERSION_ENV
+from pulsar_tools.standalone import VERSION_ENV
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 

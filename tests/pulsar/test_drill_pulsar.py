@@ -21,7 +21,7 @@ import pytest
 from georep.drill import main
 from georep.drill.progress import Progress
 from georep.drill.settings import settings_from_args
-from georep.pulsar.standalone import VERSION_ENV
+from pulsar_tools.standalone import VERSION_ENV
 
 # The drill maps each copy on B to its origin by the source position Pulsar stamps.
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow, pytest.mark.needs_source_position]

@@ -13,7 +13,7 @@ import time
 import pulsar
 import pytest
 
-from georep.pulsar.admin import PulsarAdmin
+from pulsar_tools.admin import PulsarAdmin
 from tests.integration.gateway_harness import GatewayProcess, ownership_agreed, wait_for
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]

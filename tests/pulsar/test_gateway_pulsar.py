@@ -27,7 +27,7 @@ import uuid
 import pytest
 
 from georep.drill import rest
-from georep.pulsar.admin import PulsarAdmin, link_geo_replication
+from pulsar_tools.admin import PulsarAdmin, link_geo_replication
 from tests.integration.gateway_harness import GatewayProcess, http, wait_for
 from tests.pulsar.failover_checks import (
     acknowledge_all_but_every_seventh,

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from georep.pulsar.admin import PulsarAdmin
+from pulsar_tools.admin import PulsarAdmin
 from tests.integration.gateway_harness import GatewayProcess, http
 from tests.integration.test_gateway_schemas import (
     V1,

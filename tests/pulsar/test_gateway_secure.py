@@ -39,9 +39,9 @@ from georep.client.errors import ServerError
 from georep.client.link import PulsarLink
 from georep.client.refusals import Refusals
 from georep.loopback_ca import LoopbackCa
-from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
-from georep.pulsar.security import PulsarSecurity
-from georep.pulsar.standalone import PulsarStandalone, StandaloneSpec
+from pulsar_tools.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
+from pulsar_tools.security import PulsarSecurity
+from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
 from tests.integration.gateway_harness import GatewayProcess, http, wait_for
 from tests.pulsar.failover_checks import (
     acknowledge_all_but_every_seventh,

@@ -4,7 +4,7 @@ NAT is reached: the remote cluster C's broker advertises two listeners, ``intern
 (its own port, for the cluster itself) and ``wan`` (the link's port), and the gateway
 names ``wan`` (``listener_name``), so every lookup answers with the link's address.
 Without it a lookup answers with the internal address, and the traffic would go around
-the link. C is a cluster (ZooKeeper, a bookie, a broker: georep/pulsar/cluster.py), not
+the link. C is a cluster (ZooKeeper, a bookie, a broker: pulsar_tools/cluster.py), not
 a standalone: a standalone answers every lookup "through the service URL", whatever
 listener is named, so it could not show the difference.
 
@@ -21,8 +21,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from georep.pulsar.admin import PulsarAdmin
-from georep.pulsar.cluster import BrokerPorts, ClusterSpec, PulsarCluster
+from pulsar_tools.admin import PulsarAdmin
+from pulsar_tools.cluster import BrokerPorts, ClusterSpec, PulsarCluster
 from tests.integration.gateway_harness import (
     GatewayProcess,
     keepalive_close,

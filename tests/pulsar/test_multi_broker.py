@@ -1,6 +1,6 @@
 """The gateway beside a real Pulsar cluster of two brokers, while its bundles move.
 
-A is a cluster of ZooKeeper, one bookie and two brokers (``georep/pulsar/cluster.py``),
+A is a cluster of ZooKeeper, one bookie and two brokers (``pulsar_tools/cluster.py``),
 B a standalone; a gateway beside each replicates ``georep/grepl`` both ways and syncs
 its subscriptions (Pulsar's deduplication on, as the replicator needs). On A, a
 partitioned topic (4 partitions) and two topics more, over 8 bundles spread across
@@ -34,9 +34,9 @@ from typing import Any
 import pulsar
 import pytest
 
-from georep.pulsar.admin import PulsarAdmin, topic_path
-from georep.pulsar.cluster import ClusterSpec, PulsarCluster
-from georep.pulsar.standalone import PulsarStandalone, StandaloneSpec
+from pulsar_tools.admin import PulsarAdmin, topic_path
+from pulsar_tools.cluster import ClusterSpec, PulsarCluster
+from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
 from tests.integration.gateway_harness import GatewayProcess, payloads_on, wait_for
 from tests.pulsar.failover_checks import (
     drain,

@@ -8,9 +8,9 @@ import time
 import pulsar
 import pytest
 
-from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, topic_path
-from georep.pulsar.standalone import PulsarStandalone
 from georep.replicator.origin import PULSAR_SOURCE_POSITION_PROPERTY
+from pulsar_tools.admin import PulsarAdmin, PulsarAdminError, topic_path
+from pulsar_tools.standalone import PulsarStandalone
 from tests.integration.broker_cluster import wait_until
 from tests.pulsar.failover_checks import stamps_source_position
 

@@ -16,8 +16,8 @@ from georep.drill.errors import DrillUsageError
 from georep.drill.report_page import render, target_label
 from georep.drill.settings import settings_from_args
 from georep.gateway import config as gateway_config
-from georep.pulsar.standalone import PulsarStandalone, StandaloneSpec
 from georep.subsync.settings import SyncMode
+from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
 
 
 def parse(*flags: str) -> argparse.Namespace:
@@ -111,3 +111,23 @@ def test_the_report_names_the_target_beside_pulsar_and_not_the_embedded_one(tmp_
     text = main.summary(report, tmp_path)
     assert re.search(r"^  full beside Pulsar 4\.0\.7 +duplicates 0 +exposure n/a", text, re.M)
     assert re.search(r"^  pulsar +duplicates 0", text, re.M)
+
+
+async def test_without_the_pulsar_tooling_the_drill_says_what_to_install(tmp_path, monkeypatch):
+    import importlib.util
+
+    from georep.drill.errors import DrillError
+    from georep.drill.pulsar_topology import PulsarTopology
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *args: None if name == "pulsar_tools" else real(name, *args),
+    )
+    beside = BesidePulsarTopology(tmp_path, "shop/eu", {**main.SYNC_PERIODS, "mode": "full"})
+    with pytest.raises(DrillError, match=r"--beside-pulsar .*pip install -e \./pulsar_tools"):
+        await beside.start()
+    with pytest.raises(DrillError, match=r"--mode pulsar .*pulsar_tools"):
+        await PulsarTopology(tmp_path, "shop/eu").start()
+    assert beside.standalones == {}

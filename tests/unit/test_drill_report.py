@@ -17,7 +17,7 @@ from georep.drill.report import (
     mode_report,
 )
 from georep.position import Position
-from georep.pulsar.cursor_text import parse_ranges
+from georep.pulsar_text.cursor import parse_ranges
 
 
 def position(index: int) -> str:

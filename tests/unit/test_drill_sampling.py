@@ -18,7 +18,7 @@ from georep.drill.pulsar_topology import PulsarTopology
 from georep.drill.report import classify, mode_report
 from georep.drill.settings import ClusterUrls, DrillSettings
 from georep.drill.topology import A, B, Topology
-from georep.pulsar.admin import PulsarAdminError
+from pulsar_tools.admin import PulsarAdminError
 
 TOPIC = "persistent://public/default/drill-t"
 
@@ -64,7 +64,7 @@ def test_pulsar_s_backlog_is_its_replicator_s_to_b_in_a_s_topic_stats(monkeypatc
                 raise answer
             return answer
 
-    monkeypatch.setattr(pulsar_topology, "PulsarAdmin", Admin)
+    monkeypatch.setattr(pulsar_topology, "pulsar_admin", Admin)
     topology = PulsarTopology(tmp_path, "public/default")
     topology.urls = {A: ClusterUrls("pulsar://a", "http://a", None)}
     assert [topology.replication_backlog(TOPIC) for _ in range(3)] == [7, None, None]

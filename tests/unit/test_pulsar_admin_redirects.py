@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from georep import limits
-from georep.pulsar.admin import PulsarAdmin, PulsarAdminError
+from pulsar_tools.admin import PulsarAdmin, PulsarAdminError
 
 
 class Broker:
@@ -82,7 +82,7 @@ def test_a_redirect_loop_ends_in_an_error_after_the_limit(brokers):
 
 
 def test_a_redirect_from_https_to_http_is_refused():
-    from georep.pulsar.admin import _redirected
+    from pulsar_tools.admin import _redirected
 
     with pytest.raises(PulsarAdminError, match="https"):
         _redirected("PUT", "/p", "https://a:8443/p", "http://b:8080/p")

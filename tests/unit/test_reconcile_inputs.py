@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from georep import cli, limits
-from georep.pulsar.cursor_text import parse_position, parse_ranges
+from georep.pulsar_text.cursor import parse_position, parse_ranges
 from georep.spark_reconcile import export, report, schema
 from georep.spark_reconcile.errors import InputError
 from georep.spark_reconcile.inputs import check_exports

@@ -18,7 +18,7 @@ and the cluster's active brokers include them. Every port is picked free on 127.
 and kept: a broker stopped by :meth:`PulsarCluster.stop_broker` starts again on its own
 ports (a rolling restart), so the cluster's service URL stays valid.
 
-The JVM options, the jars (:func:`~georep.pulsar.standalone.resolve_jars`) and the log4j2
+The JVM options, the jars (:func:`~pulsar_tools.standalone.resolve_jars`) and the log4j2
 file are the standalone's (``standalone.py``); each process logs to ``<dir>/pulsar.log``
 and writes its console to ``<dir>/jvm.out``. Brokers take only what the test directs:
 the load manager neither sheds nor splits bundles on its own (``loadBalancerSheddingEnabled``
@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from georep.pulsar.standalone import (
+from pulsar_tools.standalone import (
     BROKER_SETTINGS_BOTH_LINES,
     EXTRA_OPTS_ENV,
     JVM_OPTIONS,

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from georep.pulsar.security import PulsarSecurity
+    from pulsar_tools.security import PulsarSecurity
 
 #: The Pulsar releases georep is tested against, one per LTS line, newest line first: the
 #: newest of each line that resolves whole from the Maven Central this machine reaches.
