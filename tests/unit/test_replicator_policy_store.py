@@ -24,51 +24,49 @@ async def test_remote_clusters_follow_the_configuration(gateway_meta) -> None:
 
 
 async def test_policy_versions_and_cas(gateway_meta) -> None:
-    store = gateway_meta
-    created = await store.replication_policies.put_replication_policy(
+    meta = gateway_meta
+    created = await meta.replication_policies.put_replication_policy(
         "namespace", "t/ns", ["C", "B", "B"]
     )
     assert created.clusters == ("B", "C") and created.version == 1
     with pytest.raises(BadVersion):
-        await store.replication_policies.put_replication_policy(
+        await meta.replication_policies.put_replication_policy(
             "namespace", "t/ns", ["B"], expected_version=0
         )
     with pytest.raises(BadVersion):
-        await store.replication_policies.put_replication_policy(
+        await meta.replication_policies.put_replication_policy(
             "namespace", "t/ns", ["B"], expected_version=7
         )
-    updated = await store.replication_policies.put_replication_policy(
+    updated = await meta.replication_policies.put_replication_policy(
         "namespace", "t/ns", [], expected_version=1
     )
     assert updated.clusters == () and updated.version == 2
-    last_writer = await store.replication_policies.put_replication_policy(
-        "namespace", "t/ns", ["B"]
-    )
+    last_writer = await meta.replication_policies.put_replication_policy("namespace", "t/ns", ["B"])
     assert last_writer.version == 3
     assert (
-        await store.replication_policies.get_replication_policy("namespace", "t/ns") == last_writer
+        await meta.replication_policies.get_replication_policy("namespace", "t/ns") == last_writer
     )
     with pytest.raises(BadVersion):
-        await store.replication_policies.delete_replication_policy(
+        await meta.replication_policies.delete_replication_policy(
             "namespace", "t/ns", expected_version=2
         )
-    assert await store.replication_policies.delete_replication_policy(
+    assert await meta.replication_policies.delete_replication_policy(
         "namespace", "t/ns", expected_version=3
     )
-    assert not await store.replication_policies.delete_replication_policy("namespace", "t/ns")
-    assert await store.replication_policies.get_replication_policy("namespace", "t/ns") is None
+    assert not await meta.replication_policies.delete_replication_policy("namespace", "t/ns")
+    assert await meta.replication_policies.get_replication_policy("namespace", "t/ns") is None
 
 
 async def test_policies_list_by_scope(gateway_meta) -> None:
-    store = gateway_meta
-    await store.replication_policies.put_replication_policy("topic", "persistent://t/ns/x", ["B"])
-    await store.replication_policies.put_replication_policy("namespace", "t/ns", ["B", "C"])
-    listed = await store.replication_policies.list_replication_policies()
+    meta = gateway_meta
+    await meta.replication_policies.put_replication_policy("topic", "persistent://t/ns/x", ["B"])
+    await meta.replication_policies.put_replication_policy("namespace", "t/ns", ["B", "C"])
+    listed = await meta.replication_policies.list_replication_policies()
     assert [(p.scope, p.name) for p in listed] == [
         ("namespace", "t/ns"),
         ("topic", "persistent://t/ns/x"),
     ]
-    topics = await store.replication_policies.list_replication_policies("topic")
+    topics = await meta.replication_policies.list_replication_policies("topic")
     assert [p.name for p in topics] == ["persistent://t/ns/x"]
 
 
