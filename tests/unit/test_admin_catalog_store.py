@@ -1,4 +1,4 @@
-"""MetadataStore tenants and namespaces (revision 0003), on SQLite and, with
+"""The broker's tenants and namespaces (revision 0003), on SQLite and, with
 GEOREP_TEST_POSTGRES_URL, PostgreSQL: outcomes of create and delete, CAS on updates,
 checks on the way in."""
 
