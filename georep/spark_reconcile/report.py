@@ -21,7 +21,7 @@ right end of the timeline. With a delivery log, the failover is shaded on its to
 timeline: from the last delivery before it to the first after it.
 
 Both panels share one time axis with round ticks in seconds from the first publish
-(``georep.svg_axis``; the first and last publish times are printed under its ends), and
+(``georep.reports.svg_axis``; the first and last publish times are printed under its ends), and
 each panel has round count ticks. The SVG scales to the page's width, the totals wrap,
 and wide tables scroll inside their own box rather than widen the page. Table columns
 carry readable names (``COLUMN_LABELS``), the risk columns first, and a topic wraps
@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from georep.shares import percent, share
-from georep.svg_axis import nice_step, nice_ticks, tick_label
+from georep.reports.svg_axis import nice_step, nice_ticks, tick_label
 
 SERIES_COLORS = {
     "replication_gap": "#d62728",

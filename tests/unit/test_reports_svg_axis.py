@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from georep.svg_axis import nice_step, nice_ticks, tick_label
+from georep.reports.svg_axis import nice_step, nice_ticks, tick_label
 
 
 @pytest.mark.parametrize(
