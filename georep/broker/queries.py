@@ -43,7 +43,7 @@ class NoSchema(BrokerError):
     server_error = pb.TOPIC_NOT_FOUND
 
 
-async def lookup(service: BrokerService, request: pb.CommandLookupTopic) -> pb.BaseCommand:
+async def lookup(service: BrokerService, request: pb.Lookup) -> pb.BaseCommand:
     """This broker's service URL for any topic of an existing namespace."""
     await service.partitions_of(TopicName.parse(request.topic))  # the namespace must exist
     url = service.config.service_url
@@ -57,20 +57,20 @@ async def lookup(service: BrokerService, request: pb.CommandLookupTopic) -> pb.B
 
 
 async def partitioned_metadata(
-    service: BrokerService, request: pb.CommandPartitionedTopicMetadata
+    service: BrokerService, request: pb.PartitionedMetadata
 ) -> pb.BaseCommand:
     partitions = await service.partitions_of(TopicName.parse(request.topic))
     return commands.partitioned_metadata_response(request.request_id, partitions)
 
 
 async def topics_of_namespace(
-    service: BrokerService, request: pb.CommandGetTopicsOfNamespace
+    service: BrokerService, request: pb.GetTopicsOfNamespace
 ) -> pb.BaseCommand:
     topics = await service.topics_of_namespace(request.namespace)
     return commands.get_topics_of_namespace_response(request.request_id, topics)
 
 
-async def get_schema(service: BrokerService, request: pb.CommandGetSchema) -> pb.BaseCommand:
+async def get_schema(service: BrokerService, request: pb.GetSchema) -> pb.BaseCommand:
     """The topic's schema: its latest, or the version ``schema_version`` names."""
     name = TopicName.parse(request.topic)
     version = None
@@ -89,7 +89,7 @@ async def get_schema(service: BrokerService, request: pb.CommandGetSchema) -> pb
 
 
 async def get_or_create_schema(
-    service: BrokerService, request: pb.CommandGetOrCreateSchema
+    service: BrokerService, request: pb.GetOrCreateSchema
 ) -> pb.BaseCommand:
     """The version of the request's schema on the topic, registered if new."""
     record = await service.schemas.register(
@@ -101,7 +101,7 @@ async def get_or_create_schema(
 
 
 async def last_message_id(
-    request: pb.CommandGetLastMessageId,
+    request: pb.GetLastMessageId,
     topic: PersistentTopic,
     subscription: Subscription,
     consumer: Consumer,
@@ -117,7 +117,7 @@ async def last_message_id(
 
 
 def consumer_stats(
-    request: pb.CommandConsumerStats, subscription: Subscription, consumer: Consumer
+    request: pb.ConsumerStats, subscription: Subscription, consumer: Consumer
 ) -> pb.BaseCommand:
     return commands.consumer_stats_response(
         request.request_id,

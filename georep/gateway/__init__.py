@@ -9,7 +9,7 @@ Process, top to bottom (imports point down)::
             → georep/replicator (one topic partition x one remote cluster)
             → georep/subsync (subscription sync of one topic partition)
                 → georep/client (the asyncio Pulsar client, a cluster's admin REST)
-        → config (the TOML file), errors (policy errors)
+        → config (the TOML file; a cluster's table: cluster_endpoint), errors (policy errors)
 
 Policies and remote clusters live in the gateway's own metadata store
 (``storage/meta/store.py``, revision 0004). ``georep up`` (``georep/up.py``) runs clusters
