@@ -330,11 +330,10 @@ def reconcile(
     from pyspark.sql import functions as F
 
     from georep.spark_reconcile import acknowledged_ranges as A
+    from georep.spark_reconcile import observed as O
     from georep.spark_reconcile import page_figures, report
     from georep.spark_reconcile import reconciliation as R
     from georep.spark_reconcile.inputs import load
-    from georep.spark_reconcile.observed import Observed, failover_windows
-    from georep.spark_reconcile.observed import observed as observed_in
 
     keep = StorageLevel.MEMORY_AND_DISK
     step = _Steps(17 if deliveries_path else 14, quiet, spark.sparkContext)
@@ -414,8 +413,8 @@ def reconcile(
 
     observed = None
     if inputs.deliveries is not None:
-        computed = observed_in(inputs.deliveries, local, gap)
-        observed = Observed(
+        computed = O.observed(inputs.deliveries, local, gap)
+        observed = O.Observed(
             duplicates=write(computed.duplicates, "observed_duplicates"),
             redeliveries=write(computed.redeliveries, "observed_redeliveries"),
             losses=write(computed.losses, "observed_losses"),
@@ -436,7 +435,7 @@ def reconcile(
     if inputs.deliveries is not None:
         failovers = {
             row.topic: (row.last_before_ms, row.first_after_ms)
-            for row in failover_windows(inputs.deliveries).collect()  # one row per topic
+            for row in O.failover_windows(inputs.deliveries).collect()  # one row per topic
         }
     if title is None:
         clusters = sorted(row.cluster for row in index.select("cluster").distinct().collect())

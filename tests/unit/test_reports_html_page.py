@@ -3,10 +3,13 @@ title escaped, a reload only when asked; and every page is built on it."""
 
 from __future__ import annotations
 
+import ast
 import inspect
+from pathlib import Path
 
 import pytest
 
+import georep.reports
 from georep.drill import report_page
 from georep.gateway import status_page
 from georep.reports.html_page import CSS, document_head, escape, figure_text
@@ -38,3 +41,13 @@ def test_escape_quotes_either_way() -> None:
 def test_every_page_uses_the_toolkits_head(page: object) -> None:
     source = inspect.getsource(page)  # type: ignore[arg-type]
     assert "document_head(" in source and "<style>" not in source
+
+
+def test_the_toolkit_imports_nothing_of_georep() -> None:
+    """``georep/reports/__init__.py``: the pages import the toolkit, never the reverse."""
+    for path in Path(georep.reports.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert not (node.module or "").startswith("georep"), (path.name, node.module)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("georep") for a in node.names), path.name
