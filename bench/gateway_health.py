@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from georep.gateway.config import ClusterEndpoint
+from georep.gateway.cluster_endpoint import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
 from georep.gateway.metrics import ReplicationCollector
 from georep.replicator.replicator import Replicator

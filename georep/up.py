@@ -97,7 +97,7 @@ from typing import Any, TypeVar
 from georep import console, limits
 from georep.console import ConfigError, check_keys
 from georep.decimal_text import parse_decimal
-from georep.gateway.config import cluster_name
+from georep.gateway.cluster_endpoint import cluster_name
 from georep.invariant import invariant
 from georep.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.rest import tokens as token_sources

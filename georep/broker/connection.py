@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from georep import limits
-from georep.broker import schema_registry
+from georep.broker import queries, schema_registry
 from georep.broker.consumer import Consumer
 from georep.broker.errors import (
     BrokerError,
@@ -60,7 +60,7 @@ from georep.broker.errors import (
     TooManyRequests,
     server_error_of,
 )
-from georep.broker.message_id import message_id, position_of
+from georep.broker.message_id import position_of
 from georep.broker.producer import Producer
 from georep.invariant import InvariantViolation, invariant
 from georep.position import Position
@@ -434,38 +434,18 @@ class ServerConnection:
     def _on_pong(self, frame: frames.Frame) -> None:
         pass  # data_received already counted it as a sign of life
 
-    # -- handlers: discovery --
+    # -- handlers: discovery (answered by ``queries.py``) --
 
     async def _on_lookup(self, frame: frames.Frame) -> None:
-        lookup = frame.command.lookup
-        name = TopicName.parse(lookup.topic)
-        await self.service.partitions_of(name)  # the namespace must exist
-        # A cluster has one broker: it owns every topic, and the client is connected to it
-        # already, at an address that works from where the client is (a published
-        # container port, say), which our own listening address may not (0.0.0.0).
-        # A TLS broker serves TLS only (server.py), so it names its URL as Pulsar names a
-        # TLS port, in broker_service_url_tls, and no plaintext URL: a client over TLS
-        # reads that field alone (the official one and ours).
-        url = self.service.config.service_url
-        tls = url.startswith("pulsar+ssl://")
-        self.send_command(
-            commands.lookup_response(
-                lookup.request_id,
-                None if tls else url,
-                broker_service_url_tls=url if tls else None,
-                proxy_through_service_url=True,
-            )
-        )
+        self.send_command(await queries.lookup(self.service, frame.command.lookup))
 
     async def _on_partitioned_metadata(self, frame: frames.Frame) -> None:
         request = frame.command.partitioned_metadata
-        partitions = await self.service.partitions_of(TopicName.parse(request.topic))
-        self.send_command(commands.partitioned_metadata_response(request.request_id, partitions))
+        self.send_command(await queries.partitioned_metadata(self.service, request))
 
     async def _on_get_topics_of_namespace(self, frame: frames.Frame) -> None:
         request = frame.command.get_topics_of_namespace
-        topics = await self.service.topics_of_namespace(request.namespace)
-        self.send_command(commands.get_topics_of_namespace_response(request.request_id, topics))
+        self.send_command(await queries.topics_of_namespace(self.service, request))
 
     # -- handlers: producing --
 
@@ -695,62 +675,26 @@ class ServerConnection:
     async def _on_get_last_message_id(self, frame: frames.Frame) -> None:
         request = frame.command.get_last_message_id
         opened = self._consumer(request.consumer_id)
-        position, batch_index = await opened.topic.last_message_id()
-        partition = opened.consumer.partition_index
         self.send_command(
-            commands.get_last_message_id_response(
-                request.request_id,
-                message_id(position, partition, batch_index),
-                message_id(opened.subscription.cursor.mark_delete_position, partition),
+            await queries.last_message_id(
+                request, opened.topic, opened.subscription, opened.consumer
             )
         )
 
     def _on_consumer_stats(self, frame: frames.Frame) -> None:
         request = frame.command.consumer_stats
         opened = self._consumer(request.consumer_id)
-        consumer = opened.consumer
-        self.send_command(
-            commands.consumer_stats_response(
-                request.request_id,
-                consumer_name=consumer.name,
-                available_permits=max(0, consumer.permits),
-                unacked_messages=consumer.unacked_messages,
-                msg_backlog=int(opened.subscription.cursor.backlog),
-                subscription_type=pb.Subscribe.SubType.Name(consumer.sub_type),
-            )
-        )
+        self.send_command(queries.consumer_stats(request, opened.subscription, opened.consumer))
 
-    # -- handlers: schemas (``schema_registry.py``) and transactions (refused) --
+    # -- handlers: schemas (``queries.py``) and transactions (refused) --
 
     async def _on_get_schema(self, frame: frames.Frame) -> None:
         request = frame.command.get_schema
-        name = TopicName.parse(request.topic)
-        version = None
-        if request.HasField("schema_version"):
-            version = schema_registry.decode_version(request.schema_version)
-            if version is None:
-                raise _NoSchema(f"{name}: {request.schema_version.hex()} is no schema version")
-        record = await self.service.schemas.get(name, version)
-        if record is None:
-            raise _NoSchema(f"{name} has no schema" + ("" if version is None else f" {version}"))
-        self.send_command(
-            commands.get_schema_response(
-                request.request_id,
-                schema_registry.wire_schema(name, record),
-                schema_registry.encode_version(record.version),
-            )
-        )
+        self.send_command(await queries.get_schema(self.service, request))
 
     async def _on_get_or_create_schema(self, frame: frames.Frame) -> None:
         request = frame.command.get_or_create_schema
-        record = await self.service.schemas.register(
-            TopicName.parse(request.topic), *schema_registry.record_of(request.schema)
-        )
-        self.send_command(
-            commands.get_or_create_schema_response(
-                request.request_id, schema_registry.encode_version(record.version)
-            )
-        )
+        self.send_command(await queries.get_or_create_schema(self.service, request))
 
     def _on_tc_client_connect_request(self, frame: frames.Frame) -> None:
         raise NotAllowed("transactions are not supported")
@@ -758,10 +702,6 @@ class ServerConnection:
 
 class _ConsumerNotFound(BrokerError):
     server_error = pb.CONSUMER_NOT_FOUND
-
-
-class _NoSchema(BrokerError):
-    server_error = pb.TOPIC_NOT_FOUND
 
 
 def _check_handlers() -> None:

@@ -1,10 +1,10 @@
 """The broker's schema registry, as Pulsar serves it: a topic's schemas, versioned under
 its base name (the partitions of a partitioned topic share them), held in the metadata
 store (``broker/meta/schemas.py``), checked by the namespace's compatibility strategy
-(``schema_compatibility.py``). The binary protocol (PRODUCER, SUBSCRIBE, GET_SCHEMA,
-GET_OR_CREATE_SCHEMA: ``connection.py``) and the admin REST (``admin/schema_admin.py``)
-both use it, and it keeps nothing in memory: every broker and admin process reads the
-same rows.
+(``schema_compatibility.py``). The binary protocol (PRODUCER, SUBSCRIBE:
+``connection.py``; GET_SCHEMA, GET_OR_CREATE_SCHEMA: ``queries.py``) and the admin REST
+(``admin/schema_admin.py``) both use it, and it keeps nothing in memory: every broker and
+admin process reads the same rows.
 
 On the wire a version is 8 bytes, a big-endian signed long (Pulsar's LongSchemaVersion);
 the client stamps the version its producer was given on every message it sends

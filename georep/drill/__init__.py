@@ -10,7 +10,8 @@ Modules, in the order a drill uses them:
 - ``delivery_log.py`` one record per delivery, written as deliveries.jsonl
 - ``drill_op.py``     one drill in one sync mode, step by step
 - ``report.py``       the arithmetic: duplicates, redelivered, lost (pure)
-- ``report_page.py``  report.html with an inline SVG chart
+- ``report_page.py``  report.html: the verdict, the figures, a column per target
+- ``report_charts.py`` its SVG charts (deliveries, sync lag, replication backlog)
 - ``progress.py``     the progress bar on stderr
 - ``rest.py``         the few admin and gateway REST calls
 - ``main.py``         the command

@@ -1,6 +1,7 @@
 """The failback's part of report.html: a verdict line per target and its figures side by
 side (failback.py defines them), under the failover's figures. Nothing when the drill
-ran without ``--failback``. Classes reuse the page's own CSS (``verdict``, ``figures``)."""
+ran without ``--failback``. Classes are the page's (``figures``) and the report
+toolkit's (``verdict``, ``.bad``, ``.ok``: ``georep.reports.html_page``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from georep.drill.failback import failback_verdict
+from georep.reports.html_page import figure_text
 from georep.shares import percent
 
 #: (key in the failback block, label, whether a non-zero value is a problem).
@@ -35,7 +37,7 @@ def _cell(key: str, value: Any, problem: bool) -> str:
     if value is None:
         return '<td class="n note">n/a</td>'
     css = "n" + ((" bad" if value else " ok") if problem else "")
-    text = f"{value:g}" if isinstance(value, float) else str(value)
+    text = figure_text(value)
     return f'<td class="{css}" data-key="failback.{key}">{html.escape(text)}</td>'
 
 

@@ -9,7 +9,7 @@ Process, top to bottom (imports point down)::
             → georep/replicator (one topic partition x one remote cluster)
             → georep/subsync (subscription sync of one topic partition)
                 → georep/client (the asyncio Pulsar client, a cluster's admin REST)
-        → config (the TOML file), errors (policy errors)
+        → config (the TOML file; a cluster's table: cluster_endpoint), errors (policy errors)
 
 Policies, remote clusters and the cluster's gateway instances live in the gateway's own
 metadata (``gateway/meta``: its repositories over storage's metadata engine). ``georep

@@ -1,5 +1,10 @@
 """The gateway's configuration: one TOML file, checked into one typed object.
 
+This module owns the file as a whole (its sections, ``[gateway]``, rate limits, seed
+policies, limits, metrics, the REST's tokens and TLS) and ``GatewayConfig``; a cluster's
+table (``[local]``, ``[remotes.NAME]``) is read into a ``ClusterEndpoint`` by
+``cluster_endpoint.py``, and single values are checked by ``config_values.py``.
+
 Example (``examples/gateway-a.toml`` has a commented one)::
 
     [gateway]
@@ -73,7 +78,6 @@ Unknown keys are refused (a typo in ``rate_limit`` would otherwise silently mean
 from __future__ import annotations
 
 import dataclasses
-import enum
 import logging
 import os
 import re
@@ -84,16 +88,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yarl
-
-from georep import limits, names
-from georep.client.tls import ClientTls, TlsSettingsError, uses_tls
+from georep import limits
 from georep.console import ConfigError, check_keys
 from georep.decimal_text import parse_decimal
+from georep.gateway import config_values as values
+from georep.gateway.cluster_endpoint import ClusterEndpoint, ClusterKind, parse_endpoint, same_place
 from georep.rest import tokens as token_sources
 from georep.rest.access import ALLOWED_HOSTS_ENV, Access, allowed_hosts
 from georep.rest.tokens import (
-    ADMIN_TOKENS_ENV,
     GATEWAY_READ_ONLY_TOKENS_ENV,
     GATEWAY_TOKENS_ENV,
     Token,
@@ -132,77 +134,8 @@ _GATEWAY_KEYS = {
     "tls_cert_file",
     "tls_key_file",
 }
-#: A cluster table's TLS keys (client/tls.py), named after Pulsar's client settings.
-_TLS_KEYS = {
-    "tls_trust_certs_file",
-    "tls_hostname_verification",
-    "tls_cert_file",
-    "tls_key_file",
-    "tls_allow_insecure_connection",
-}
-_CLUSTER_KEYS = {
-    "name",
-    "kind",
-    "service_url",
-    "admin_url",
-    "token",
-    "token_file",
-    "token_env",
-    "listener_name",
-    "keepalive_interval_s",
-    "replication_window_entries",
-    "replication_window_bytes",
-    *_TLS_KEYS,
-}
-
-
-class ClusterKind(enum.Enum):
-    """What a cluster is (``kind`` of its table): georep's own, or real Apache Pulsar
-    (docs/SUBSYNC.md). The gateway reaches each through a different subscription sync
-    port (``manager.py``); checked when the file is read, so that nothing later meets a
-    kind it does not know."""
-
-    GEOREP = "georep"
-    PULSAR = "pulsar"
-
-
 _RATE_KEYS = {"messages_per_s", "bytes_per_s"}
 _LIMIT_KEYS = {"replicators_max", "sync_topics_max"}
-
-
-@dataclass(frozen=True)
-class ClusterEndpoint:
-    """How the gateway reaches one cluster over its public interfaces."""
-
-    name: str
-    service_url: str
-    admin_url: str
-    token: Token | None = field(default=None, repr=False)
-    #: ``georep`` (default) or ``pulsar``: a real Pulsar cluster, whose subscriptions are
-    #: synced through admin v2 and an acknowledging consumer, markers on a side topic.
-    kind: ClusterKind = ClusterKind.GEOREP
-    #: How TLS links to it are checked; None when neither URL runs TLS.
-    tls: ClientTls | None = None
-    #: The one context every TLS connection to it shares, made from ``tls`` when the
-    #: file is read (so a missing CA file stops the gateway at start, naming the key).
-    ssl_context: ssl.SSLContext | None = field(default=None, repr=False, compare=False)
-    #: The broker listener whose address lookups answer with (Pulsar's client setting
-    #: ``listenerName``, matched against the brokers' ``advertisedListeners``): the one
-    #: reachable from here, through a proxy, load balancer or NAT. None: the default.
-    listener_name: str | None = None
-    #: A link silent this long is sent a PING, and closed when a second interval passes
-    #: without an answer; both are checked every half interval, so a black-holed link is
-    #: noticed within three times this (docs/WAN.md).
-    keepalive_interval_s: float = limits.link_keepalive_interval_s_default
-    #: A replicator towards this cluster has at most this many entries, and bytes, sent
-    #: and not yet answered (its window): over a link of round trip R it carries at most
-    #: window / R a second per topic partition (docs/WAN.md sizes it).
-    replication_window_entries: int = limits.replicator_pending_sends_count_max
-    replication_window_bytes: int = limits.replicator_pending_sends_bytes_max
-
-    @property
-    def token_text(self) -> str | None:
-        return self.token.reveal() if self.token is not None else None
 
 
 @dataclass(frozen=True)
@@ -280,10 +213,12 @@ def parse(
     base_dir: Path = Path("."),
 ) -> GatewayConfig:
     check_keys(document, _SECTIONS, "the file")
-    gateway = _table(document, "gateway")
+    gateway = values.table(document, "gateway")
     check_keys(gateway, _GATEWAY_KEYS, "[gateway]")
-    local = _endpoint("local", _table(document, "local", required=True), environ, base_dir)
-    remotes_table = _table(document, "remotes")
+    local = parse_endpoint(
+        "local", values.table(document, "local", required=True), environ, base_dir
+    )
+    remotes_table = values.table(document, "remotes")
     if len(remotes_table) > limits.remote_clusters_count_max:
         raise ConfigError(f"[remotes]: at most {limits.remote_clusters_count_max} clusters")
     remotes = {}
@@ -292,17 +227,19 @@ def parse(
             raise ConfigError(f"[remotes.{name}] must be a table")
         if "name" in table and table["name"] != name:
             raise ConfigError(f"[remotes.{name}]: name {table['name']!r} differs from the key")
-        remotes[name] = _endpoint(f"remotes.{name}", {**table, "name": name}, environ, base_dir)
+        remotes[name] = parse_endpoint(
+            f"remotes.{name}", {**table, "name": name}, environ, base_dir
+        )
     if local.name in remotes:
         raise ConfigError(f"[remotes.{local.name}] is the local cluster")
     for name, remote in remotes.items():
         for key in ("service_url", "admin_url"):
-            if _same_place(getattr(remote, key), getattr(local, key)):
+            if same_place(getattr(remote, key), getattr(local, key)):
                 raise ConfigError(
                     f"[remotes.{name}] {key} {getattr(remote, key)!r} is the local"
                     " cluster's: a gateway would replicate a cluster into itself"
                 )
-    sync = parse_sync(_table(document, "subscription_sync"))
+    sync = parse_sync(values.table(document, "subscription_sync"))
     if local.kind is ClusterKind.PULSAR:
         for namespace, settings in [("", sync.default), *sync.namespaces.items()]:
             if settings.mode is SyncMode.PULSAR_COMPATIBLE:
@@ -315,14 +252,14 @@ def parse(
     metadata = gateway.get("metadata")
     if metadata is None:
         metadata = f"sqlite:///{(base_dir / f'gateway-{local.name}.db').resolve()}"
-    _string("[gateway] metadata", metadata, limits.cluster_url_chars_max)
-    rates = _table(document, "rate_limits")
+    values.string("[gateway] metadata", metadata, limits.cluster_url_chars_max)
+    rates = values.table(document, "rate_limits")
     check_keys(rates, _RATE_KEYS, "[rate_limits]")
-    policies = _table(document, "policies")
+    policies = values.table(document, "policies")
     check_keys(policies, {"namespaces", "topics"}, "[policies]")
-    caps = _table(document, "limits")
+    caps = values.table(document, "limits")
     check_keys(caps, _LIMIT_KEYS, "[limits]")
-    metrics = _table(document, "metrics")
+    metrics = values.table(document, "metrics")
     check_keys(metrics, {"topic_level"}, "[metrics]")
     topic_level = metrics.get("topic_level", False)
     if not isinstance(topic_level, bool):
@@ -347,7 +284,7 @@ def parse(
         listen_port=port,
         admin_tokens=admin_tokens,
         read_only_tokens=read_only,
-        discovery_interval_s=_positive(
+        discovery_interval_s=values.positive(
             "[gateway] discovery_interval_s",
             gateway.get("discovery_interval_s", limits.gateway_discovery_interval_s_default),
         ),
@@ -383,8 +320,8 @@ def _rest_tls(gateway: Mapping[str, Any], base_dir: Path) -> TlsFiles | None:
         return None
     if cert is None or key is None:
         raise ConfigError("[gateway] tls_cert_file and tls_key_file go together")
-    files = TlsFiles(_path("[gateway] tls_cert_file", cert, base_dir),
-                     _path("[gateway] tls_key_file", key, base_dir))  # fmt: skip
+    files = TlsFiles(values.path("[gateway] tls_cert_file", cert, base_dir),
+                     values.path("[gateway] tls_key_file", key, base_dir))  # fmt: skip
     try:
         files.server_context()
     except (OSError, ssl.SSLError) as error:
@@ -421,12 +358,14 @@ INSTANCE_NAME = re.compile(rf"[A-Za-z0-9._-]{{1,{limits.gateway_instance_chars_m
 
 
 def _lease(gateway: Mapping[str, Any]) -> dict[str, float]:
-    lease = _positive("[gateway] lease_s", gateway.get("lease_s", limits.gateway_lease_s_default))
+    lease = values.positive(
+        "[gateway] lease_s", gateway.get("lease_s", limits.gateway_lease_s_default)
+    )
     low, high = limits.gateway_lease_s_min, limits.gateway_lease_s_max
     if not low <= lease <= high:
         raise ConfigError(f"[gateway] lease_s must be in [{low}, {high}], got {lease}")
     default = min(limits.gateway_heartbeat_s_default, lease / 4)
-    heartbeat = _positive("[gateway] heartbeat_s", gateway.get("heartbeat_s", default))
+    heartbeat = values.positive("[gateway] heartbeat_s", gateway.get("heartbeat_s", default))
     if heartbeat > lease / 4:
         raise ConfigError(
             f"[gateway] heartbeat_s must be at most a quarter of lease_s ({lease / 4:g})"
@@ -440,232 +379,12 @@ def _count(what: str, value: Any, count_max: int) -> int:
     return value
 
 
-# --- pieces -----------------------------------------------------------------------------
-
-
-def _table(document: Mapping[str, Any], key: str, *, required: bool = False) -> Mapping[str, Any]:
-    value = document.get(key)
-    if value is None:
-        if required:
-            raise ConfigError(f"[{key}] is required")
-        return {}
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"[{key}] must be a table")
-    return value
-
-
-def _string(what: str, value: Any, chars_max: int) -> str:
-    if not isinstance(value, str) or not 0 < len(value) <= chars_max:
-        raise ConfigError(f"{what} must be a string of 1..{chars_max} characters")
-    return value
-
-
-def cluster_name(what: str, value: Any) -> str:
-    try:
-        return names.check("cluster", value)
-    except names.InvalidName as error:
-        raise ConfigError(f"{what}: {error}") from None
-
-
-def _endpoint(
-    where: str, table: Mapping[str, Any], environ: Mapping[str, str], base_dir: Path
-) -> ClusterEndpoint:
-    check_keys(table, _CLUSTER_KEYS, f"[{where}]")
-    name = cluster_name(f"[{where}] name", table.get("name"))
-    service_url = _url(f"[{where}] service_url", table.get("service_url"), ("pulsar", "pulsar+ssl"))
-    admin_url = _url(f"[{where}] admin_url", table.get("admin_url"), ("http", "https"))
-    sources = [key for key in ("token", "token_file", "token_env") if key in table]
-    if len(sources) > 1:
-        raise ConfigError(f"[{where}]: give one of token, token_file, token_env")
-    token = None
-    try:
-        if "token" in table:
-            log.warning("[%s] has a literal token; prefer token_file or token_env", where)
-            token = Token(table["token"])
-        elif "token_file" in table:
-            token = Token(_read_lines(base_dir, table["token_file"], where)[0])
-        elif "token_env" in table:
-            variable = table["token_env"]
-            if not isinstance(variable, str) or variable not in environ:
-                raise ConfigError(f"[{where}] token_env: environment variable {variable!r} unset")
-            token = Token(environ[variable].strip())
-        else:
-            shared = token_sources.client_token(environ, ADMIN_TOKENS_ENV)
-            token = Token(shared) if shared is not None else None
-    except (TokenError, IndexError) as error:
-        raise ConfigError(f"[{where}] token: {str(error) or 'empty file'}") from None
-    client_tls = _client_tls(where, table, service_url, admin_url, base_dir)
-    listener = table.get("listener_name")
-    if listener is not None:
-        listener = _string(f"[{where}] listener_name", listener, limits.listener_name_chars_max)
-    keepalive = _positive(
-        f"[{where}] keepalive_interval_s",
-        table.get("keepalive_interval_s", limits.link_keepalive_interval_s_default),
-    )
-    if keepalive * 2 <= limits.link_request_timeout_s_default:
-        raise ConfigError(
-            f"[{where}] keepalive_interval_s must be over"
-            f" {limits.link_request_timeout_s_default / 2} s (half the request timeout),"
-            f" got {keepalive}"
-        )
-    return ClusterEndpoint(
-        name,
-        service_url,
-        admin_url,
-        token,
-        _kind(where, table),
-        tls=client_tls,
-        ssl_context=_context(where, client_tls),
-        listener_name=listener,
-        keepalive_interval_s=keepalive,
-        **_window(where, table),
-    )
-
-
-def _window(where: str, table: Mapping[str, Any]) -> dict[str, int]:
-    """A remote's replication window, within ``limits.py``'s: a replicator's sends are
-    held in memory until answered, and a remote broker takes at most so many at once."""
-    given = {key: table[key] for key in ("replication_window_entries", "replication_window_bytes")
-             if key in table}  # fmt: skip
-    if given and where == "local":
-        raise ConfigError(f"[local] {', '.join(given)}: a window is a remote's")
-    out = {}
-    bounds = {
-        "replication_window_entries": (1, limits.replicator_pending_sends_count_max),
-        "replication_window_bytes": (
-            limits.pulsar_frame_bytes_max,  # the largest message fits
-            limits.replicator_pending_sends_bytes_max,
-        ),
-    }
-    for key, value in given.items():
-        low, high = bounds[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"[{where}] {key} must be a whole number from {low} to {high}")
-        out[key] = value
-    return out
-
-
-def _client_tls(
-    where: str, table: Mapping[str, Any], service_url: str, admin_url: str, base_dir: Path
-) -> ClientTls | None:
-    """The cluster's TLS settings, where one of its URLs runs TLS."""
-    given = sorted(_TLS_KEYS & set(table))
-    tls_urls = [url for url in (service_url, admin_url) if uses_tls(url)]
-    if not tls_urls:
-        if given:
-            raise ConfigError(
-                f"[{where}] {', '.join(given)}: neither URL runs TLS; use pulsar+ssl:// and"
-                " https:// (the settings would protect nothing)"
-            )
-        return None
-    if len(tls_urls) == 1:
-        plain = "admin_url" if uses_tls(service_url) else "service_url"
-        log.warning(
-            "[%s] %s is plaintext while the other URL runs TLS: what crosses it, the token"
-            " too, is readable on the way",
-            where,
-            plain,
-        )
-    flags = {
-        key: _flag(f"[{where}] {key}", table.get(key, default))
-        for key, default in (
-            ("tls_hostname_verification", True),
-            ("tls_allow_insecure_connection", False),
-        )
-    }
-    if flags["tls_allow_insecure_connection"]:
-        log.warning(
-            "[%s] tls_allow_insecure_connection = true: the cluster's certificate is not"
-            " checked, so anyone on the way can pose as it",
-            where,
-        )
-    files = {
-        key: _path(f"[{where}] {key}", table[key], base_dir) if key in table else None
-        for key in ("tls_trust_certs_file", "tls_cert_file", "tls_key_file")
-    }
-    try:
-        return ClientTls(
-            trust_certs_file=files["tls_trust_certs_file"],
-            hostname_verification=flags["tls_hostname_verification"],
-            cert_file=files["tls_cert_file"],
-            key_file=files["tls_key_file"],
-            allow_insecure_connection=flags["tls_allow_insecure_connection"],
-        )
-    except TlsSettingsError as error:
-        raise ConfigError(f"[{where}] {error}") from None
-
-
-def _context(where: str, client_tls: ClientTls | None) -> ssl.SSLContext | None:
-    if client_tls is None:
-        return None
-    try:
-        return client_tls.context()
-    except TlsSettingsError as error:
-        raise ConfigError(f"[{where}] {error}") from None
-
-
-def _flag(what: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{what} must be true or false, got {value!r}")
-    return value
-
-
-def _path(what: str, value: Any, base_dir: Path) -> Path:
-    """A file the configuration names, relative to the file's own directory."""
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{what} must be a path")
-    return (base_dir / value).resolve()
-
-
-def _kind(where: str, table: Mapping[str, Any]) -> ClusterKind:
-    value = table.get("kind", ClusterKind.GEOREP.value)
-    try:
-        return ClusterKind(value)
-    except ValueError:
-        known = ", ".join(kind.value for kind in ClusterKind)
-        raise ConfigError(f"[{where}] kind {value!r}: use one of {known}") from None
-
-
-def _url(what: str, value: Any, schemes: tuple[str, ...]) -> str:
-    """A cluster URL: ``scheme://host:port``, the port 1..65535."""
-    text = _string(what, value, limits.cluster_url_chars_max)
-    example = f"{schemes[0]}://host:port"
-    try:
-        url = yarl.URL(text)
-        port = url.explicit_port
-    except ValueError as error:
-        raise ConfigError(f"{what} {text!r}: {error}; use {example}") from None
-    if url.scheme not in schemes or not url.host or url.path not in ("", "/"):
-        raise ConfigError(f"{what} {text!r}: use {example}")
-    if url.query_string or url.fragment or url.user is not None:
-        raise ConfigError(f"{what} {text!r}: use {example}, nothing more")
-    if port is None or not 1 <= port <= 65_535:
-        raise ConfigError(f"{what} {text!r}: the port must be 1..65535")
-    return text
-
-
-def _same_place(one: str, other: str) -> bool:
-    a, b = yarl.URL(one), yarl.URL(other)
-    return (a.host, a.port) == (b.host, b.port)
-
-
-def _read_lines(base_dir: Path, value: Any, where: str) -> list[str]:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"[{where}] token_file must be a path")
-    path = base_dir / value
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as error:
-        raise ConfigError(f"[{where}] cannot read token file {path}: {error.strerror}") from None
-    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-
-
 def _tokens(environment_value: str | None, path: Any, base_dir: Path) -> frozenset[Token]:
     found: list[str] = []
     if environment_value:
         found += [part for part in re.split(r"[\s,]+", environment_value) if part]
     if path is not None:
-        found += _read_lines(base_dir, path, "gateway")
+        found += values.read_lines(base_dir, path, "gateway")
     try:
         return token_sources.tokens(found)
     except TokenError as error:
@@ -673,7 +392,7 @@ def _tokens(environment_value: str | None, path: Any, base_dir: Path) -> frozens
 
 
 def _listen(value: Any) -> tuple[str, int]:
-    text = _string("[gateway] listen", value, 300)
+    text = values.string("[gateway] listen", value, 300)
     host, _, port_text = text.rpartition(":")
     port = parse_decimal(port_text)
     if not host or port is None or not 0 <= port <= 65_535:
@@ -681,16 +400,10 @@ def _listen(value: Any) -> tuple[str, int]:
     return host.strip("[]"), port
 
 
-def _positive(what: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ConfigError(f"{what} must be a number > 0, got {value!r}")
-    return float(value)
-
-
 def _backoff(value: Any) -> float:
     if value is None:
         return limits.replicator_retry_backoff_s_max
-    seconds = _positive("[gateway] retry_backoff_s_max", value)
+    seconds = values.positive("[gateway] retry_backoff_s_max", value)
     low, high = limits.replicator_retry_backoff_s_initial, limits.replicator_retry_backoff_s_max
     if not low < seconds <= high:
         raise ConfigError(f"[gateway] retry_backoff_s_max must be in ({low}, {high}]")
@@ -700,7 +413,7 @@ def _backoff(value: Any) -> float:
 def _stuck_after(value: Any) -> float:
     if value is None:
         return limits.replicator_stuck_after_s_default
-    seconds = _positive("[gateway] stuck_after_s", value)
+    seconds = values.positive("[gateway] stuck_after_s", value)
     low, high = limits.replicator_stuck_after_s_min, limits.replicator_stuck_after_s_max
     if not low <= seconds <= high:
         raise ConfigError(f"[gateway] stuck_after_s must be in [{low:g}, {high:g}]")

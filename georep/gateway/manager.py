@@ -57,7 +57,7 @@ from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError, said_once_per_cluster
 from georep.client.link import PulsarLink
 from georep.client.refusals import RIGHTS_DOCUMENT, Refusal
-from georep.gateway.config import ClusterEndpoint, ClusterKind
+from georep.gateway.cluster_endpoint import ClusterEndpoint, ClusterKind
 from georep.gateway.errors import GatewayError
 from georep.gateway.meta.replication_policies import ReplicationPolicyRepository
 from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolicyRepository

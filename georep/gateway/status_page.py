@@ -20,7 +20,8 @@ namespace and remote:
 
 It reads well from 1400 px down to 760 px (tests/integration/test_status_page_browser.py
 renders it in Chromium at both) and stays a page of rows however many partitions stand
-behind it: a row is a namespace, not a partition.
+behind it: a row is a namespace, not a partition. Its stylesheet is the report toolkit's
+(``georep.reports``), with the page's own rules after it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from georep import limits
 from georep.gateway.manager import ReplicationManager
 from georep.gateway.metrics import FIGURE, exposure_figures, replication_figures
+from georep.reports.html_page import document_head
 
 
 @dataclass(frozen=True)
@@ -102,20 +104,22 @@ def rows(manager: ReplicationManager, now: float | None = None) -> list[Row]:
     return sorted(out, key=lambda row: row.rank, reverse=True)
 
 
+#: The page's own rules, after the report toolkit's (``georep.reports.html_page.CSS``): a
+#: live page is denser than a report (smaller margins and title), and its rows colour
+#: their background, not their figures.
 _CSS = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 16px; color: #1a1a1a; }
-h1 { font-size: 18px; margin: 0 0 4px; }
-p.meta { color: #555; margin: 0 0 12px; }
+body { margin: 16px } h1 { font-size: 18px; margin: 0 0 4px }
+p.meta { color: #4a5568; margin: 0 0 12px; }
 .state { padding: 8px 12px; border-radius: 4px; margin-bottom: 12px; }
-.ok { background: #e6f4ea; } .degraded { background: #fdecea; }
+.state.ok { background: #f0fff4; } .state.degraded { background: #fff5f5; }
 .state ul { margin: 4px 0 0; padding-left: 20px; }
 table { border-collapse: collapse; width: 100%; table-layout: fixed; }
-th, td { padding: 4px 6px; border-bottom: 1px solid #ddd; text-align: right;
+th, td { padding: 4px 6px; border-bottom: 1px solid #e2e8f0; text-align: right;
          overflow-wrap: anywhere; }
 th:first-child, td:first-child, th:nth-child(2), td:nth-child(2),
 th:nth-child(4), td:nth-child(4) { text-align: left; }
 th:first-child { width: 26%; }
-tr.bad td { background: #fdecea; } tr.warn td { background: #fff4e5; }
+tr.bad td { background: #fff5f5; } tr.warn td { background: #fffaf0; }
 nav { margin-top: 12px; }
 @media (max-width: 900px) { .wide { display: none; } th:first-child { width: 34%; } }
 """
@@ -196,11 +200,8 @@ def render(
         links.append(f'<a href="?page={page + 1}">next</a>')
     title = f"georep gateway {cluster}"
     return (
-        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"
-        f'<meta http-equiv="refresh" content="{limits.status_page_refresh_s}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
+        document_head(title, _CSS, refresh_s=limits.status_page_refresh_s)
+        + f"<h1>{html.escape(title)}</h1>"
         f'<p class="meta">instance {html.escape(instance)}: {partitions_owned:,} of'
         f" {partitions_known:,} topic partitions; refreshed every"
         f" {limits.status_page_refresh_s} s</p>"

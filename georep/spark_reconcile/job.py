@@ -6,10 +6,12 @@ mode, ``local[*]``, unless ``--master`` names another), or as
 resources are then spark-submit's). The Spark UI is off unless ``--ui``.
 
 Steps: check the inputs' footers (``inputs.py``; bad input fails here, before Spark
-starts), load them, run the transformations of ``reconciliation.py``, write each result
+starts), load them, run the transformations of ``reconciliation.py`` (with
+``acknowledged_ranges.py`` and, given a delivery log, ``observed.py``), write each result
 as a Parquet table under OUT (the small ones also as CSV under OUT/csv/), collect the
-small aggregates (bounded by ``limits.reconcile_report_*``) into OUT/summary.json and
-the page OUT/report.html.
+small aggregates (``page_figures.py``, bounded by ``limits.reconcile_report_*``) into
+OUT/summary.json and the page OUT/report.html (``report.py``). This module owns the
+command, the Spark session and the order of the steps.
 
 Spark stays silent unless asked: no console progress bar, and when this command starts
 the driver itself, ``log4j2.properties`` (beside this file) replaces Spark's default log
@@ -76,7 +78,6 @@ if TYPE_CHECKING:  # pyspark is the optional extra 'spark': imported where it ru
     from pyspark import SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
-    from georep.spark_reconcile.reconciliation import Observed
 
 SUBMIT_ENV = "PYSPARK_GATEWAY_PORT"  # set for the Python driver spark-submit starts
 
@@ -328,8 +329,10 @@ def reconcile(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    from georep.spark_reconcile import acknowledged_ranges as A
+    from georep.spark_reconcile import observed as O
+    from georep.spark_reconcile import page_figures, report
     from georep.spark_reconcile import reconciliation as R
-    from georep.spark_reconcile import report
     from georep.spark_reconcile.inputs import load
 
     keep = StorageLevel.MEMORY_AND_DISK
@@ -340,7 +343,7 @@ def reconcile(
 
     messages = inputs.messages
     subscriptions = inputs.subscriptions.persist(keep)
-    ids = R.subscription_ids(subscriptions).persist(keep)
+    ids = A.subscription_ids(subscriptions).persist(keep)
     declared = (
         spark.createDataFrame(links, "origin_cluster string, replica_cluster string")
         if links
@@ -348,8 +351,8 @@ def reconcile(
     )
     index = R.message_index(messages).persist(keep)
     link_rows = R.links(index, declared).persist(keep)
-    ranges = R.acknowledged_ranges(subscriptions).persist(keep)
-    pieces = R.range_pieces(ranges, R.ledgers(index)).persist(keep)
+    ranges = A.acknowledged_ranges(subscriptions).persist(keep)
+    pieces = A.range_pieces(ranges, R.ledgers(index)).persist(keep)
     step.begin("cut acknowledged ranges into pieces")
     piece_count = pieces.count()
     step(f"acknowledged ranges cut into {piece_count} pieces")
@@ -371,7 +374,7 @@ def reconcile(
         return written
 
     duplicates = write(R.duplicate_copies(messages), "duplicate_copies", small=True)
-    acked = R.acknowledgements(
+    acked = A.acknowledgements(
         messages, pieces, ids, broadcast=piece_count <= limits.reconcile_broadcast_pieces_max
     )
     copy_count = (
@@ -410,29 +413,29 @@ def reconcile(
 
     observed = None
     if inputs.deliveries is not None:
-        computed = R.observed(inputs.deliveries, local, gap)
-        observed = R.Observed(
+        computed = O.observed(inputs.deliveries, local, gap)
+        observed = O.Observed(
             duplicates=write(computed.duplicates, "observed_duplicates"),
             redeliveries=write(computed.redeliveries, "observed_redeliveries"),
             losses=write(computed.losses, "observed_losses"),
         )
 
     step.begin("collect totals and timelines")
-    totals = _totals(F, checked, index, links_table, subscriptions_table, observed,
-                     differences, subscriptions)  # fmt: skip
-    timelines = _timelines(
-        spark, F, R, index, local, gap, risk, skips, observed, links_table, subscriptions_table
+    totals = page_figures.totals(checked, index, links_table, subscriptions_table, observed,
+                                 differences, subscriptions)  # fmt: skip
+    timelines = page_figures.timelines(
+        index, local, gap, risk, skips, observed, links_table, subscriptions_table
     )
     step("timelines collected")
     step.begin("collect the report's tables")
-    tables = _report_tables(F, links_table, gaps, subscriptions_table, spark, out, observed,
-                            duplicates, differences)  # fmt: skip
-    link_verdicts = _link_verdicts(R, links_table, subscriptions_table)
+    tables = page_figures.report_tables(links_table, gaps, subscriptions_table, observed,
+                                        duplicates, differences)  # fmt: skip
+    link_verdicts = page_figures.link_verdicts(links_table, subscriptions_table)
     failovers = {}
     if inputs.deliveries is not None:
         failovers = {
             row.topic: (row.last_before_ms, row.first_after_ms)
-            for row in R.failover_windows(inputs.deliveries).collect()  # one row per topic
+            for row in O.failover_windows(inputs.deliveries).collect()  # one row per topic
         }
     if title is None:
         clusters = sorted(row.cluster for row in index.select("cluster").distinct().collect())
@@ -475,27 +478,6 @@ def _as_csv_columns(F: ModuleType, frame: DataFrame) -> DataFrame:
     return frame.select(*columns)
 
 
-def _link_verdicts(
-    R: ModuleType, links_table: DataFrame, subscriptions_table: DataFrame
-) -> list[dict[str, Any]]:
-    """Per link pair, its totals and its subscription most at risk (small: one row per
-    pair of clusters)."""
-    worst = {
-        (row.origin_cluster, row.replica_cluster): row.asDict()
-        for row in R.worst_subscriptions(subscriptions_table).collect()
-    }
-    verdicts = []
-    for row in (
-        R.link_totals(links_table, subscriptions_table)
-        .orderBy("origin_cluster", "replica_cluster")
-        .collect()
-    ):
-        link = row.asDict()
-        link["worst"] = worst.get((row.origin_cluster, row.replica_cluster))
-        verdicts.append(link)
-    return verdicts
-
-
 def _drill_page(deliveries_path: str | None, out: Path) -> str | None:
     """The drill's report.html beside its delivery log, as a link relative to ``out``."""
     if not deliveries_path:
@@ -504,254 +486,6 @@ def _drill_page(deliveries_path: str | None, out: Path) -> str | None:
     if not page.is_file():
         return None
     return os.path.relpath(page, out.resolve())
-
-
-def _totals(
-    F: ModuleType,
-    checked: CheckedExports,
-    index: DataFrame,
-    links_table: DataFrame,
-    subscriptions_table: DataFrame,
-    observed: Observed | None,
-    differences: DataFrame,
-    subscriptions: DataFrame,
-) -> dict[str, Any]:
-    """Every total in one Spark job: single-row aggregates joined side by side."""
-    parts = [
-        index.agg(
-            F.countDistinct("cluster").alias("clusters"),
-            F.countDistinct("topic").alias("topics"),
-        ),
-        links_table.agg(
-            F.count(F.lit(1)).alias("links"),
-            F.sum("gap_messages").alias("replication_gap"),
-            F.sum("duplicate_copies").alias("duplicate_copies"),
-            F.sum("unmapped_copies").alias("unmapped_copies"),
-            F.sum("undecodable_copies").alias("undecodable_copies"),
-        ),
-        subscriptions_table.agg(
-            F.countDistinct("topic", "partition", "subscription").alias("subscriptions"),
-            F.sum("acked_on_origin").alias("acked_on_origin"),
-            F.sum("redelivery_risk").alias("redelivery_risk"),
-            F.sum("skip_risk").alias("skip_risk"),
-        ),
-        subscriptions.agg(F.sum(F.size("batch_acks")).alias("batch_entries_partly_acked")),
-        differences.agg(F.count(F.lit(1)).alias("batch_entries_differing")),
-    ]
-    if observed is not None:
-        parts.append(observed.duplicates.agg(F.count(F.lit(1)).alias("observed_duplicates")))
-        parts.append(observed.redeliveries.agg(F.count(F.lit(1)).alias("observed_redeliveries")))
-        parts.append(observed.losses.agg(F.count(F.lit(1)).alias("observed_losses")))
-    combined = parts[0]
-    for part in parts[1:]:
-        combined = combined.crossJoin(part)
-    totals = {"messages": checked.rows["messages"], **combined.collect()[0].asDict()}
-    return {k: int(v or 0) for k, v in totals.items()}
-
-
-def _timelines(
-    spark: SparkSession,
-    F: ModuleType,
-    R: ModuleType,
-    index: DataFrame,
-    local: DataFrame,
-    gap: DataFrame,
-    risk: DataFrame,
-    skips: DataFrame,
-    observed: Observed | None,
-    links_table: DataFrame,
-    subs_table: DataFrame,
-) -> dict[str, Any]:
-    """Per chosen topic (most problems first, at most ``reconcile_report_topics_max``):
-    counts per bucket of each series."""
-    per_topic = (
-        links_table.groupBy("topic")
-        .agg(F.sum(F.col("gap_messages") + F.col("duplicate_copies")).alias("problems"))
-        .unionByName(
-            subs_table.groupBy("topic").agg(
-                F.sum(F.col("redelivery_risk") + F.col("skip_risk")).alias("problems")
-            )
-        )
-        .unionByName(
-            index.where(F.col("cluster") == F.col("origin_cluster"))
-            .select("topic", F.lit(0).cast("long").alias("problems"))
-            .distinct()
-        )
-        .groupBy("topic")
-        .agg(F.sum("problems").alias("problems"))
-        .orderBy(F.desc("problems"), "topic")
-        .limit(limits.reconcile_report_topics_max)
-    )
-    chosen = [row.topic for row in per_topic.collect()]
-    if not chosen:
-        return {}
-    bounds = R.timeline_bounds(index.where(F.col("topic").isin(chosen))).persist()
-    series = [
-        R.timeline_counts(local, bounds, "published"),
-        R.timeline_counts(gap, bounds, "replication_gap"),
-        R.timeline_counts(risk, bounds, "redelivery_risk"),
-        R.timeline_counts(skips, bounds, "skip_risk"),
-    ]
-    if observed is not None:
-        series.append(
-            R.timeline_counts(
-                observed.duplicates.where(F.col("publish_time").isNotNull()),
-                bounds,
-                "observed_duplicates",
-            )
-        )
-        series.append(R.timeline_counts(observed.losses, bounds, "observed_losses"))
-    counts = series[0]
-    for more in series[1:]:
-        counts = counts.unionByName(more)
-    buckets = limits.reconcile_timeline_buckets_max
-    names = ["published", "replication_gap", "redelivery_risk", "skip_risk"]
-    if observed is not None:
-        names += ["observed_duplicates", "observed_losses"]
-    timelines: dict[str, dict[str, Any]] = {}
-    for row in bounds.collect():
-        timelines[row.topic] = {
-            "first_ms": row.first_ms,
-            "last_ms": row.last_ms,
-            "series": {name: [0] * buckets for name in names},
-        }
-    for row in counts.collect():  # at most topics x buckets x series rows
-        timelines[row.topic]["series"][row.series][row.bucket] = row.messages
-    bounds.unpersist()
-    return {topic: timelines[topic] for topic in chosen if topic in timelines}
-
-
-def _report_tables(
-    F: ModuleType,
-    links_table: DataFrame,
-    gaps: DataFrame,
-    subs_table: DataFrame,
-    spark: SparkSession,
-    out: Path,
-    observed: Observed | None,
-    duplicates: DataFrame,
-    differences: DataFrame,
-) -> list[tuple[str, str, list[dict[str, Any]], int]]:
-    rows_max = limits.reconcile_report_rows_max
-
-    def rows(frame: DataFrame, order: list[Any]) -> tuple[list[dict[str, Any]], int]:
-        """The first ``rows_max`` rows, and ``rows_max + 1`` when there are more."""
-        shown = [row.asDict() for row in frame.orderBy(*order).limit(rows_max + 1).collect()]
-        return shown[:rows_max], len(shown)
-
-    tables = []
-    link_rows, total = rows(
-        links_table.select("gap_messages", "duplicate_copies", "unmapped_copies",
-                           "undecodable_copies", "origin_messages", "copies",
-                           "origin_cluster", "replica_cluster",
-                           "topic", "gap_first_publish_time", "gap_last_publish_time"),
-        [F.desc("gap_messages"), "topic", "origin_cluster", "replica_cluster"],
-    )  # fmt: skip
-    tables.append(("Replication links",
-                   "Per topic and link: messages published on the origin, copies on the "
-                   "replica, messages missing there (replication gap) with their publish-time "
-                   "window, identities stored twice, copies whose origin position the export "
-                   "could not find (not compared), copies whose schema is not their origin's "
-                   "(undecodable as written).",
-                   link_rows, total))  # fmt: skip
-    gap_rows, total = rows(
-        gaps.select("gap_messages", "origin_cluster", "replica_cluster", "topic", "partition",
-                    "gap_first_publish_time", "gap_last_publish_time",
-                    F.concat_ws(":", "gap_first_ledger_id", "gap_first_entry_id")
-                    .alias("first_origin_position"),
-                    F.concat_ws(":", "gap_last_ledger_id", "gap_last_entry_id")
-                    .alias("last_origin_position")),
-        [F.desc("gap_messages"), "topic", "partition"],
-    )  # fmt: skip
-    tables.append(("Replication gaps",
-                   "Per topic partition: messages on the origin with no copy on the replica, "
-                   "and the window of their publish times and origin positions.",
-                   gap_rows, total))  # fmt: skip
-    sub_rows, total = rows(
-        subs_table.select(
-            "redelivery_risk", "skip_risk", "acked_on_origin", "copies_acked_on_replica",
-            "subscription", "origin_cluster", "replica_cluster",
-            F.concat_ws(":", "origin_mdp_ledger_id", "origin_mdp_entry_id").alias("origin_mdp"),
-            F.concat_ws(":", "translated_mdp_ledger_id", "translated_mdp_entry_id")
-            .alias("translated_mdp"),
-            F.concat_ws(":", "replica_mdp_ledger_id", "replica_mdp_entry_id")
-            .alias("replica_mdp"),
-            "replica_subscription_present", "topic", "partition"),
-        [F.desc("redelivery_risk"), F.desc("skip_risk"), "topic", "partition", "subscription"],
-    )  # fmt: skip
-    tables.append(("Subscriptions",
-                   "Per subscription and link: the origin's mark-delete position, where it "
-                   "lands on the replica (translated: the copy of the last message it covers), "
-                   "the replica's own; messages acknowledged on the origin, their copies "
-                   "acknowledged on the replica; redelivery risk (acknowledged on the origin, "
-                   "not on the replica: duplicates after failover) and skip risk (the reverse: "
-                   "losses after failover).",
-                   sub_rows, total))  # fmt: skip
-    difference_rows, total = rows(
-        differences.select(
-            "topic", "partition", "subscription", "origin_cluster", "replica_cluster",
-            F.concat_ws(":", "origin_ledger_id", "origin_entry_id").alias("origin_position"),
-            F.concat_ws(":", "replica_ledger_id", "replica_entry_id").alias("replica_position"),
-            "partly_on_origin", "partly_on_replica",
-            F.array_join("origin_only_indexes", " ").alias("acked_on_origin_only"),
-            F.array_join("replica_only_indexes", " ").alias("acked_on_replica_only")),
-        [F.desc(F.size("origin_only_indexes") + F.size("replica_only_indexes")), "topic",
-         "partition", "subscription", "origin_ledger_id", "origin_entry_id"],
-    )  # fmt: skip
-    tables.append(("Batches acknowledged differently",
-                   "Per subscription and link: batch entries acknowledged only in part on at "
-                   "least one side (batch-index acknowledgements), and the indexes within the "
-                   "batch acknowledged on one side and not on the other: on the origin only "
-                   "(delivered again after a failover) or on the replica only (skipped).",
-                   difference_rows, total))  # fmt: skip
-    duplicate_rows, total = rows(
-        duplicates.select("replica_cluster", "topic", "partition", "origin_cluster",
-                          "origin_ledger_id", "origin_entry_id", "batch_index", "copies"),
-        [F.desc("copies"), "topic"],
-    )  # fmt: skip
-    tables.append(("Duplicate copies",
-                   "Identities stored more than once on one replica.",
-                   duplicate_rows, total))  # fmt: skip
-    if observed is not None:
-        kinds, total = rows(
-            observed.duplicates.groupBy("topic", "subscription", "kind").agg(
-                F.count(F.lit(1)).alias("messages"),
-                F.sum(F.col("deliveries") - 1).alias("extra_deliveries"),
-            ),
-            [F.desc("messages"), "topic", "subscription"],
-        )
-        tables.append(("Observed duplicates",
-                       "From the delivery log: messages delivered again after an acknowledged "
-                       "delivery (consumed twice), by when (before the failover, after it, or "
-                       "acknowledged before it and delivered again after it).",
-                       kinds, total))  # fmt: skip
-        kinds, total = rows(
-            observed.redeliveries.groupBy("topic", "subscription", "kind").agg(
-                F.count(F.lit(1)).alias("messages"),
-                F.sum(F.col("deliveries") - 1).alias("extra_deliveries"),
-            ),
-            [F.desc("messages"), "topic", "subscription"],
-        )
-        tables.append(("Observed redeliveries",
-                       "From the delivery log: messages delivered more than once but never "
-                       "after an acknowledged delivery (negatively acknowledged, or delivered "
-                       "unacknowledged before the failover and again after it): expected.",
-                       kinds, total))  # fmt: skip
-        causes, total = rows(
-            observed.losses.groupBy("topic", "subscription", "cause").agg(
-                F.count(F.lit(1)).alias("messages"),
-                F.min("publish_time").alias("first_publish_time"),
-                F.max("publish_time").alias("last_publish_time"),
-            ),
-            [F.desc("messages"), "topic", "subscription"],
-        )
-        tables.append(("Observed losses",
-                       "From the delivery log: messages published on a topic a subscription "
-                       "consumed that were neither acknowledged before the failover nor "
-                       "delivered after it, and why (a replication gap, delivered but never "
-                       "acknowledged, or never delivered).",
-                       causes, total))  # fmt: skip
-    return tables
 
 
 if __name__ == "__main__":

@@ -10,25 +10,8 @@ Vocabulary (``schema.py`` has the input columns):
 - a **position** is (ledger id, entry id); the **identity** of a message is (origin
   cluster, origin ledger id, origin entry id, batch index), the same on every cluster.
 
-**Acknowledged ranges as a range join.** A subscription acknowledges everything up to its
-mark-delete position (MDP) and its individually deleted ranges ``(lower, upper]``. Both
-are turned into *ranges* (the MDP is range -1: ``((-1, -1), MDP]``); each range is cut
-into *pieces*, one per ledger it covers (clamped to the entries that ledger holds in the
-index) and per bucket of ``limits.reconcile_range_bucket_entries`` entry ids. A message
-then joins the pieces of its own (cluster, topic, partition, ledger, bucket) and tests
-``first_entry <= entry_id <= last_entry``. Worked example with buckets of 1024: range
-``(5:100..7:10]`` over ledgers 5 (entries 0..3000), 6 (0..99) and 7 (0..500) gives pieces
-5:[101..3000] in buckets 0, 1, 2; 6:[0..99] in bucket 0; 7:[0..10] in bucket 0 — six rows
-however many entries the range covers, where exploding it would give 3010. A message
-compares itself with at most the pieces of one bucket, so no pair count blows up either.
-Pieces are few (at most ranges + entries / bucket): they are grouped per (cluster,
-topic, partition, ledger, bucket) into one array of candidates and broadcast when under
-``limits.reconcile_broadcast_pieces_max``, so each message meets its candidates by an
-equi-join without being shuffled, and keeps those whose bounds hold its entry: its
-``acks``, the (subscription ``s``, range ``r``) pairs of its own cluster that acknowledged
-it, each one long (:func:`ack_code`).
-
-**One shuffle.** The origin's messages, once per replica of their topic, are then joined
+**One shuffle.** The origin's messages, with their acknowledgements
+(``acknowledged_ranges.py``) and once per replica of their topic, are joined
 with the replicas' copies on (replica, topic, partition, identity) — as numbers: the
 names become a lane number first (:func:`link_lanes`) — the only shuffle of the messages
 (:func:`linked`). Every result is read off the joined rows (cached) by narrow
@@ -46,42 +29,19 @@ from ``translated_positions``. The Parquet messages are scanned a fixed number o
 (the index, the duplicates' two steps, each side of the join, the published series of
 the timelines), never once per question, and acknowledgements are looked up once.
 
-**Batch indexes.** Acknowledgements are per message: a batch entry acknowledged only in
-part (``batch_acks``: entry 3:8, acknowledged indexes [0, 2]) becomes one more range,
-``(3:7..3:8]``, that holds only those indexes (``batch_indexes``); the MDP and the
-individually deleted ranges hold every index of their entries (``batch_indexes`` null). A
-message of 3:8 then meets that piece and is acknowledged when its own ``batch_index`` is
-listed: (A, 3, 8, 0) and (A, 3, 8, 2) are, (A, 3, 8, 1) is not. Range ids: -1 the MDP,
-0..n-1 the n individually deleted ranges, n.. the partly acknowledged batches
-(``range_kind`` says which).
-
-Ranges of one cursor are disjoint and above its MDP (the export drops a batch entry a
-range holds whole), so a message meets at most one piece per subscription.
+Beside it: ``columns.py`` (the keys every transformation groups by),
+``acknowledged_ranges.py`` (each message's acknowledgements, by a range join),
+``observed.py`` (what a drill's delivery log shows happened) and ``page_figures.py``
+(the small aggregates the page is built from, collected).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from georep import limits
-from georep.spark_reconcile.schema import DELIVERY_ACKED, SYSTEM_SUBSCRIPTION_PREFIXES
-
-IDENTITY = ["origin_cluster", "origin_ledger_id", "origin_entry_id", "batch_index"]
-PLACE = ["topic", "partition"]
-SUBSCRIPTION_KEY = ["cluster", "topic", "partition", "subscription"]
-MDP_RANGE_ID = -1
-
-_BUCKET_BITS = limits.reconcile_range_bucket_entries.bit_length() - 1
-
-
-def is_system_subscription(column: Column) -> Column:
-    condition = F.lit(False)
-    for prefix in SYSTEM_SUBSCRIPTION_PREFIXES:
-        condition = condition | column.startswith(prefix)
-    return condition
+from georep.spark_reconcile.acknowledged_ranges import MDP_RANGE_ID, ack_range, ack_subscription
+from georep.spark_reconcile.columns import IDENTITY, PLACE, is_system_subscription
 
 
 def message_index(messages: DataFrame) -> DataFrame:
@@ -137,138 +97,6 @@ def ledgers(index: DataFrame) -> DataFrame:
         F.min("ledger_first_entry").alias("ledger_first_entry"),
         F.max("ledger_last_entry").alias("ledger_last_entry"),
     )
-
-
-def subscription_ids(subscriptions: DataFrame) -> DataFrame:
-    """(subscription, sub_id): a number per subscription name, the same on every
-    cluster, so that an acknowledgement is one long (:func:`ack_code`)."""
-    from pyspark.sql import Window
-
-    names = subscriptions.select("subscription").distinct()
-    return names.select(
-        "subscription",
-        (F.dense_rank().over(Window.orderBy("subscription")) - 1).cast("int").alias("sub_id"),
-    )
-
-
-def ack_code(sub_id: Column, range_id: Column) -> Column:
-    """One acknowledgement as a long: subscription number above, range id + 1 below.
-    Arrays of longs cost far less to cache and scan than arrays of (name, range) pairs."""
-    return F.shiftleft(sub_id.cast("long"), 32) + (range_id + 1).cast("long")
-
-
-def ack_subscription(code: Column) -> Column:
-    return F.shiftright(code, 32).cast("int")
-
-
-def ack_range(code: Column) -> Column:
-    return (code.bitwiseAND(F.lit(0xFFFFFFFF)) - 1).cast("int")
-
-
-def acknowledged_ranges(subscriptions: DataFrame) -> DataFrame:
-    """Every subscription's MDP (range -1), individually deleted ranges and partly
-    acknowledged batch entries, each as ``(lower, upper]`` with a ``range_id``, a
-    ``range_kind`` and the ``batch_indexes`` it holds (null: all)."""
-    every_index = F.lit(None).cast("array<int>")
-    mark_delete = subscriptions.select(
-        *SUBSCRIPTION_KEY,
-        F.lit(MDP_RANGE_ID).alias("range_id"),
-        F.lit("mark_delete").alias("range_kind"),
-        F.lit(-1).cast("long").alias("lower_ledger_id"),
-        F.lit(-1).cast("long").alias("lower_entry_id"),
-        F.col("mark_delete_ledger_id").alias("upper_ledger_id"),
-        F.col("mark_delete_entry_id").alias("upper_entry_id"),
-        every_index.alias("batch_indexes"),
-    )
-    individual = subscriptions.select(
-        *SUBSCRIPTION_KEY, F.posexplode("individually_deleted").alias("range_id", "range")
-    ).select(
-        *SUBSCRIPTION_KEY,
-        "range_id",
-        F.lit("range").alias("range_kind"),
-        F.col("range.lower_ledger_id").alias("lower_ledger_id"),
-        F.col("range.lower_entry_id").alias("lower_entry_id"),
-        F.col("range.upper_ledger_id").alias("upper_ledger_id"),
-        F.col("range.upper_entry_id").alias("upper_entry_id"),
-        every_index.alias("batch_indexes"),
-    )
-    batches = subscriptions.select(
-        *SUBSCRIPTION_KEY,
-        F.size("individually_deleted").alias("ranges"),
-        F.posexplode("batch_acks").alias("i", "batch"),
-    ).select(
-        *SUBSCRIPTION_KEY,
-        (F.col("ranges") + F.col("i")).alias("range_id"),
-        F.lit("batch").alias("range_kind"),
-        F.col("batch.ledger_id").alias("lower_ledger_id"),
-        (F.col("batch.entry_id") - 1).alias("lower_entry_id"),
-        F.col("batch.ledger_id").alias("upper_ledger_id"),
-        F.col("batch.entry_id").alias("upper_entry_id"),
-        F.col("batch.acked_indexes").alias("batch_indexes"),
-    )
-    return mark_delete.unionByName(individual).unionByName(batches)
-
-
-def range_pieces(ranges: DataFrame, ledger_entries: DataFrame) -> DataFrame:
-    """Each range cut per ledger and bucket (see the module docstring)."""
-    joined = ranges.join(ledger_entries, on=["cluster", *PLACE]).where(
-        F.col("ledger_id").between(F.col("lower_ledger_id"), F.col("upper_ledger_id"))
-    )
-    first = F.when(
-        F.col("ledger_id") == F.col("lower_ledger_id"),
-        F.greatest(F.col("lower_entry_id") + 1, F.col("ledger_first_entry")),
-    ).otherwise(F.col("ledger_first_entry"))
-    last = F.when(
-        F.col("ledger_id") == F.col("upper_ledger_id"),
-        F.least(F.col("upper_entry_id"), F.col("ledger_last_entry")),
-    ).otherwise(F.col("ledger_last_entry"))
-    pieces = (
-        joined.select(*SUBSCRIPTION_KEY, "range_id", "ledger_id",
-                      first.alias("first_entry"), last.alias("last_entry"), "batch_indexes")
-        .where(F.col("first_entry") <= F.col("last_entry"))
-    )  # fmt: skip
-    return pieces.select(
-        "*",
-        F.explode(
-            F.sequence(
-                F.shiftright("first_entry", _BUCKET_BITS), F.shiftright("last_entry", _BUCKET_BITS)
-            )
-        ).alias("bucket"),
-    )
-
-
-def acknowledgements(
-    messages: DataFrame, pieces: DataFrame, ids: DataFrame, *, broadcast: bool
-) -> DataFrame:
-    """Every message whose identity is known, with ``acks``: the (non-system)
-    subscriptions of its own cluster that acknowledged it, and through which range, as
-    :func:`ack_code` longs."""
-    candidates = (
-        pieces.where(~is_system_subscription(F.col("subscription")))
-        .join(F.broadcast(ids), on="subscription")
-        .groupBy("cluster", *PLACE, "ledger_id", "bucket")
-        .agg(
-            F.collect_list(
-                F.struct("first_entry", "last_entry", F.col("batch_indexes").alias("b"),
-                         ack_code(F.col("sub_id"), F.col("range_id")).alias("a"))
-            ).alias("candidates")
-        )
-    )  # fmt: skip
-    right = F.broadcast(candidates) if broadcast else candidates
-    holding = F.filter(
-        F.coalesce("candidates", F.array().cast(candidates.schema["candidates"].dataType)),
-        lambda c: (
-            F.col("entry_id").between(c["first_entry"], c["last_entry"])
-            & (c["b"].isNull() | F.array_contains(c["b"], F.col("batch_index")))
-        ),
-    )
-    return (
-        messages.where(F.col("origin_ledger_id").isNotNull())
-        .withColumn("bucket", F.shiftright("entry_id", _BUCKET_BITS))
-        .join(right, on=["cluster", *PLACE, "ledger_id", "bucket"], how="left")
-        .withColumn("acks", F.transform(holding, lambda c: c["a"]))
-        .drop("candidates", "bucket")
-    )  # fmt: skip
 
 
 def published(acked: DataFrame) -> DataFrame:
@@ -708,202 +536,8 @@ def subscription_summary(
     )
 
 
-# --- a drill's delivery log ---------------------------------------------------------
-@dataclass(frozen=True)
-class Observed:
-    duplicates: DataFrame
-    redeliveries: DataFrame
-    losses: DataFrame
-
-
-def _phase_rank() -> Column:
-    return F.when(F.col("phase") == "before", 0).otherwise(1)
-
-
-def _kind(first: str, last: str) -> Column:
-    """``before``, ``after`` or ``across_failover``: the phases of two ordered deliveries."""
-    return F.when(
-        (F.col(f"{first}.phase_rank") == 0) & (F.col(f"{last}.phase_rank") == 1),
-        "across_failover",
-    ).otherwise(F.when(F.col(f"{first}.phase_rank") == 1, "after").otherwise("before"))
-
-
-def observed(deliveries: DataFrame, local: DataFrame, gap: DataFrame) -> Observed:
-    """What the consumers of each subscription actually saw, per message (identity), with
-    the drill's definitions (docs/DRILL.md). An ``acked`` delivery is one an
-    acknowledgement covered (``schema.DELIVERY_ACKED``; absent or null: acknowledged).
-    Deliveries are ordered by phase (``before`` the failover, then ``after``), then by
-    time, then unacknowledged before acknowledged (a negatively acknowledged delivery
-    and its acknowledged redelivery within one millisecond stay a redelivery; two
-    acknowledged deliveries at one instant are a duplicate).
-
-    - a **duplicate** was delivered again after an acknowledged delivery (another
-      delivery in order at or after it): consumed twice. ``kind``: the phases of the first
-      acknowledged delivery and of the last one — ``across_failover`` is the drill's
-      "acknowledged on A and delivered on B";
-    - a **redelivery** was delivered more than once, never after an acknowledged
-      delivery (a negative acknowledgement, or delivered on A unacknowledged and then on
-      B): expected, not a duplicate. ``kind``: the phases of its first and last delivery;
-    - a **loss** is a message published on a topic the subscription consumed that was
-      neither acknowledged before the failover nor delivered after it. ``cause``:
-      ``replication_gap`` when a replica lacks it (the drill reports those as not
-      replicated, apart from its losses), ``not_acknowledged`` when it was delivered
-      before the failover, else ``not_delivered``.
-
-    Worked example (the drill's): 0..9 published, 0..7 replicated; 0..5 delivered on A
-    and 0..3 acknowledged there; 2..7 delivered on B. Duplicates {2, 3}
-    (``across_failover``), redeliveries {4, 5}, losses {8, 9} (``replication_gap``). A
-    log without ``acked`` makes every delivery acknowledged: every message delivered
-    more than once is a duplicate and every one delivered at all is no loss.
-    """
-    key = [*PLACE, "subscription", *IDENTITY]
-    acknowledged = F.coalesce(F.col(DELIVERY_ACKED), F.lit(True))
-    before = F.col("phase") == "before"
-    order = F.struct(
-        _phase_rank().alias("phase_rank"),
-        F.col("delivered_at").alias("at"),
-        acknowledged.cast("int").alias("acked"),
-    )
-    per_message = (
-        deliveries.groupBy(*key)
-        .agg(
-            F.count(F.lit(1)).alias("deliveries"),
-            F.sum(before.cast("long")).alias("deliveries_before"),
-            F.sum((~before).cast("long")).alias("deliveries_after"),
-            F.min("delivered_at").alias("first_delivered_at"),
-            F.max("delivered_at").alias("last_delivered_at"),
-            F.array_sort(F.collect_set("cluster")).alias("clusters"),
-            F.max((before & acknowledged).cast("int")).alias("acked_before"),
-            F.min(order).alias("_first"),
-            F.max(order).alias("_last"),
-            F.min(F.when(acknowledged, order)).alias("_first_ack"),
-            F.collect_list(order).alias("_orders"),
-        )
-        .withColumn(
-            "_from_first_ack",
-            F.size(F.filter("_orders", lambda o: o >= F.col("_first_ack"))),
-        )
-        .withColumn("first_acked_at", F.col("_first_ack.at"))
-    )
-    published = local.select(*PLACE, *IDENTITY, "publish_time")
-    columns = [*key, "deliveries", "deliveries_before", "deliveries_after",
-               "first_delivered_at", "first_acked_at", "last_delivered_at", "clusters"]  # fmt: skip
-    duplicate = F.col("_from_first_ack") > 1
-    duplicates = (
-        per_message.where(duplicate)
-        .select(*columns, _kind("_first_ack", "_last").alias("kind"))
-        .join(published, on=[*PLACE, *IDENTITY], how="left")
-    )
-    redeliveries = (
-        per_message.where((F.col("deliveries") > 1) & ~duplicate)
-        .select(*columns, _kind("_first", "_last").alias("kind"))
-        .join(published, on=[*PLACE, *IDENTITY], how="left")
-    )
-    consumed = deliveries.select("topic", "subscription").distinct()
-    settled = per_message.where((F.col("deliveries_after") > 0) | (F.col("acked_before") == 1))
-    delivered = per_message.select(*key, F.lit(True).alias("delivered"))
-    missing_anywhere = gap.select(*PLACE, *IDENTITY).distinct().withColumn("in_gap", F.lit(True))
-    losses = (
-        published.join(F.broadcast(consumed), on="topic")
-        .join(settled.select(*key), on=key, how="left_anti")
-        .join(delivered, on=key, how="left")
-        .join(missing_anywhere, on=[*PLACE, *IDENTITY], how="left")
-        .withColumn(
-            "cause",
-            F.when(F.col("in_gap"), "replication_gap")
-            .when(F.col("delivered"), "not_acknowledged")
-            .otherwise("not_delivered"),
-        )
-        .drop("in_gap", "delivered")
-    )
-    return Observed(duplicates=duplicates, redeliveries=redeliveries, losses=losses)
-
-
-def timeline_counts(events: DataFrame, bounds: DataFrame, series: str) -> DataFrame:
-    """(topic, bucket, series, messages) for ``events`` (with topic and publish_time),
-    bucketed along each topic's [first, last] publish time in ``bounds``."""
-    buckets = limits.reconcile_timeline_buckets_max
-    span = F.col("last_ms") - F.col("first_ms") + 1
-    bucket = F.least(
-        F.lit(buckets - 1),
-        F.floor((F.col("publish_ms") - F.col("first_ms")) * buckets / span).cast("int"),
-    )
-    return (
-        events.select("topic", (F.unix_millis("publish_time")).alias("publish_ms"))
-        .join(F.broadcast(bounds), on="topic")
-        .select("topic", bucket.alias("bucket"))
-        .groupBy("topic", "bucket")
-        .agg(F.count(F.lit(1)).alias("messages"))
-        .withColumn("series", F.lit(series))
-    )
-
-
-def timeline_bounds(index: DataFrame) -> DataFrame:
-    """Per topic, first and last publish time (ms) of the messages published on it.
-    ``index``: :func:`message_index`."""
-    return (
-        index.where(F.col("cluster") == F.col("origin_cluster"))
-        .groupBy("topic")
-        .agg(F.min("first_ms").alias("first_ms"), F.max("last_ms").alias("last_ms"))
-    )
-
-
 def local_messages(messages: DataFrame) -> DataFrame:
     """The messages each cluster published itself (no acknowledgements looked up)."""
     return messages.where(F.col("cluster") == F.col("origin_cluster")).select(
         *PLACE, *IDENTITY, "publish_time", "key"
     )
-
-
-# --- the page's verdict -------------------------------------------------------------
-def link_totals(link_summary_table: DataFrame, subscription_summary_table: DataFrame) -> DataFrame:
-    """Per (origin, replica) over every topic: published on the origin, missing on the
-    replica, stored twice there, undecodable there, acknowledged on the origin,
-    redelivery and skip risk:
-    one row per link pair, the figures of the page's verdict."""
-    pair = ["origin_cluster", "replica_cluster"]
-    stored = link_summary_table.groupBy(*pair).agg(
-        F.sum("origin_messages").alias("published"),
-        F.sum("gap_messages").alias("replication_gap"),
-        F.sum("duplicate_copies").alias("duplicate_copies"),
-        F.sum("undecodable_copies").alias("undecodable_copies"),
-    )
-    acked = subscription_summary_table.groupBy(*pair).agg(
-        F.sum("acked_on_origin").alias("acked_on_origin"),
-        F.sum("redelivery_risk").alias("redelivery_risk"),
-        F.sum("skip_risk").alias("skip_risk"),
-        F.count(F.lit(1)).alias("subscriptions"),
-    )
-    return stored.join(acked, on=pair, how="left").fillna(
-        0, subset=["acked_on_origin", "redelivery_risk", "skip_risk", "subscriptions"]
-    )
-
-
-def failover_windows(deliveries: DataFrame) -> DataFrame:
-    """Per topic of a delivery log, when its failover happened as the log tells it: the
-    last delivery before it and the first after it (epoch ms; either may be null)."""
-    at_ms = F.unix_millis("delivered_at")
-    return deliveries.groupBy("topic").agg(
-        F.max(F.when(F.col("phase") == "before", at_ms)).alias("last_before_ms"),
-        F.min(F.when(F.col("phase") == "after", at_ms)).alias("first_after_ms"),
-    )
-
-
-def worst_subscriptions(subscription_summary_table: DataFrame) -> DataFrame:
-    """Per (origin, replica), its subscription with the most risk (redelivery plus skip;
-    ties by topic, partition, name), with its three mark-delete positions as ``L:E``."""
-    pair = ["origin_cluster", "replica_cluster"]
-    risk = F.col("redelivery_risk") + F.col("skip_risk")
-    rank = Window.partitionBy(*pair).orderBy(risk.desc(), *PLACE, "subscription")
-    return (
-        subscription_summary_table.withColumn("rank", F.row_number().over(rank))
-        .where(F.col("rank") == 1)
-        .select(
-            *pair, "topic", "partition", "subscription",
-            F.concat_ws(":", "origin_mdp_ledger_id", "origin_mdp_entry_id").alias("origin_mdp"),
-            F.concat_ws(":", "translated_mdp_ledger_id", "translated_mdp_entry_id")
-            .alias("translated_mdp"),
-            F.concat_ws(":", "replica_mdp_ledger_id", "replica_mdp_entry_id")
-            .alias("replica_mdp"),
-        )
-    )  # fmt: skip

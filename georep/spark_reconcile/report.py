@@ -1,5 +1,6 @@
 """The HTML summary of a reconciliation: one self-contained page (inline CSS and SVG, no
-script, nothing fetched), built from small aggregates the job collected.
+script, nothing fetched), built from small aggregates the job collected. Its stylesheet,
+head and axis ticks are the report toolkit's (``georep.reports``).
 
 The page opens with what a reader came for: a title naming the clusters and the time of
 the run, the inputs it read, then the **verdict** per link (origin → replica): *fail*
@@ -21,7 +22,7 @@ right end of the timeline. With a delivery log, the failover is shaded on its to
 timeline: from the last delivery before it to the first after it.
 
 Both panels share one time axis with round ticks in seconds from the first publish
-(``georep.svg_axis``; the first and last publish times are printed under its ends), and
+(``georep.reports.svg_axis``; the first and last publish times are printed under its ends), and
 each panel has round count ticks. The SVG scales to the page's width, the totals wrap,
 and wide tables scroll inside their own box rather than widen the page. Table columns
 carry readable names (``COLUMN_LABELS``), the risk columns first, and a topic wraps
@@ -31,12 +32,12 @@ inside a column of bounded width instead of pushing the figures out of view.
 from __future__ import annotations
 
 import datetime as dt
-import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from georep.reports.html_page import document_head, escape
+from georep.reports.svg_axis import nice_step, nice_ticks, tick_label, value_labels
 from georep.shares import percent, share
-from georep.svg_axis import nice_step, nice_ticks, tick_label
 
 SERIES_COLORS = {
     "replication_gap": "#d62728",
@@ -133,26 +134,24 @@ def render(
 ) -> str:
     """``tables``: (heading, explanation, rows, total rows); ``timelines``: topic ->
     {"first_ms", "last_ms", "series": {name: [count per bucket]}}; ``links``: per link
-    pair, :func:`~georep.spark_reconcile.reconciliation.link_totals`' row and, under
+    pair, :func:`~georep.spark_reconcile.page_figures.link_totals`' row and, under
     ``"worst"``, its subscription most at risk (or None); ``failovers``: topic ->
     (last delivery before, first after) in epoch ms; ``drill_page``: a relative link to
     the drill's report.html."""
     failovers = failovers or {}
     parts = [
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
+        document_head(title, _CSS),
+        f"<h1>{escape(title)}</h1>",
         _inputs(inputs, deliveries, drill_page),
         _verdict(links, totals),
-        f"<p class='meaning'>{_e(RISK_MEANING)}</p>",
+        f"<p class='meaning'>{escape(RISK_MEANING)}</p>",
         _totals(totals),
     ]
     if timelines:
         parts.append("<h2>Timeline per topic</h2>")
         parts.append(_legend(bool(failovers)))
         for topic, timeline in timelines.items():
-            parts.append(f"<h3>{_e(topic)}</h3>")
+            parts.append(f"<h3>{escape(topic)}</h3>")
             parts.append(timeline_svg(timeline, failovers.get(topic)))
     for heading, explanation, rows, total in tables:
         parts.append(_table(heading, explanation, rows, total))
@@ -163,11 +162,11 @@ def render(
 def _inputs(inputs: Sequence[str], deliveries: str | None, drill_page: str | None) -> str:
     if not inputs:
         return ""
-    text = "Inputs: " + ", ".join(f"<code>{_e(i)}</code>" for i in inputs)
+    text = "Inputs: " + ", ".join(f"<code>{escape(i)}</code>" for i in inputs)
     if deliveries:
-        text += f"; delivery log <code>{_e(deliveries)}</code>"
+        text += f"; delivery log <code>{escape(deliveries)}</code>"
         if drill_page:
-            text += f" (the drill's own page: <a href='{_e(drill_page)}'>report.html</a>)"
+            text += f" (the drill's own page: <a href='{escape(drill_page)}'>report.html</a>)"
     text += (
         ". Every table is beside this page as Parquet (<code>TABLE/</code>) and the"
         " small ones as CSV (<code>csv/TABLE/</code>)."
@@ -218,9 +217,9 @@ def _verdict(links: Sequence[Mapping[str, Any]], totals: Mapping[str, Any]) -> s
         word, headline, why = link_verdict(link)
         css = word.replace(" ", "-")
         items.append(
-            f"<li class='{css}' data-link='{_e(link['origin_cluster'])}:"
-            f"{_e(link['replica_cluster'])}'><span class='word'>{_e(word)}</span> "
-            f"{_e(headline)}<div class='why'>{_e(why)}</div></li>"
+            f"<li class='{css}' data-link='{escape(link['origin_cluster'])}:"
+            f"{escape(link['replica_cluster'])}'><span class='word'>{escape(word)}</span> "
+            f"{escape(headline)}<div class='why'>{escape(why)}</div></li>"
         )
     if "observed_duplicates" in totals:
         dup, lost = totals["observed_duplicates"], totals.get("observed_losses", 0)
@@ -246,8 +245,9 @@ def _totals(totals: Mapping[str, Any]) -> str:
 
     def tile(key: str, css: str) -> str:
         return (
-            f"<div class='total {css}' data-key='{_e(key)}'><div class='value'>"
-            f"{_e(_format(totals[key]))}</div><div class='name'>{_e(label(key))}</div></div>"
+            f"<div class='total {css}' data-key='{escape(key)}'><div class='value'>"
+            f"{escape(_format(totals[key]))}</div>"
+            f"<div class='name'>{escape(label(key))}</div></div>"
         )
 
     bad = "".join(tile(k, "bad" if totals[k] else "ok") for k in problems)
@@ -261,7 +261,7 @@ def _totals(totals: Mapping[str, Any]) -> str:
 def _legend(failover: bool = False) -> str:
     items = [f"<span><i style='background:#bbb'></i>{PUBLISHED}</span>"]
     items += [
-        f"<span><i style='background:{color}'></i>{_e(label(name))}</span>"
+        f"<span><i style='background:{color}'></i>{escape(label(name))}</span>"
         for name, color in SERIES_COLORS.items()
     ]
     if failover:
@@ -273,20 +273,20 @@ def _legend(failover: bool = False) -> str:
 
 
 def _table(heading: str, explanation: str, rows: Sequence[Mapping[str, Any]], total: int) -> str:
-    out = [f"<h2>{_e(heading)}</h2>", f"<p>{_e(explanation)}</p>"]
+    out = [f"<h2>{escape(heading)}</h2>", f"<p>{escape(explanation)}</p>"]
     if not rows:
         out.append("<p class='none'>none</p>")
         return "\n".join(out)
     columns = list(rows[0].keys())
     out.append("<div class='scroll'><table><thead><tr>")
-    out += [f"<th data-column='{_e(c)}'>{_e(label(c))}</th>" for c in columns]
+    out += [f"<th data-column='{escape(c)}'>{escape(label(c))}</th>" for c in columns]
     out.append("</tr></thead><tbody>")
 
     def cell(column: str, value: Any) -> str:
         css = " class='topic'" if column == "topic" else ""
         if column in PROBLEM_TOTALS and isinstance(value, int) and not isinstance(value, bool):
             css = " class='n bad'" if value else " class='n'"
-        return f"<td{css}>{_e(_format(value))}</td>"
+        return f"<td{css}>{escape(_format(value))}</td>"
 
     for row in rows:
         out.append("<tr>" + "".join(cell(c, row[c]) for c in columns) + "</tr>")
@@ -331,7 +331,7 @@ def timeline_svg(
         out.append(
             f"<rect class='failover' x='{left:.1f}' y='0' width='{right - left:.1f}' "
             f"height='{axis}' fill='{_FAILOVER_FILL}'><title>failover: "
-            f"{_e(_time(window[0]))} to {_e(_time(window[1]))}</title></rect>"
+            f"{escape(_time(window[0]))} to {escape(_time(window[1]))}</title></rect>"
             f"<text x='{middle:.1f}' y='{_TOP_PANEL + _GAP - 8}' font-size='11' "
             "font-weight='600' text-anchor='middle'>failover</text>"
         )
@@ -361,10 +361,10 @@ def timeline_svg(
             for i, c in enumerate(counts)
         )
         out.append(f"<polyline fill='none' stroke='{color}' stroke-width='2' points='{points}'>"
-                   f"<title>{_e(label(name))}: {sum(counts)}</title></polyline>")  # fmt: skip
+                   f"<title>{escape(label(name))}: {sum(counts)}</title></polyline>")  # fmt: skip
         out.append(
             f"<text x='{_LEFT + plot_width + 8}' y='{legend_y + 12}' font-size='11' "
-            f"fill='{color}'>{_e(label(name))}: {sum(counts)}</text>"
+            f"fill='{color}'>{escape(label(name))}: {sum(counts)}</text>"
         )
         legend_y += 16
     if not problems:
@@ -395,18 +395,15 @@ def _window(
 
 def _count_axis(top: float, bottom: float, maximum: int, name: str) -> str:
     """Round count ticks from 0 to ``maximum`` along a panel's left edge."""
-    step = nice_step(maximum, 3)
-    parts = [
-        f"<text x='{_LEFT - 6}' y='{bottom - (bottom - top) * t / maximum + 4:.1f}' "
-        f"font-size='10' text-anchor='end'>{_e(tick_label(t, step))}</text>"
-        for t in nice_ticks(0, maximum, 3)
-    ]
+
+    def y(count: float) -> float:
+        return bottom - (bottom - top) * count / maximum
+
     middle = (top + bottom) / 2
-    parts.append(
+    return value_labels(maximum, 3, _LEFT - 6, y, font_size=10) + (
         f"<text x='12' y='{middle:.1f}' font-size='10' text-anchor='middle' "
-        f"transform='rotate(-90 12 {middle:.1f})'>{_e(name)}</text>"
+        f"transform='rotate(-90 12 {middle:.1f})'>{escape(name)}</text>"
     )
-    return "".join(parts)
 
 
 def _time_axis(first_ms: int | None, last_ms: int | None, y: float, width: float) -> str:
@@ -421,15 +418,15 @@ def _time_axis(first_ms: int | None, last_ms: int | None, y: float, width: float
         parts.append(
             f"<line x1='{x:.1f}' x2='{x:.1f}' y1='{y}' y2='{y + 4}' stroke='#888'/>"
             f"<text x='{x:.1f}' y='{y + 15}' font-size='10' text-anchor='middle'>"
-            f"{_e(tick_label(t, step))}</text>"
+            f"{escape(tick_label(t, step))}</text>"
         )
     parts.append(
         f"<text x='{_LEFT + width / 2:.1f}' y='{y + 29}' font-size='11' text-anchor='middle'>"
         "seconds from the first publish</text>"
         f"<text x='{_LEFT}' y='{y + 43}' font-size='10' fill='#555'>"
-        f"{_e(_time(first_ms))}</text>"
+        f"{escape(_time(first_ms))}</text>"
         f"<text x='{_LEFT + width}' y='{y + 43}' font-size='10' fill='#555' "
-        f"text-anchor='end'>{_e(_time(last_ms))}</text>"
+        f"text-anchor='end'>{escape(_time(last_ms))}</text>"
     )
     return "".join(parts)
 
@@ -452,35 +449,25 @@ def _format(value: Any) -> str:
     return str(value)
 
 
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
-
-
+#: The page's own rules, after the report toolkit's (``georep.reports.html_page.CSS``:
+#: verdict lines, figure colours, ``.scroll``): the totals as tiles, dense tables in a
+#: monospace face, the timelines' legend.
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#222}
-h1{font-size:22px} h2{font-size:17px;margin-top:28px} h3{font-size:14px;font-family:monospace}
+h2{margin-top:28px} h3{font-size:14px;font-family:monospace}
 .totals{display:flex;flex-wrap:wrap;gap:10px}
-.total{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:120px}
-.total .value{font-size:20px;font-weight:600} .total .name{font-size:12px;color:#555}
-table{border-collapse:collapse;font-size:12px} td,th{border:1px solid #ddd;padding:3px 6px}
-th{background:#f4f4f4;text-align:left} td{font-family:monospace;white-space:nowrap}
-.legend span{margin-right:14px;font-size:12px;white-space:nowrap;display:inline-block}
-svg.timeline{display:block;width:100%;max-width:1200px;height:auto}
-.scroll{overflow-x:auto;max-width:100%}
-.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
-.none{color:#2ca02c} .more{color:#555;font-size:12px}
-.inputs,.meaning{color:#444;font-size:13px;max-width:70em} .inputs code{overflow-wrap:anywhere}
-.verdict{list-style:none;padding:0;margin:14px 0}
-.verdict li{border-left:6px solid #2f855a;background:#f0fff4;padding:7px 12px;margin:0 0 8px}
-.verdict li.fail{border-color:#c53030;background:#fff5f5}
-.verdict li.at-risk{border-color:#c05621;background:#fffaf0}
-.verdict .word{text-transform:uppercase;font-weight:700;letter-spacing:.04em;margin-right:4px}
-.verdict .pass .word{color:#2f855a} .verdict .fail .word{color:#c53030}
-.verdict .at-risk .word{color:#c05621} .verdict .why{color:#333;font-size:13px;margin-top:2px}
+.total{border:1px solid #e2e8f0;border-radius:6px;padding:8px 12px;min-width:120px}
+.total .value{font-size:20px;font-weight:600} .total .name{font-size:12px;color:#4a5568}
 .total.bad{border-color:#c53030;background:#fff5f5} .total.bad .value{color:#c53030}
 .total.ok .value{color:#2f855a}
-.totals.small .total{padding:4px 10px;min-width:90px;border-color:#eee}
-.totals.small .value{font-size:15px;color:#444;font-weight:500}
+.totals.small .total{padding:4px 10px;min-width:90px;border-color:#edf2f7}
+.totals.small .value{font-size:15px;color:#4a5568;font-weight:500}
+table{border-collapse:collapse;font-size:12px} td,th{border:1px solid #e2e8f0;padding:3px 6px}
+th{background:#f7fafc;text-align:left} td{font-family:monospace;white-space:nowrap}
 td.topic{white-space:normal;word-break:break-all;min-width:12em;max-width:22em}
-td.n.bad{color:#c53030;font-weight:600}
+.legend span{margin-right:14px;font-size:12px;white-space:nowrap;display:inline-block}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}
+svg.timeline{display:block;width:100%;max-width:1200px;height:auto}
+.none{color:#2f855a} .more{color:#4a5568;font-size:12px}
+.inputs,.meaning{color:#4a5568;font-size:13px;max-width:70em}
+.verdict .word{margin-right:4px} .verdict .why{font-size:13px}
 """

@@ -37,7 +37,7 @@ naming a schema, both schemas on A             B decoded by its version there
 =============================================  ==========================================
 
 The observed figures are the drill's definitions because the delivery log carries
-``acked`` (spark_reconcile/reconciliation.py ``observed``): a duplicate is a message
+``acked`` (spark_reconcile/observed.py ``observed``): a duplicate is a message
 delivered again after an acknowledged delivery, which in a drill is "acknowledged on A,
 delivered on B"; a message delivered on A unacknowledged and then on B is a redelivery,
 not a duplicate. The drill reports messages that never reached B as ``not_replicated``,

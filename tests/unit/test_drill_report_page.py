@@ -13,7 +13,8 @@ import pytest
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.main import keep_start_failures
 from georep.drill.progress import Progress
-from georep.drill.report_page import _Panel, classify_points, outcomes, render
+from georep.drill.report_charts import _Panel, classify_points, outcomes
+from georep.drill.report_page import render
 from georep.drill.topology import StartFailure
 from georep.drill.traffic import DeliveryCounter
 from georep.drill.verdict import verdict

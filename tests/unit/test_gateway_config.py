@@ -9,7 +9,8 @@ import pytest
 
 from georep import limits
 from georep.console import ConfigError
-from georep.gateway.config import ClusterKind, load, parse
+from georep.gateway.cluster_endpoint import ClusterKind
+from georep.gateway.config import load, parse
 
 GOOD = """
 [gateway]

@@ -12,7 +12,7 @@ import pytest
 from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed
-from georep.gateway.config import ClusterEndpoint
+from georep.gateway.cluster_endpoint import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
 from georep.gateway.meta.replication_policies import (
     ReplicationPolicyRecord,

@@ -569,14 +569,14 @@ def test_acknowledgements_tell_duplicates_from_redeliveries(
     """The drill's definitions (docs/DRILL.md): a duplicate was acknowledged and then
     delivered again; delivered on A unacknowledged and then on B is a redelivery; a loss
     was neither acknowledged on A nor delivered on B (one B lacks is a replication gap)."""
-    from georep.spark_reconcile import reconciliation as R
+    from georep.spark_reconcile.observed import observed
 
     deliveries = load_deliveries(spark, worked_log(tmp_path / "log.jsonl", with_acks=with_acks))
     published = spark.createDataFrame(
         [message("A", 1, e, topic=W) for e in range(10)], schema=spark_schema(schema.MESSAGES)
     ).drop("schema_version")
     gap = published.where("entry_id >= 8")
-    seen = R.observed(deliveries, published, gap)
+    seen = observed(deliveries, published, gap)
 
     def by_entry(frame, column):
         return {row.origin_entry_id: row[column] for row in frame.collect()}

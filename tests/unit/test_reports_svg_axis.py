@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from georep.svg_axis import nice_step, nice_ticks, tick_label
+from georep.reports.svg_axis import nice_step, nice_ticks, tick_label, value_labels
 
 
 @pytest.mark.parametrize(
@@ -52,3 +53,12 @@ def test_ticks_are_multiples_of_a_1_2_5_step_inside_the_range(low, span, count):
         assert math.isclose(tick, round(tick / step) * step, rel_tol=1e-9, abs_tol=step * 1e-6)
     if low <= 0 <= high:
         assert 0 in ticks
+
+
+def test_value_labels_are_round_counts_from_zero_ending_at_the_edge() -> None:
+    svg = value_labels(600, 3, 38, lambda value: 100 - value / 6)
+    assert re.findall(
+        r'<text x="38" y="([\d.]+)" font-size="11" text-anchor="end">(\w+)<', svg
+    ) == [("104.0", "0"), ("70.7", "200"), ("37.3", "400"), ("4.0", "600")]
+    thousands = value_labels(2000, 2, 0, float, label=lambda v, s: f"{v / 1000:g}k")
+    assert re.findall(r">(\w+)</text>", thousands) == ["0k", "1k", "2k"]

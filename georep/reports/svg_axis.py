@@ -1,4 +1,5 @@
-"""Round axis ticks for the reports' SVG charts (the drill page, the reconcile page).
+"""Round axis ticks for the reports' SVG charts (the drill page, the reconcile page), and
+the value axis both draw: round counts from 0 up, labelled along a panel's left edge.
 
 A tick step is 1, 2 or 5 times a power of ten, the smallest that gives at most about
 ``count`` ticks over the range and no longer than the range (so that one multiple at
@@ -13,6 +14,7 @@ step of 4.1 / 5 = 0.82, so the step is 1 and the ticks are -4, -3, -2, -1;
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 
 def nice_step(span: float, count: int = 5) -> float:
@@ -45,3 +47,23 @@ def tick_label(value: float, step: float) -> str:
     decimals = max(0, -math.floor(math.log10(step) + 1e-9))  # 1, 2 or 5 x 10^-decimals
     text = f"{value:.{decimals}f}"
     return "0" if float(text) == 0 else text
+
+
+def value_labels(
+    high: float,
+    count: int,
+    right: float,
+    y: Callable[[float], float],
+    *,
+    font_size: int = 11,
+    label: Callable[[float, float], str] = tick_label,
+) -> str:
+    """SVG text for the round ticks from 0 to ``high`` (about ``count`` of them), each
+    ending at x = ``right`` on its own height ``y(value)``; ``label(value, step)`` prints
+    one (a count may say 1.5k). Example: ``high=600, count=3`` labels 0, 200, 400, 600."""
+    step = nice_step(high, count)
+    return "".join(
+        f'<text x="{right}" y="{y(value) + 4:.1f}" font-size="{font_size}" '
+        f'text-anchor="end">{label(value, step)}</text>'
+        for value in nice_ticks(0, high, count)
+    )
