@@ -14,12 +14,19 @@ SQLite file shared with every bookie's lease: the ledger keeps the hot path off 
 fencing the cursor's ledger fences a stale owner's acknowledgements for free.
 
 Durability: ``mark_delete``, ``delete``, ``delete_ranges``, ``delete_batch_members``,
-``reset`` and ``set_properties`` change the state in memory at once, then return only
-when a persisted state that includes the change is durable. Changes are numbered; one
-write at a time carries the newest state and releases every caller whose change it
-includes, so a burst of acknowledgements costs one write per round trip, not one each
-(``cursor_persist_interval_ms`` can wait to gather more). After kill -9 the cursor is
-restored exactly as last persisted, so every acknowledgement that returned is there.
+``reset`` and ``set_properties`` change the state in memory at once (dispatch, the
+change feed and every reader of the cursor see the change when the call returns) and
+hand back a :class:`PendingChange`: awaited, it returns only when a persisted state
+that includes the change is durable; ignored, the cursor persists the change on its
+own. Changes are numbered; one write at a time carries the newest state and releases
+every waiter whose change it includes, so a burst of acknowledgements costs one write
+per round trip, not one each (``cursor_persist_interval_ms`` can wait to gather more).
+A failed write is tried again, every ``limits.cursor_write_retry_s``, up to
+``limits.cursor_write_retries_max`` attempts (the ledger rolls over on the way); then
+it is given up and its waiters get the error: the change stays in memory, the next
+change persists it, and a crash before that delivers it again (never lost as
+unacknowledged). A fenced or closed cursor gives up at once. After kill -9 the cursor
+is restored exactly as last persisted, so every acknowledgement that returned is there.
 
 The bound: each persisted state holds the lowest ``cursor_ranges_persisted_max`` ranges
 (config, at most ``limits.cursor_ranges_persisted_max``). Acknowledgements in ranges
@@ -49,7 +56,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 from georep import limits
@@ -129,6 +136,29 @@ class CursorLog(CursorStorage, LogShape, Protocol):
     def cursor_changed(self, name: str) -> None: ...
 
 
+#: Write errors a retry cannot cure: the cursor is closed, fenced or gone, or its state
+#: cannot be written.
+_PERMANENT = (ManagedLedgerClosed, ManagedLedgerFenced, NoSuchCursor, InvalidArgument)
+
+
+class PendingChange:
+    """One change of a cursor's state, in effect in memory, on its way to a persisted
+    state. ``await`` it to return once a durable state holds it (raising the error of
+    the write that gave up, or of the cursor's fencing or closing); leave it, and the
+    cursor persists it all the same. Example: ``cursor.delete([p])`` alone acknowledges
+    ``p`` now (dispatch skips it); ``await cursor.delete([p])`` also waits until a crash
+    can no longer forget it."""
+
+    __slots__ = ("_cursor", "_generation")
+
+    def __init__(self, cursor: ManagedCursor, generation: int) -> None:
+        self._cursor = cursor
+        self._generation = generation
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._cursor._wait_durable(self._generation).__await__()
+
+
 class ManagedCursor:
     """Create with :meth:`ManagedLedger.open_cursor`, not directly."""
 
@@ -152,6 +182,8 @@ class ManagedCursor:
         self._ledger_broken = False
         self._generation = 0  # numbers every change of the state
         self._durable_generation = 0  # the newest change a durable state includes
+        #: the newest change persisted or given up: the loop has nothing older to write
+        self._settled_generation = 0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._persist_task: asyncio.Task[None] | None = None
         self._read_lock = asyncio.Lock()
@@ -268,12 +300,12 @@ class ManagedCursor:
         )
         return self._ml.entries_after(self.mark_delete_position) - acknowledged
 
-    async def mark_delete(
+    def mark_delete(
         self, position: Position, *, properties: Mapping[str, str] | None = None
-    ) -> None:
+    ) -> PendingChange:
         """Acknowledge everything <= ``position`` (no-op for an older one: the MDP never
         moves back); with ``properties``, replace the properties in the same persisted
-        state. Returns once durable."""
+        state. In effect at once; durable once awaited."""
         self._check_open()
         self._check_in_log(position)
         if properties is not None:  # InvalidArgument before anything changes
@@ -284,12 +316,12 @@ class ManagedCursor:
             changed = True
         if changed:
             self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def delete(self, positions: Iterable[Position]) -> None:
+    def delete(self, positions: Iterable[Position]) -> PendingChange:
         """Acknowledge each position individually; the MDP advances over the
         acknowledged prefix. Every position above the MDP must be an entry of the log
-        (InvalidArgument, nothing applied, otherwise). Returns once durable."""
+        (InvalidArgument, nothing applied, otherwise). In effect at once; durable once awaited."""
         self._check_open()
         positions = list(positions)
         for position in positions:
@@ -299,15 +331,15 @@ class ManagedCursor:
                 raise InvalidArgument(f"{position} is not an entry of {self._ml.name}")
         if self._acks.acknowledge(positions, self._ml):
             self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def delete_ranges(self, ranges: Iterable[tuple[Position, Position]]) -> None:
+    def delete_ranges(self, ranges: Iterable[tuple[Position, Position]]) -> PendingChange:
         """Acknowledge every entry inside each closed range ``(low, high)`` (a range may
         span ledgers; its ends need not be entries), however many entries it holds, at
         the cost of one range each. ``high`` must lie before the next append (the tail):
         a range must never cover entries still to come (InvalidArgument, nothing
-        applied, otherwise). The MDP advances over the acknowledged prefix. Returns once
-        durable."""
+        applied, otherwise). The MDP advances over the acknowledged prefix. In effect at
+        once; durable once awaited."""
         self._check_open()
         ranges = list(ranges)
         for low, high in ranges:
@@ -321,14 +353,15 @@ class ManagedCursor:
             changed = self._acks.acknowledge_range(low, high, self._ml) or changed
         if changed:
             self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def delete_batch_members(self, acks: Mapping[Position, int]) -> None:
+    def delete_batch_members(self, acks: Mapping[Position, int]) -> PendingChange:
         """Acknowledge members of batch entries: ``acks`` maps an entry to the bits of
         its members still unacknowledged as the acknowledger sees them (a client's
         ``ack_set``); they are ANDed with what is known, and an entry with no bit left
         is deleted whole. Entries must be entries of the log (InvalidArgument, nothing
-        applied, otherwise); acknowledged ones are ignored. Returns once durable."""
+        applied, otherwise); acknowledged ones are ignored. In effect at once; durable once
+        awaited."""
         self._check_open()
         acks = dict(acks)
         for position, bits in acks.items():
@@ -343,12 +376,12 @@ class ManagedCursor:
             changed = self._acks.acknowledge_members(position, bits, self._ml) or changed
         if changed:
             self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def reset(self, position: Position) -> None:
+    def reset(self, position: Position) -> PendingChange:
         """Admin reset: acknowledged = everything before ``position`` (clamped to the
-        log), ranges cleared, read from ``position``. May move the MDP back. Returns
-        once durable."""
+        log), ranges cleared, read from ``position``. May move the MDP back. In
+        effect at once; durable once awaited."""
         self._check_open()
         if not isinstance(position, Position):
             raise InvalidArgument(f"not a Position: {position!r}")
@@ -356,15 +389,15 @@ class ManagedCursor:
         self._acks.reset(start)
         self.read_position = start
         self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def set_properties(self, properties: Mapping[str, str]) -> None:
-        """Replace the properties; returns once durable."""
+    def set_properties(self, properties: Mapping[str, str]) -> PendingChange:
+        """Replace the properties; in effect at once, durable once awaited."""
         self._check_open()
         cursor_state.encode_properties(properties)  # InvalidArgument before any change
         self._properties = dict(properties)
         self._changed()
-        await self._wait_durable()
+        return self._pending()
 
     def _check_in_log(self, position: Position) -> None:
         if not isinstance(position, Position):
@@ -376,6 +409,10 @@ class ManagedCursor:
 
     def _changed(self) -> None:
         self._generation += 1
+        if self.durable:
+            self._start_persisting()
+        else:  # nothing to write: "durable" at once
+            self._durable_generation = self._settled_generation = self._generation
         self._ml.cursor_changed(self.name)
         next_unread = self._ml.next_position(self.mark_delete_position)
         if self.read_position < next_unread:
@@ -424,22 +461,38 @@ class ManagedCursor:
         self.read_position = max(position, self._ml.next_position(self.mark_delete_position))
 
     # --- persisting -----------------------------------------------------------------
-    async def _wait_durable(self) -> None:
-        generation = self._generation
-        if not self.durable:
-            self._durable_generation = generation
+    def _pending(self) -> PendingChange:
+        """The change just made (or none: then the newest before it), to be awaited."""
+        return PendingChange(self, self._generation)
+
+    async def flush(self) -> None:
+        """Return once every change made so far is durable; raises as awaiting the
+        newest :class:`PendingChange` would."""
+        await self._wait_durable(self._generation)
+
+    async def _wait_durable(self, generation: int) -> None:
         if generation <= self._durable_generation:
             return
+        self._check_open()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((generation, future))
-        if self._persist_task is None:
-            self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
+        self._start_persisting()
         await future
 
+    def _start_persisting(self) -> None:
+        if self._persist_task is None and self._state == "open":
+            self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
+
     async def _persist_loop(self) -> None:
+        """Write the newest state while a change is neither persisted nor given up, or
+        someone waits; each write is tried up to ``limits.cursor_write_retries_max``
+        times (see the module docstring)."""
         interval_s = self._ml.config.cursor_persist_interval_ms / 1000
+        attempts = 0
         try:
-            while self._waiters and self._state == "open":
+            while self._state == "open" and (
+                self._waiters or self._generation > self._settled_generation
+            ):
                 if interval_s > 0:
                     await asyncio.sleep(interval_s)
                 generation = self._generation
@@ -448,9 +501,17 @@ class ManagedCursor:
                     await self._write(state)
                 except StorageError as error:
                     self._stats["persist_failures"] += 1
+                    attempts += 1
+                    if self._retries(error, attempts):
+                        await asyncio.sleep(limits.cursor_write_retry_s)
+                        continue
+                    attempts = 0
+                    self._settled_generation = max(self._settled_generation, generation)
                     self._release_waiters(generation, error)
                     continue
+                attempts = 0
                 self._durable_generation = generation
+                self._settled_generation = max(self._settled_generation, generation)
                 self._persisted = state
                 self._stats["persists"] += 1
                 self._release_waiters(generation, None)
@@ -458,6 +519,28 @@ class ManagedCursor:
             self._persist_task = None
             if self._waiters and self._state != "open":
                 self._release_waiters(self._generation, self._error)
+
+    def _retries(self, error: StorageError, attempts: int) -> bool:
+        """Whether the failed write is tried again (logged either way)."""
+        if self._state != "open" or isinstance(error, _PERMANENT):
+            log.warning("cursor %r: state not persisted: %s", self.name, error)
+            return False
+        if attempts < limits.cursor_write_retries_max:
+            log.warning(
+                "cursor %r: persisting its state failed (attempt %d): %s",
+                self.name,
+                attempts,
+                error,
+            )
+            return True
+        log.error(
+            "cursor %r: giving up persisting its state after %d attempts (%s); what it "
+            "holds beyond the last persisted state is delivered again after a restart",
+            self.name,
+            attempts,
+            error,
+        )
+        return False
 
     def _release_waiters(self, generation: int, error: BaseException | None) -> None:
         waiting = []
@@ -565,7 +648,7 @@ class ManagedCursor:
         its id. Idempotent."""
         if self._state == "open" and flush and self._generation > self._durable_generation:
             try:
-                await self._wait_durable()
+                await self.flush()
             except StorageError as error:
                 log.warning("cursor %r: last persist before close failed: %s", self.name, error)
         if self._state == "open":
