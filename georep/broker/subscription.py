@@ -255,6 +255,9 @@ class Subscription:
     def note_marker(self, position: Position) -> None:
         self.stats["markers_skipped"] += 1
         if len(self._markers) >= limits.subscription_markers_max:
+            mark_delete = self.cursor.mark_delete_position
+            self._markers = {p for p in self._markers if p > mark_delete}
+        if len(self._markers) >= limits.subscription_markers_max:
             # Too many markers waiting for the MDP: acknowledge this one where it is. It
             # leaves a hole in the ranges, which is the lesser harm than forgetting it.
             log.warning(
@@ -432,13 +435,11 @@ class Subscription:
         self._advance_over_markers()
 
     def _advance_over_markers(self) -> None:
-        """Acknowledge each marker that is the entry right after the MDP, as long as one is."""
-        if not self._markers:
-            return
-        while True:
-            mark_delete = self.cursor.mark_delete_position
-            self._markers = {p for p in self._markers if p > mark_delete}
-            following = self.ledger.next_position(mark_delete)
+        """Acknowledge each marker that is the entry right after the MDP, as long as one
+        is. Markers the MDP passed stay in the set, harmless (never the entry after it),
+        until :meth:`note_marker` finds the set full and drops them."""
+        while self._markers:
+            following = self.ledger.next_position(self.cursor.mark_delete_position)
             if following not in self._markers:
                 return
             self._markers.discard(following)
