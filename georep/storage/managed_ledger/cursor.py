@@ -6,12 +6,8 @@ bits of its members still unacknowledged), and string properties (see ``ack_stat
 ``read_position`` is where dispatch reads next; it is not persisted: a restored cursor
 reads again from just after its MDP, skipping acknowledged ranges.
 
-Persistence: Pulsar's way, a ledger of the cursor's own. Every persisted state is one
-entry of that ledger (format in ``cursor_state.py``); the metadata store's cursor row
-only names the ledger (``cursor_ledger_id``). Acknowledgements come many times a second
-and an entry is a journal group commit on the bookies, while the metadata store is one
-SQLite file shared with every bookie's lease: the ledger keeps the hot path off it, and
-fencing the cursor's ledger fences a stale owner's acknowledgements for free.
+Persistence: every persisted state is one entry of a ledger of the cursor's own
+(``cursor_ledger.py``: why a ledger, how a new owner fences the old one, rollover).
 
 Durability: ``mark_delete``, ``delete``, ``delete_ranges``, ``delete_batch_members``,
 ``reset`` and ``set_properties`` change the state in memory at once (dispatch, the
@@ -43,12 +39,6 @@ most ``limits.cursor_batch_entries_count_max`` entries are kept; a partial
 acknowledgement of one more is dropped (``batch_entries_dropped``). Nothing
 unacknowledged is ever treated as acknowledged.
 
-Opening as a new owner (``recover``): fence and close the previous cursor ledger (the old
-owner's next persist fails: ManagedLedgerFenced), read its last entry, start a new
-ledger with that state as its first entry, CAS the row to the new ledger (a concurrent
-opener loses: ManagedLedgerFenced), delete the old ledger. The cursor's ledger also
-rolls over this way after ``cursor_rollover_entries_max`` states or
-``cursor_rollover_bytes_max`` bytes, and when a write to it fails.
 """
 
 from __future__ import annotations
@@ -62,48 +52,23 @@ from typing import Any, Literal, Protocol
 from georep import limits
 from georep.invariant import present
 from georep.position import Position
-from georep.storage.client.ledger_handle import LedgerHandle
-from georep.storage.client.read_handle import ReadHandle
 from georep.storage.errors import (
-    BadVersion,
-    CorruptEntry,
     InvalidArgument,
-    LedgerFenced,
     ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
     NoSuchCursor,
-    NoSuchLedger,
-    NoSuchManagedLedger,
     StorageError,
 )
 from georep.storage.managed_ledger import cursor_state
 from georep.storage.managed_ledger.ack_state import AckState, LogShape
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
+from georep.storage.managed_ledger.cursor_ledger import CursorLedger, CursorStorage
 from georep.storage.managed_ledger.cursor_state import CursorState
 from georep.storage.managed_ledger.range_set import RangeSet
 from georep.storage.meta.managed_ledgers import ManagedCursorInfo
 
 log = logging.getLogger(__name__)
-
-
-class CursorStorage(Protocol):
-    """The port a cursor persists through: its ledgers and its row. ``ManagedLedger``
-    implements it; the cursor reaches nothing else of the managed ledger's storage."""
-
-    name: str
-
-    async def create_cursor_ledger(self, cursor_name: str) -> LedgerHandle: ...
-
-    async def open_cursor_ledger(self, ledger_id: int) -> ReadHandle: ...
-
-    async def delete_cursor_ledgers(self, ledger_ids: list[int]) -> None: ...
-
-    async def create_cursor_row(
-        self, name: str, *, cursor_ledger_id: int, mark_delete: Position
-    ) -> ManagedCursorInfo: ...
-
-    async def update_cursor_row(self, info: ManagedCursorInfo) -> ManagedCursorInfo: ...
 
 
 class CursorLog(CursorStorage, LogShape, Protocol):
@@ -165,21 +130,17 @@ class ManagedCursor:
     def __init__(
         self,
         managed_ledger: CursorLog,
-        info: ManagedCursorInfo,
+        name: str,
         state: CursorState,
-        ledger: LedgerHandle | None,
-        ledger_bytes: int,
+        ledger: CursorLedger | None,
     ) -> None:
-        self.name = info.name
+        self.name = name
         self._ml = managed_ledger
-        self._info = info
         self._acks = AckState(state.mark_delete, RangeSet.of(list(state.ranges)), state.batches)
         self._properties: dict[str, str] = dict(state.properties)
         self.read_position = managed_ledger.next_position(state.mark_delete)
-        self._ledger: LedgerHandle | None = ledger
-        self._ledger_entries = 1  # the state it was started with
-        self._ledger_bytes = ledger_bytes
-        self._ledger_broken = False
+        #: Where its states are written (None: held in memory only).
+        self._ledger = ledger
         self._generation = 0  # numbers every change of the state
         self._durable_generation = 0  # the newest change a durable state includes
         #: the newest change persisted or given up: the loop has nothing older to write
@@ -190,7 +151,7 @@ class ManagedCursor:
         self._state: Literal["open", "fenced", "closed"] = "open"
         self._error: ManagedLedgerError | None = None
         self._persisted = state
-        self._stats = {"persists": 0, "persist_failures": 0, "ledger_switches": 0}
+        self._stats = {"persists": 0, "persist_failures": 0}
         #: False for a reader's cursor held in memory only (:meth:`non_durable`).
         self.durable = True
 
@@ -201,20 +162,11 @@ class ManagedCursor:
     ) -> ManagedCursor:
         """A new cursor at ``mark_delete``, durable when this returns."""
         state = CursorState(mark_delete)
-        ledger, size = await _start_ledger(managed_ledger, name, state)
-        try:
-            info = await managed_ledger.create_cursor_row(
-                name, cursor_ledger_id=ledger.ledger_id, mark_delete=mark_delete
-            )
-        except (BadVersion, NoSuchManagedLedger) as error:
-            await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
-            raise ManagedLedgerFenced(
-                f"cursor {name!r} of {managed_ledger.name}: created by another owner ({error})"
-            ) from None
+        ledger = await CursorLedger.create(managed_ledger, name, state)
         log.info(
             "managed ledger %s: cursor %r created at %s", managed_ledger.name, name, mark_delete
         )
-        return cls(managed_ledger, info, state, ledger, size)
+        return cls(managed_ledger, name, state, ledger)
 
     @classmethod
     def non_durable(
@@ -224,42 +176,16 @@ class ManagedCursor:
         no ledger, no row; every change is "durable" at once and gone with the process.
         A reader needs nothing persisted, and a gateway's thousands of sync readers
         would otherwise cost a ledger and a metadata row each, created and deleted."""
-        info = ManagedCursorInfo(
-            managed_ledger=managed_ledger.name,
-            name=name,
-            cursor_ledger_id=None,
-            mark_delete=mark_delete,
-            properties={},
-            created_at=0.0,
-            version=0,
-        )
-        cursor = cls(managed_ledger, info, CursorState(mark_delete), None, 0)
+        cursor = cls(managed_ledger, name, CursorState(mark_delete), None)
         cursor.durable = False
         return cursor
 
     @classmethod
     async def recover(cls, managed_ledger: CursorLog, info: ManagedCursorInfo) -> ManagedCursor:
         """Restore the cursor of ``info`` as last persisted, fencing its previous owner
-        (steps in the module docstring)."""
-        state = await _last_state(managed_ledger, info)
-        previous_ledger_id = info.cursor_ledger_id
-        ledger, size = await _start_ledger(managed_ledger, info.name, state)
-        try:
-            info = await managed_ledger.update_cursor_row(
-                info.replace(
-                    cursor_ledger_id=ledger.ledger_id,
-                    mark_delete=state.mark_delete,
-                    properties=dict(state.properties),
-                )
-            )
-        except (BadVersion, NoSuchCursor) as error:
-            await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
-            raise ManagedLedgerFenced(
-                f"cursor {info.name!r} of {managed_ledger.name}: opened by another owner ({error})"
-            ) from None
-        if previous_ledger_id is not None:
-            await managed_ledger.delete_cursor_ledgers([previous_ledger_id])
-        return cls(managed_ledger, info, state, ledger, size)
+        (``cursor_ledger.py``)."""
+        ledger, state = await CursorLedger.recover(managed_ledger, info)
+        return cls(managed_ledger, info.name, state, ledger)
 
     # --- acknowledgement state ------------------------------------------------------
     @property
@@ -577,58 +503,12 @@ class ManagedCursor:
         return chosen
 
     async def _write(self, state: CursorState) -> None:
-        data = cursor_state.encode(state)
-        config = self._ml.config
-        ledger = self._ledger
-        if (
-            ledger is None
-            or self._ledger_broken
-            or self._ledger_entries >= config.cursor_rollover_entries_max
-            or self._ledger_bytes >= config.cursor_rollover_bytes_max
-        ):
-            await self._switch_ledger(state)
-            return
+        ledger = present(self._ledger, "a durable cursor has its ledger")
         try:
-            await ledger.add(data)
-        except LedgerFenced as error:
-            self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: {error}"))
+            await ledger.write(state, self._ml.config)
+        except ManagedLedgerFenced as error:
+            self.fence(error)
             raise present(self._error, "a fenced cursor holds its error") from None
-        except StorageError as error:
-            log.warning(
-                "cursor %r: ledger %d failed (%s); moving on", self.name, ledger.ledger_id, error
-            )
-            self._ledger_broken = True
-            await self._switch_ledger(state)
-            return
-        self._ledger_entries += 1
-        self._ledger_bytes += len(data)
-
-    async def _switch_ledger(self, state: CursorState) -> None:
-        """Start a new ledger holding ``state``, point the row at it, drop the old one."""
-        ledger, size = await _start_ledger(self._ml, self.name, state)
-        try:
-            info = await self._ml.update_cursor_row(
-                self._info.replace(
-                    cursor_ledger_id=ledger.ledger_id,
-                    mark_delete=state.mark_delete,
-                    properties=dict(state.properties),
-                )
-            )
-        except (BadVersion, NoSuchCursor) as error:
-            await self._ml.delete_cursor_ledgers([ledger.ledger_id])
-            self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: its row changed: {error}"))
-            raise present(self._error, "a fenced cursor holds its error") from None
-        except StorageError:
-            await self._ml.delete_cursor_ledgers([ledger.ledger_id])
-            raise
-        old, self._ledger = self._ledger, ledger
-        self._info = info
-        self._ledger_entries, self._ledger_bytes = 1, size
-        self._ledger_broken = False
-        self._stats["ledger_switches"] += 1
-        if old is not None:
-            await _close_quietly(old)
-            await self._ml.delete_cursor_ledgers([old.ledger_id])
 
     # --- state, closing -------------------------------------------------------------
     def _check_open(self) -> None:
@@ -657,11 +537,9 @@ class ManagedCursor:
         self._release_waiters(self._generation, self._error or ManagedLedgerClosed(self.name))
         if self._persist_task is not None:
             await asyncio.gather(self._persist_task, return_exceptions=True)
-        ledger, self._ledger = self._ledger, None
-        if ledger is None:
+        if self._ledger is None:
             return None
-        await _close_quietly(ledger)
-        return ledger.ledger_id
+        return await self._ledger.close()
 
     def stats(self) -> dict[str, Any]:
         ranges = len(self.individually_deleted)
@@ -683,6 +561,7 @@ class ManagedCursor:
             "persisted_mark_delete_position": str(self._persisted.mark_delete),
             "cursor_ledger_id": self._ledger.ledger_id if self._ledger else None,
             **self._stats,
+            "ledger_switches": self._ledger.switches if self._ledger else 0,
         }
 
     def __repr__(self) -> str:
@@ -690,55 +569,3 @@ class ManagedCursor:
             f"ManagedCursor({self.name!r}, mdp={self.mark_delete_position}, "
             f"ranges={len(self.individually_deleted)}, read={self.read_position})"
         )
-
-
-# --- helpers ---------------------------------------------------------------------------
-async def _start_ledger(
-    managed_ledger: CursorStorage, name: str, state: CursorState
-) -> tuple[LedgerHandle, int]:
-    """A new cursor ledger whose first entry is ``state``; with its size in bytes."""
-    data = cursor_state.encode(state)
-    ledger = await managed_ledger.create_cursor_ledger(name)
-    try:
-        await ledger.add(data)
-    except BaseException:
-        await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
-        raise
-    return ledger, len(data)
-
-
-async def _last_state(managed_ledger: CursorStorage, info: ManagedCursorInfo) -> CursorState:
-    """The last state persisted in the cursor's ledger, which is fenced and closed first;
-    the row's state when there is no ledger or it holds nothing."""
-    fallback = CursorState(Position(*info.mark_delete), (), dict(info.properties))
-    if info.cursor_ledger_id is None:
-        return fallback
-    try:
-        handle = await managed_ledger.open_cursor_ledger(info.cursor_ledger_id)
-    except NoSuchLedger:
-        log.error(
-            "cursor %r of %s: its ledger %d is gone; restoring the row's older state "
-            "(acknowledgements since are redelivered)",
-            info.name,
-            managed_ledger.name,
-            info.cursor_ledger_id,
-        )
-        return fallback
-    last = handle.last_add_confirmed
-    if last < 0:
-        return fallback
-    (entry,) = await handle.read(last, last)
-    try:
-        return cursor_state.decode(entry.payload)
-    except CorruptEntry as error:
-        raise CorruptEntry(
-            f"cursor {info.name!r} of {managed_ledger.name}: the last state in ledger "
-            f"{info.cursor_ledger_id} is unreadable: {error}"
-        ) from None
-
-
-async def _close_quietly(ledger: LedgerHandle) -> None:
-    try:
-        await ledger.close()
-    except StorageError as error:
-        log.info("closing cursor ledger %d: %s", ledger.ledger_id, error)
