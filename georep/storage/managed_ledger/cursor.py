@@ -20,9 +20,10 @@ per round trip, not one each (``cursor_persist_interval_ms`` can wait to gather 
 A failed write is tried again, every ``limits.cursor_write_retry_s``, up to
 ``limits.cursor_write_retries_max`` attempts (the ledger rolls over on the way); then
 it is given up and its waiters get the error: the change stays in memory, the next
-change persists it, and a crash before that delivers it again (never lost as
-unacknowledged). A fenced or closed cursor gives up at once. After kill -9 the cursor
-is restored exactly as last persisted, so every acknowledgement that returned is there.
+write carries it, and a crash before that delivers its entries again (at-least-once:
+nothing unacknowledged is lost). A fenced or closed cursor gives up at once. After
+kill -9 the cursor is restored exactly as last persisted, so every change whose
+awaiting returned is there.
 
 The bound: each persisted state holds the lowest ``cursor_ranges_persisted_max`` ranges
 (config, at most ``limits.cursor_ranges_persisted_max``). Acknowledgements in ranges
@@ -38,7 +39,6 @@ those batches are delivered whole again (``batch_entries_unpersisted``). In memo
 most ``limits.cursor_batch_entries_count_max`` entries are kept; a partial
 acknowledgement of one more is dropped (``batch_entries_dropped``). Nothing
 unacknowledged is ever treated as acknowledged.
-
 """
 
 from __future__ import annotations
