@@ -622,7 +622,7 @@ class ServerConnection:
         ack = frame.command.ack
         opened = self.consumers.get(ack.consumer_id)
         if opened is not None:
-            await opened.subscription.updates.flush()
+            await opened.subscription.flush()
         self.send_command(commands.ack_response(ack.consumer_id, ack.request_id))
 
     def _on_redeliver(self, frame: frames.Frame) -> None:

@@ -1,20 +1,18 @@
 """A subscription: a durable cursor on the topic, its consumers, and its dispatcher.
 
-Acknowledgement state lives in three places, from durable to fleeting:
-
-1. the cursor: mark-delete position (MDP), individually deleted ranges and partially
-   acknowledged batches (entry -> bitset of the members still unacknowledged), persisted
-   by the managed ledger and restored on restart;
-2. :class:`CursorUpdates`: acknowledgements taken from clients and not yet persisted,
-   written to the cursor by one flusher task in groups (one ``mark_delete``, one
-   ``delete`` and one ``delete_batch_members`` per round, however many ACK commands
-   arrived meanwhile); an ACK_RESPONSE, or the answer to CLOSE_CONSUMER, waits for them;
-3. in memory only: redelivery counts, and :attr:`Subscription.partial_batches`, the
-   live view of partial batches (restored from the cursor, ahead of it by what is not
-   yet persisted). Partial batches past the cursor's persisted bound
-   (``limits.cursor_batch_entries_persisted_max``) are forgotten by a crash, and those
-   batches are delivered whole again (at-least-once); the client's own tracker filters
-   what it acknowledged before, a new client gets the whole batch.
+Acknowledgement state has one owner, the cursor (``storage/managed_ledger/cursor.py``):
+mark-delete position (MDP), individually deleted ranges and partially acknowledged
+batches (entry -> bitset of the members still unacknowledged). An acknowledgement from a
+client changes it in memory at once, as in Pulsar's ``ManagedCursorImpl`` (dispatch, the
+change feed and the sync-state read it from there); the cursor batches and retries its
+persistence on its own. An ACK_RESPONSE, the answer to CLOSE_CONSUMER, an admin's
+acknowledge and a sync wait for it (:meth:`Subscription.flush`), which returns once the
+acknowledgements taken so far are durable, or given up by the cursor after its retries
+(logged: they are then delivered again after a restart, never lost). In memory only:
+redelivery counts and the markers waiting for the MDP. Partial batches past the cursor's
+persisted bound (``limits.cursor_batch_entries_persisted_max``) are forgotten by a crash,
+and those batches are delivered whole again (at-least-once); the client's own tracker
+filters what it acknowledged before, a new client gets the whole batch.
 
 Batches: an entry of a batch is deleted on the cursor only when every member is
 acknowledged. Worked example, a batch of 3 at (5, 7): ``ack (5,7) ack_set=[0b110]``
@@ -37,7 +35,7 @@ reaches (5,3), the marker is next, and it is deleted too, so the MDP reaches (5,
 
 Synced acknowledgements (:meth:`Subscription.acknowledge_synced`, from the admin's
 subscription sync, ``subscription_sync.py``) go the way a client's do: a forward
-mark-delete, closed ranges (held in ``CursorUpdates`` as ranges, never as lists of
+mark-delete, closed ranges (taken by the cursor as ranges, never as lists of
 positions) and partial batches; consumers and the dispatcher forget what they held of
 them, so nothing acknowledged there is delivered again, and no consumer is disconnected.
 
@@ -108,180 +106,6 @@ def asks_replicated(command: pb.Subscribe) -> bool:
     )
 
 
-class CursorUpdates:
-    """Acknowledgements on their way to the cursor, written by one task in groups.
-
-    ``mark_delete(p)``, ``delete(ps)``, ``delete_ranges(rs)`` (closed ranges of entries,
-    kept as ranges) and ``batch(p, bits)`` (a partially acknowledged batch, ``bits`` its
-    members still unacknowledged) return at once; ``covers(p)`` answers whether
-    ``p`` is acknowledged but maybe not yet persisted; ``flush()`` waits until everything
-    handed in so far is durable (or given up after retries, which is logged: the
-    messages will then be delivered again after a restart, never lost).
-    """
-
-    def __init__(self, cursor: SubscriptionCursor, on_flushed: Callable[[], None]) -> None:
-        self._cursor = cursor
-        self._on_flushed = on_flushed
-        self._mark_delete: Position | None = None
-        self._deletes: set[Position] = set()
-        self._batches: dict[Position, int] = {}
-        self._ranges = RangeSet()
-        self._in_flight_mark_delete: Position | None = None
-        self._in_flight_deletes: frozenset[Position] = frozenset()
-        self._in_flight_ranges: RangeSet | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self.stats = {"flushes": 0, "failures": 0}
-
-    def mark_delete(self, position: Position) -> None:
-        if self._mark_delete is None or position > self._mark_delete:
-            self._mark_delete = position
-            self._deletes = {p for p in self._deletes if p > position}
-            self._batches = {p: bits for p, bits in self._batches.items() if p > position}
-            self._ranges.remove_below(position)
-        self._kick()
-
-    def delete(self, positions: list[Position]) -> None:
-        floor = self._mark_delete
-        self._deletes.update(p for p in positions if floor is None or p > floor)
-        for position in positions:
-            self._batches.pop(position, None)
-        self._kick()
-
-    def delete_ranges(self, ranges: list[tuple[Position, Position]]) -> None:
-        """Every entry inside each closed range ``(low, high)`` (ends: entries of the log)
-        is acknowledged."""
-        floor = self._mark_delete
-        for low, high in ranges:
-            if floor is None or high > floor:
-                self._ranges.add(low, high)
-        for position in [p for p in self._batches if self._ranges.contains(p)]:
-            del self._batches[position]
-        self._kick()
-
-    def batch(self, position: Position, bits: int) -> None:
-        """Entry ``position`` is a batch whose members ``bits`` are still unacknowledged
-        (all that is known: it replaces what was handed in before)."""
-        floor = self._mark_delete
-        if (
-            (floor is None or position > floor)
-            and position not in self._deletes
-            and not self._ranges.contains(position)
-        ):
-            self._batches[position] = bits
-            self._kick()
-
-    def covers(self, position: Position) -> bool:
-        for floor in (self._mark_delete, self._in_flight_mark_delete):
-            if floor is not None and position <= floor:
-                return True
-        if position in self._deletes or position in self._in_flight_deletes:
-            return True
-        in_flight = self._in_flight_ranges
-        return self._ranges.contains(position) or (
-            in_flight is not None and in_flight.contains(position)
-        )
-
-    @property
-    def mark_delete_target(self) -> Position | None:
-        """The highest mark-delete asked for and not yet persisted."""
-        targets = [p for p in (self._mark_delete, self._in_flight_mark_delete) if p is not None]
-        return max(targets) if targets else None
-
-    def pending(self) -> tuple[list[Position], list[tuple[Position, Position]]]:
-        """The individual positions and the ranges handed in and not yet persisted
-        (queued or being written), for a view of what a consumer sees (sync-state);
-        the mark-delete is :attr:`mark_delete_target`."""
-        positions = sorted(self._deletes | self._in_flight_deletes)
-        ranges = self._ranges.ranges()
-        if self._in_flight_ranges is not None:
-            ranges += self._in_flight_ranges.ranges()
-        return positions, ranges
-
-    async def flush(self) -> None:
-        while not self._idle.is_set():
-            await self._idle.wait()
-
-    def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-
-    def _kick(self) -> None:
-        if self._task is None or self._task.done():
-            self._idle.clear()
-            self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def _run(self) -> None:
-        try:
-            while self._mark_delete is not None or self._deletes or self._batches or self._ranges:
-                mark_delete, self._mark_delete = self._mark_delete, None
-                deletes, self._deletes = frozenset(self._deletes), set()
-                ranges, self._ranges = self._ranges, RangeSet()
-                batches, self._batches = self._batches, {}
-                self._in_flight_mark_delete = mark_delete
-                self._in_flight_deletes = deletes
-                self._in_flight_ranges = ranges
-                try:
-                    await self._write(mark_delete, deletes, ranges, batches)
-                finally:
-                    self._in_flight_mark_delete = None
-                    self._in_flight_deletes = frozenset()
-                    self._in_flight_ranges = None
-                self.stats["flushes"] += 1
-                self._on_flushed()
-        finally:
-            self._idle.set()
-
-    async def _write(
-        self,
-        mark_delete: Position | None,
-        deletes: frozenset[Position],
-        ranges: RangeSet,
-        batches: dict[Position, int],
-    ) -> None:
-        for attempt in range(limits.cursor_write_retries_max):
-            try:
-                current = self._cursor.mark_delete_position
-                if mark_delete is not None and mark_delete > current:
-                    await self._cursor.mark_delete(mark_delete)
-                    current = self._cursor.mark_delete_position
-                remaining = sorted(p for p in deletes if p > current)
-                if remaining:
-                    await self._cursor.delete(remaining)
-                    current = self._cursor.mark_delete_position
-                spans = [(low, high) for low, high in ranges if high > current]
-                if spans:
-                    await self._cursor.delete_ranges(spans)
-                    current = self._cursor.mark_delete_position
-                partial = {
-                    p: bits for p, bits in batches.items() if p > current and p not in deletes
-                }
-                if partial:
-                    await self._cursor.delete_batch_members(partial)
-                return
-            except asyncio.CancelledError:
-                raise
-            except _PERMANENT as error:
-                log.warning(
-                    "cursor %s: acknowledgements not persisted: %s", self._cursor.name, error
-                )
-                return
-            except StorageError as error:  # retry: the acks are still wanted
-                self.stats["failures"] += 1
-                log.warning(
-                    "cursor %s: persisting acknowledgements failed (attempt %d): %s",
-                    self._cursor.name,
-                    attempt + 1,
-                    error,
-                )
-                await asyncio.sleep(limits.cursor_write_retry_s)
-        log.error(
-            "cursor %s: giving up persisting acknowledgements; they will be delivered again",
-            self._cursor.name,
-        )
-
-
 class SubscriptionTopic(Protocol):
     """What a subscription needs of its topic (``topic.PersistentTopic``, which holds its
     subscriptions and so sits above this module)."""
@@ -325,14 +149,8 @@ class Subscription:
         #: Consumers attached since the topic was loaded (sync-state: ``consumersAttached``).
         self.consumers_attached = 0
         self.dispatcher: Dispatcher | None = None
-        #: entry -> bits of the batch members still unacknowledged (restored from the
-        #: cursor; ahead of it by what ``updates`` has not persisted yet)
-        self.partial_batches: dict[Position, int] = {
-            position: bits for position, bits in cursor.batches
-        }
         self.redelivery_counts: dict[Position, int] = {}
         self._markers: set[Position] = set()
-        self.updates = CursorUpdates(cursor, self._after_flush)
         #: Held by whoever moves the cursor's read position (dispatch reads, rewind, reset).
         self.cursor_lock = asyncio.Lock()
         self.closed = False
@@ -387,7 +205,7 @@ class Subscription:
         Returns once the acknowledgements taken so far are persisted."""
         self._detach(consumer)
         self._consumers_changed()
-        await self.updates.flush()
+        await self.flush()
         if not self.durable and not self.consumers and not self.closed:
             await self.topic.delete_subscription(self.name)
 
@@ -407,14 +225,7 @@ class Subscription:
     # -- what dispatchers ask --
 
     def is_acknowledged(self, position: Position) -> bool:
-        return self.updates.covers(position) or self.cursor.is_acknowledged(position)
-
-    @property
-    def acknowledged_floor(self) -> Position:
-        """The mark-delete position, counting one asked for and not yet persisted."""
-        mark_delete = self.cursor.mark_delete_position
-        target = self.updates.mark_delete_target
-        return max(mark_delete, target) if target is not None else mark_delete
+        return self.cursor.is_acknowledged(position)
 
     def deliverable(self, entries: list[Entry]) -> list[Entry]:
         """``entries`` without entries acknowledged since they were read, and without
@@ -431,7 +242,7 @@ class Subscription:
         consumer.send(
             entry,
             self.redelivery_counts.get(entry.position, 0),
-            self.partial_batches.get(entry.position),
+            self.cursor.batch_bits(entry.position),
         )
         self.rate_out.record(entry.messages, len(entry.data))
         self.topic.rate_out.record(entry.messages, len(entry.data))
@@ -444,6 +255,9 @@ class Subscription:
     def note_marker(self, position: Position) -> None:
         self.stats["markers_skipped"] += 1
         if len(self._markers) >= limits.subscription_markers_max:
+            mark_delete = self.cursor.mark_delete_position
+            self._markers = {p for p in self._markers if p > mark_delete}
+        if len(self._markers) >= limits.subscription_markers_max:
             # Too many markers waiting for the MDP: acknowledge this one where it is. It
             # leaves a hole in the ranges, which is the lesser harm than forgetting it.
             log.warning(
@@ -452,7 +266,7 @@ class Subscription:
                 len(self._markers),
                 position,
             )
-            self.updates.delete([position])
+            self._take(lambda: self.cursor.delete([position]))
             return
         self._markers.add(position)
         self._advance_over_markers()
@@ -497,21 +311,19 @@ class Subscription:
             return
         self._forget_through(target)
         self.stats["messages_acked"] += 1
-        self.updates.mark_delete(target)
+        self._take(lambda: self.cursor.mark_delete(target))
 
     def expire_through(self, position: Position) -> None:
         """Message expiry (TTL, ``message_expiry.py``): everything <= ``position`` is
         acknowledged as by a cumulative acknowledgement, whatever the subscription type."""
         self._forget_through(position)
         self.stats["expiries"] += 1
-        self.updates.mark_delete(position)
+        self._take(lambda: self.cursor.mark_delete(position))
         if self.dispatcher is not None:
             self.dispatcher.wake()
 
     def _forget_through(self, target: Position) -> None:
         """Drop what is kept of entries <= ``target``: they are acknowledged."""
-        for held in [p for p in self.partial_batches if p <= target]:
-            del self.partial_batches[held]
         for held in [p for p in self.redelivery_counts if p <= target]:
             del self.redelivery_counts[held]
         for member in self.consumers:
@@ -531,7 +343,6 @@ class Subscription:
             return
         others = [c for c in self.consumers if c is not consumer]
         for position in whole:
-            self.partial_batches.pop(position, None)
             self.redelivery_counts.pop(position, None)
             if not consumer.acknowledged(position):
                 for other in others:
@@ -540,7 +351,7 @@ class Subscription:
         if self.dispatcher is not None:
             self.dispatcher.acknowledged(whole)
         self.stats["messages_acked"] += len(whole)
-        self.updates.delete(whole)
+        self._take(lambda: self.cursor.delete(whole))
 
     def acknowledge_synced(
         self,
@@ -553,13 +364,13 @@ class Subscription:
         (ends are entries of the log); ``batches`` maps an entry to the bits of its
         members still unacknowledged as the sync sees them (merged with what is known;
         none left is a whole acknowledgement). Consumers and the dispatcher forget what
-        they held of them; the caller awaits ``updates.flush()`` for durability."""
+        they held of them; the caller awaits :meth:`flush` for durability."""
         self.stats["syncs"] += 1
-        if mark_delete is not None and mark_delete > self.acknowledged_floor:
+        if mark_delete is not None and mark_delete > self.cursor.mark_delete_position:
             self._forget_through(mark_delete)
-            self.updates.mark_delete(mark_delete)
+            self._take(lambda: self.cursor.mark_delete(mark_delete))
         if ranges:
-            self.updates.delete_ranges(ranges)
+            self._take(lambda: self.cursor.delete_ranges(ranges))
             covered = RangeSet.of(ranges)
             self._forget(sorted(p for p in self._held_positions() if covered.contains(p)))
         whole = []
@@ -574,15 +385,17 @@ class Subscription:
 
     def acknowledge_entries(self, positions: list[Position]) -> None:
         """Whole entries acknowledged outside any consumer (the admin's acknowledge and
-        skip, subscription sync): handed to ``updates``, and forgotten by the consumers
-        and the dispatcher that held them (the caller awaits ``updates.flush()``)."""
+        skip, subscription sync): taken by the cursor, and forgotten by the consumers and
+        the dispatcher that held them (the caller awaits :meth:`flush`)."""
         if positions:
-            self.updates.delete(positions)
+            self._take(lambda: self.cursor.delete(positions))
             self._forget(positions)
+            if self.dispatcher is not None:
+                self.dispatcher.wake()
 
     def _held_positions(self) -> set[Position]:
         """Every position kept in memory for delivery or redelivery (all bounded)."""
-        held = set(self.partial_batches) | set(self.redelivery_counts)
+        held = set(self.redelivery_counts)
         for consumer in self.consumers:
             held.update(consumer.pending)
         if self.dispatcher is not None:
@@ -592,7 +405,6 @@ class Subscription:
     def _forget(self, positions: list[Position]) -> None:
         """``positions`` were acknowledged outside any consumer: drop what is kept of them."""
         for position in positions:
-            self.partial_batches.pop(position, None)
             self.redelivery_counts.pop(position, None)
             for consumer in self.consumers:
                 consumer.acknowledged(position)
@@ -600,36 +412,51 @@ class Subscription:
             self.dispatcher.acknowledged(positions)
 
     def _merge_partial(self, position: Position, remaining: int) -> bool:
-        """Record a partial batch ack; True while some members remain unacknowledged."""
-        merged = self.partial_batches.get(position, remaining) & remaining
+        """Take a partial batch ack; True while some members remain unacknowledged (the
+        cursor keeps them; past its bound it forgets them and the batch is delivered
+        whole again)."""
+        known = self.cursor.batch_bits(position)
+        merged = remaining if known is None else known & remaining
         if merged == 0:
-            self.partial_batches.pop(position, None)
             return False
-        if position not in self.partial_batches and (
-            len(self.partial_batches) >= limits.subscription_partial_batches_max
-        ):
-            return True  # cannot remember more: the batch is delivered whole again
-        self.partial_batches[position] = merged
-        self.updates.batch(position, merged)
+        self._take(lambda: self.cursor.delete_batch_members({position: remaining}))
         return True
 
-    def _after_flush(self) -> None:
+    def _take(self, change: Callable[[], object]) -> None:
+        """Hand one change to the cursor: in effect at once, persisted by the cursor,
+        waited for by :meth:`flush`. A cursor closed, fenced or gone takes nothing; as
+        before any acknowledgement reaches a persisted state, the entries are delivered
+        again by whoever owns the cursor now (logged)."""
+        try:
+            change()  # the cursor persists it; flush() waits for that
+        except _PERMANENT as error:
+            log.warning("cursor %s: acknowledgements not taken: %s", self.cursor.name, error)
+            return
         self._advance_over_markers()
-        if self.dispatcher is not None:
-            self.dispatcher.wake()
 
     def _advance_over_markers(self) -> None:
-        if not self._markers:
-            return
-        mark_delete = self.cursor.mark_delete_position
-        target = self.updates.mark_delete_target
-        if target is not None and target > mark_delete:
-            return  # a mark-delete is on its way; look again once it is persisted
-        self._markers = {p for p in self._markers if p > mark_delete}
-        following = self.ledger.next_position(self.cursor.mark_delete_position)
-        if following in self._markers:
+        """Acknowledge each marker that is the entry right after the MDP, as long as one
+        is. Markers the MDP passed stay in the set, harmless (never the entry after it),
+        until :meth:`note_marker` finds the set full and drops them."""
+        while self._markers:
+            following = self.ledger.next_position(self.cursor.mark_delete_position)
+            if following not in self._markers:
+                return
             self._markers.discard(following)
-            self.updates.delete([following])
+            try:
+                self.cursor.delete([following])
+            except _PERMANENT as error:
+                log.warning("cursor %s: marker not acknowledged: %s", self.cursor.name, error)
+                return
+
+    async def flush(self) -> None:
+        """Return once the acknowledgements taken so far are durable, or given up by the
+        cursor after its retries (logged there: they are delivered again after a
+        restart, never lost); never raises a storage error."""
+        try:
+            await self.cursor.flush()
+        except StorageError as error:
+            log.warning("cursor %s: acknowledgements not persisted: %s", self.cursor.name, error)
 
     # -- redelivery, reset, removal --
 
@@ -646,9 +473,8 @@ class Subscription:
             consumer.connection.close_consumer_from_broker(consumer)
             self._detach(consumer)
         async with self.cursor_lock:
-            await self.updates.flush()
+            await self.flush()
             await self.cursor.reset(position)
-            self.partial_batches.clear()
             self.redelivery_counts.clear()
             self._markers.clear()
             if self.dispatcher is not None:
@@ -663,5 +489,4 @@ class Subscription:
         if self.dispatcher is not None:
             await self.dispatcher.close()
         with contextlib.suppress(Exception):
-            await self.updates.flush()
-        self.updates.close()
+            await self.flush()

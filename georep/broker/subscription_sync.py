@@ -4,9 +4,9 @@ sync over the admin REST (``topic_admin.py`` serves both; JSON shapes in
 ``admin/cluster_admin.py``).
 
 Reading (:func:`sync_state`). For every subscription but the gateway's own (``georep.*``)
-and the broker's (``pulsar.*``): the state a consumer would see now, i.e. the cursor's
-plus what its live :class:`~georep.broker.subscription.Subscription` took and has not yet
-persisted (``CursorUpdates.pending``, ``partial_batches``). Ranges are closed, their ends
+and the broker's (``pulsar.*``): the state a consumer would see now, which is the
+cursor's: a live :class:`~georep.broker.subscription.Subscription` hands every
+acknowledgement to its cursor at once, persisted or not yet. Ranges are closed, their ends
 entries of the log, sorted, and merged wherever no entry lies between two of them (also
 across ledgers); the lowest ``limits.sync_state_ranges_count_max`` are reported. Batches
 are reported with their size, read from each entry's metadata, and the indexes of their
@@ -27,8 +27,9 @@ changed nothing:
 4. applied: the MDP only moves forward; a range costs one range on the cursor however
    many entries it holds; batch members are merged with what is known. A live
    subscription takes them through ``Subscription.acknowledge_synced`` (its consumers
-   and dispatcher forget what they held of them, nobody is disconnected), then its
-   ``CursorUpdates`` are flushed; otherwise the cursor takes them directly;
+   and dispatcher forget what they held of them, nobody is disconnected), then waits
+   for their persistence (``Subscription.flush``); otherwise the cursor takes them
+   directly;
 5. the MDP steps over markers: from it, the stretch of acknowledged entries and markers
    is scanned (at most ``limits.subscription_sync_marker_scan_entries_max`` steps; a
    range is one step and is not read, an unacknowledged entry is read alone), and the
@@ -63,7 +64,6 @@ from georep.broker.topic import PersistentTopic, SeekTarget, is_system_cursor
 from georep.position import Position
 from georep.storage.errors import InvalidArgument
 from georep.storage.managed_ledger import RangeSet
-from georep.storage.managed_ledger.ack_state import AckState
 
 log = logging.getLogger(__name__)
 
@@ -150,26 +150,8 @@ def _view(topic: PersistentTopic, name: str) -> _View:
     live = _live(topic, name)
     mark_delete = cursor.mark_delete_position
     ranges = cursor.individually_deleted
-    if live is None:
-        batches: Iterable[tuple[Position, int]] = cursor.batches
-    else:
-        target = live.updates.mark_delete_target
-        positions, pending_ranges = live.updates.pending()
-        if target is not None or positions or pending_ranges:
-            acks = AckState(mark_delete, RangeSet.of(ranges.ranges()))
-            if target is not None:
-                acks.mark_delete(target, ledger)
-            acks.acknowledge(positions, ledger)
-            for low, high in pending_ranges:
-                acks.acknowledge_range(low, high, ledger)
-            mark_delete, ranges = acks.mark_delete_position, acks.individually_deleted
-        batches = live.partial_batches.items()
     shown, ranges_truncated = _entry_ranges(ledger, ranges, limits.sync_state_ranges_count_max)
-    open_batches = sorted(
-        (position, bits)
-        for position, bits in batches
-        if not (position <= mark_delete or ranges.contains(position))
-    )
+    open_batches = cursor.batches  # lowest first, none at or below the MDP or in a range
     batches_max = limits.sync_state_batches_count_max
     sub_type = live.sub_type if live is not None else None
     return _View(
@@ -287,7 +269,7 @@ async def sync_subscription(
         spans = _clamped_ranges(ledger, ranges)
         if live is not None:
             live.acknowledge_synced(target, spans, remaining)
-            await live.updates.flush()
+            await live.flush()
         else:
             await _apply_to_cursor(cursor, target, spans, remaining)
         await _step_over_markers(topic, cursor, live)
@@ -358,7 +340,6 @@ async def _step_over_markers(
     ends the scan. A live subscription is handed the markers as its dispatcher would
     hand them (:meth:`Subscription.note_marker`), which moves its MDP over them."""
     ledger = topic.ledger
-    acknowledged = live.is_acknowledged if live is not None else cursor.is_acknowledged
     last = ledger.last_confirmed
     position = ledger.next_position(cursor.mark_delete_position)
     found: list[Position] = []
@@ -369,7 +350,7 @@ async def _step_over_markers(
         if covering is not None:
             position = ledger.next_position(covering[1])
             continue
-        if not acknowledged(position):
+        if not cursor.is_acknowledged(position):
             metadata = parse_metadata(await ledger.read_entry(position))
             if metadata is None or not metadata.HasField("marker_type"):
                 break  # the first message no one acknowledged: the stretch ends
@@ -380,6 +361,6 @@ async def _step_over_markers(
     if live is not None:
         for marker in found:
             live.note_marker(marker)
-        await live.updates.flush()
+        await live.flush()
     elif found[-1] > cursor.mark_delete_position:
         await cursor.mark_delete(found[-1])

@@ -330,7 +330,7 @@ class BrokerAdmin:
         live = loaded.subscriptions.get(subscription)
         if live is not None:
             live.acknowledge_entries(positions)
-            await live.updates.flush()
+            await live.flush()
         else:
             await loaded.ledger.cursors[subscription].delete(sorted(positions))
 

@@ -193,7 +193,7 @@ def test_an_expiry_pass_does_bounded_work(cluster: InProcessCluster) -> None:
         loaded = next(t for name, t in cluster.service.topics.items() if name == topic)
         loaded.expiry.entries_per_pass_max = 10
         horizon = await loaded.expiry.expire(1, now_ms)
-        await loaded.subscriptions["s"].updates.flush()
+        await loaded.subscriptions["s"].flush()
         return horizon, loaded.ledger.cursors["s"].backlog
 
     assert cluster.call(lambda c: expire(c, 0)) == (None, 25)  # all published after 0 + 1 s

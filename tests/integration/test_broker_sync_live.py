@@ -65,17 +65,16 @@ def test_sync_state_counts_acknowledgements_not_yet_persisted(cluster) -> None:
         receive_all(consumer, 8, ack=False)
 
         def hand_in_and_look(c):
-            """One step of the loop: acknowledgements handed in, nothing written yet."""
+            """One step of the loop: acknowledgements taken, nothing written yet."""
             loaded = c.service.loaded_topic(TopicName.parse(topic))
             live = loaded.subscriptions["s"]
             live.acknowledge_synced(p[1], [(p[3], p[4])], {})
-            live.updates.delete([p[5]])  # as a client's acknowledgement is handed in
-            cursor = live.cursor
-            handed = (tuple(cursor.mark_delete_position), len(cursor.individually_deleted))
-            return handed, subscription_sync._view(loaded, "s")
+            live.acknowledge_entries([p[5]])  # taken as a client's acknowledgement is
+            persisted = live.cursor.stats()["persisted_mark_delete_position"]
+            return persisted, subscription_sync._view(loaded, "s")
 
-        handed, view = cluster.call(hand_in_and_look)
-        assert handed == ((p[0][0], p[0][1] - 1), 0)  # the cursor has none of it yet
+        persisted, view = cluster.call(hand_in_and_look)
+        assert persisted == f"{p[0][0]}:{p[0][1] - 1}"  # none of it is persisted yet
         assert view.mark_delete == p[1] and view.ranges == [(p[3], p[5])]
         state = state_of(cluster, topic)["subscriptions"]["s"]
         assert state["markDelete"] == doc(p[1])

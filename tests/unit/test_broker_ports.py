@@ -1,5 +1,5 @@
 """The broker's seams to storage (broker/ports.py), and the cursor's port to its managed
-ledger (cursor.CursorStorage), against what storage provides: every
+ledger (cursor_ledger.CursorStorage), against what storage provides: every
 member a Protocol names exists on its implementation, with the same kind (coroutine,
 method, property or attribute), so a change to either side shows here."""
 
@@ -13,7 +13,8 @@ import pytest
 from georep.broker import ports
 from georep.broker.cluster import BrokerStore
 from georep.broker.meta.catalog import CatalogRepository
-from georep.storage.managed_ledger.cursor import CursorStorage, ManagedCursor
+from georep.storage.managed_ledger.cursor import ManagedCursor
+from georep.storage.managed_ledger.cursor_ledger import CursorStorage
 from georep.storage.managed_ledger.factory import ManagedLedgerFactory
 from georep.storage.managed_ledger.managed_ledger import ManagedLedger
 

@@ -1,6 +1,7 @@
 """Pure parts of the broker's subscription sync: acknowledging a range without listing its
 entries (``AckState.acknowledge_range``), ranges clamped and joined onto entries, batch
-bits and acknowledged indexes, and ``CursorUpdates`` carrying ranges to the cursor."""
+bits and acknowledged indexes (the cursor taking ranges as ranges:
+``test_managed_cursor_persistence.py``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from georep.broker import subscription_sync
-from georep.broker.ports import SubscriptionCursor, TopicLog
-from georep.broker.subscription import CursorUpdates
+from georep.broker.ports import TopicLog
 from georep.position import Position
 from georep.storage.managed_ledger import RangeSet
 from georep.storage.managed_ledger.ack_state import AckState
@@ -136,60 +136,3 @@ def test_acked_indexes_and_unacked_bits_are_inverse(case) -> None:
 def test_acked_indexes_example() -> None:
     assert subscription_sync.acked_indexes(0b101, 3) == [1]
     assert subscription_sync.acked_indexes(0, 2) == [0, 1]
-
-
-class FakeCursor:
-    """Records what ``CursorUpdates`` writes; an MDP that only moves forward."""
-
-    name = "s"
-
-    def __init__(self) -> None:
-        self.mark_delete_position = P(4, -1)
-        self.calls: list[tuple] = []
-
-    async def mark_delete(self, position) -> None:
-        self.calls.append(("mark_delete", tuple(position)))
-        self.mark_delete_position = max(self.mark_delete_position, position)
-
-    async def delete(self, positions) -> None:
-        self.calls.append(("delete", [tuple(p) for p in positions]))
-
-    async def delete_ranges(self, ranges) -> None:
-        self.calls.append(("delete_ranges", [(tuple(a), tuple(b)) for a, b in ranges]))
-
-    async def delete_batch_members(self, acks) -> None:
-        self.calls.append(("delete_batch_members", {tuple(p): b for p, b in acks.items()}))
-
-
-def updates_of(cursor: FakeCursor) -> CursorUpdates:
-    # The fake stands in for a SubscriptionCursor: it has the writes CursorUpdates makes.
-    return CursorUpdates(cast(SubscriptionCursor, cursor), lambda: None)
-
-
-async def test_cursor_updates_carry_ranges_as_ranges() -> None:
-    cursor = FakeCursor()
-    updates = updates_of(cursor)
-    updates.batch(Position(6, 2), 0b1)
-    updates.delete_ranges([(Position(6, 0), Position(6, 3)), (Position(9, 0), Position(9, 1))])
-    updates.batch(Position(6, 1), 0b10)  # inside a range: already acknowledged whole
-    assert (
-        updates.covers(Position(6, 2))
-        and updates.covers(Position(9, 1))
-        and not updates.covers(Position(6, 4))
-    )
-    assert updates.pending() == ([], [(P(6, 0), P(6, 3)), (P(9, 0), P(9, 1))])
-    await updates.flush()
-    assert cursor.calls == [("delete_ranges", [((6, 0), (6, 3)), ((9, 0), (9, 1))])]
-    assert not updates.covers(Position(6, 2))  # persisted: the cursor answers now
-
-
-async def test_a_mark_delete_drops_the_ranges_below_it() -> None:
-    cursor = FakeCursor()
-    updates = updates_of(cursor)
-    updates.delete_ranges([(Position(6, 0), Position(6, 1)), (Position(6, 3), Position(9, 1))])
-    updates.mark_delete(Position(6, 4))
-    await updates.flush()
-    assert cursor.calls == [
-        ("mark_delete", (6, 4)),
-        ("delete_ranges", [((6, 5), (9, 1))]),
-    ]

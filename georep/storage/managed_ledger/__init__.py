@@ -2,9 +2,12 @@
 subscription's acknowledgements), on the ledger client and the metadata store.
 
 ``factory.ManagedLedgerFactory`` opens logs; ``managed_ledger.ManagedLedger`` appends,
-reads, rolls over and trims; ``cursor.ManagedCursor`` acknowledges and persists.
-``position``, ``range_set`` and ``ack_state`` are the pure arithmetic under them,
-``cursor_state`` the persisted format, ``config`` the settings.
+reads, rolls over and trims, taking ownership of its list of ledgers through
+``opening``, its appends' room from ``append_room``, its reads' handles from
+``ledger_reads``; ``cursor.ManagedCursor`` owns a subscription's acknowledgements and
+persists them through ``cursor_ledger``. ``ledger_index``, ``retention``, ``range_set``
+and ``ack_state`` are the pure arithmetic under them, ``cursor_state`` the persisted
+format, ``config`` the settings.
 """
 
 from georep.position import Position

@@ -6,20 +6,24 @@ bits of its members still unacknowledged), and string properties (see ``ack_stat
 ``read_position`` is where dispatch reads next; it is not persisted: a restored cursor
 reads again from just after its MDP, skipping acknowledged ranges.
 
-Persistence: Pulsar's way, a ledger of the cursor's own. Every persisted state is one
-entry of that ledger (format in ``cursor_state.py``); the metadata store's cursor row
-only names the ledger (``cursor_ledger_id``). Acknowledgements come many times a second
-and an entry is a journal group commit on the bookies, while the metadata store is one
-SQLite file shared with every bookie's lease: the ledger keeps the hot path off it, and
-fencing the cursor's ledger fences a stale owner's acknowledgements for free.
+Persistence: every persisted state is one entry of a ledger of the cursor's own
+(``cursor_ledger.py``: why a ledger, how a new owner fences the old one, rollover).
 
 Durability: ``mark_delete``, ``delete``, ``delete_ranges``, ``delete_batch_members``,
-``reset`` and ``set_properties`` change the state in memory at once, then return only
-when a persisted state that includes the change is durable. Changes are numbered; one
-write at a time carries the newest state and releases every caller whose change it
-includes, so a burst of acknowledgements costs one write per round trip, not one each
-(``cursor_persist_interval_ms`` can wait to gather more). After kill -9 the cursor is
-restored exactly as last persisted, so every acknowledgement that returned is there.
+``reset`` and ``set_properties`` change the state in memory at once (dispatch, the
+change feed and every reader of the cursor see the change when the call returns) and
+hand back a :class:`PendingChange`: awaited, it returns only when a persisted state
+that includes the change is durable; ignored, the cursor persists the change on its
+own. Changes are numbered; one write at a time carries the newest state and releases
+every waiter whose change it includes, so a burst of acknowledgements costs one write
+per round trip, not one each (``cursor_persist_interval_ms`` can wait to gather more).
+A failed write is tried again, every ``limits.cursor_write_retry_s``, up to
+``limits.cursor_write_retries_max`` attempts (the ledger rolls over on the way); then
+it is given up and its waiters get the error: the change stays in memory, the next
+write carries it, and a crash before that delivers its entries again (at-least-once:
+nothing unacknowledged is lost). A fenced or closed cursor gives up at once. After
+kill -9 the cursor is restored exactly as last persisted, so every change whose
+awaiting returned is there.
 
 The bound: each persisted state holds the lowest ``cursor_ranges_persisted_max`` ranges
 (config, at most ``limits.cursor_ranges_persisted_max``). Acknowledgements in ranges
@@ -35,13 +39,6 @@ those batches are delivered whole again (``batch_entries_unpersisted``). In memo
 most ``limits.cursor_batch_entries_count_max`` entries are kept; a partial
 acknowledgement of one more is dropped (``batch_entries_dropped``). Nothing
 unacknowledged is ever treated as acknowledged.
-
-Opening as a new owner (``recover``): fence and close the previous cursor ledger (the old
-owner's next persist fails: ManagedLedgerFenced), read its last entry, start a new
-ledger with that state as its first entry, CAS the row to the new ledger (a concurrent
-opener loses: ManagedLedgerFenced), delete the old ledger. The cursor's ledger also
-rolls over this way after ``cursor_rollover_entries_max`` states or
-``cursor_rollover_bytes_max`` bytes, and when a write to it fails.
 """
 
 from __future__ import annotations
@@ -49,54 +46,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 from georep import limits
 from georep.invariant import present
 from georep.position import Position
-from georep.storage.client.ledger_handle import LedgerHandle
-from georep.storage.client.read_handle import ReadHandle
 from georep.storage.errors import (
-    BadVersion,
-    CorruptEntry,
     InvalidArgument,
-    LedgerFenced,
     ManagedLedgerClosed,
     ManagedLedgerError,
     ManagedLedgerFenced,
     NoSuchCursor,
-    NoSuchLedger,
-    NoSuchManagedLedger,
     StorageError,
 )
 from georep.storage.managed_ledger import cursor_state
 from georep.storage.managed_ledger.ack_state import AckState, LogShape
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
+from georep.storage.managed_ledger.cursor_ledger import CursorLedger, CursorStorage
 from georep.storage.managed_ledger.cursor_state import CursorState
 from georep.storage.managed_ledger.range_set import RangeSet
 from georep.storage.meta.managed_ledgers import ManagedCursorInfo
 
 log = logging.getLogger(__name__)
-
-
-class CursorStorage(Protocol):
-    """The port a cursor persists through: its ledgers and its row. ``ManagedLedger``
-    implements it; the cursor reaches nothing else of the managed ledger's storage."""
-
-    name: str
-
-    async def create_cursor_ledger(self, cursor_name: str) -> LedgerHandle: ...
-
-    async def open_cursor_ledger(self, ledger_id: int) -> ReadHandle: ...
-
-    async def delete_cursor_ledgers(self, ledger_ids: list[int]) -> None: ...
-
-    async def create_cursor_row(
-        self, name: str, *, cursor_ledger_id: int, mark_delete: Position
-    ) -> ManagedCursorInfo: ...
-
-    async def update_cursor_row(self, info: ManagedCursorInfo) -> ManagedCursorInfo: ...
 
 
 class CursorLog(CursorStorage, LogShape, Protocol):
@@ -129,36 +101,57 @@ class CursorLog(CursorStorage, LogShape, Protocol):
     def cursor_changed(self, name: str) -> None: ...
 
 
+#: Write errors a retry cannot cure: the cursor is closed, fenced or gone, or its state
+#: cannot be written.
+_PERMANENT = (ManagedLedgerClosed, ManagedLedgerFenced, NoSuchCursor, InvalidArgument)
+
+
+class PendingChange:
+    """One change of a cursor's state, in effect in memory, on its way to a persisted
+    state. ``await`` it to return once a durable state holds it (raising the error of
+    the write that gave up, or of the cursor's fencing or closing); leave it, and the
+    cursor persists it all the same. Example: ``cursor.delete([p])`` alone acknowledges
+    ``p`` now (dispatch skips it); ``await cursor.delete([p])`` also waits until a crash
+    can no longer forget it."""
+
+    __slots__ = ("_cursor", "_generation")
+
+    def __init__(self, cursor: ManagedCursor, generation: int) -> None:
+        self._cursor = cursor
+        self._generation = generation
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._cursor._wait_durable(self._generation).__await__()
+
+
 class ManagedCursor:
     """Create with :meth:`ManagedLedger.open_cursor`, not directly."""
 
     def __init__(
         self,
         managed_ledger: CursorLog,
-        info: ManagedCursorInfo,
+        name: str,
         state: CursorState,
-        ledger: LedgerHandle | None,
-        ledger_bytes: int,
+        ledger: CursorLedger | None,
     ) -> None:
-        self.name = info.name
+        self.name = name
         self._ml = managed_ledger
-        self._info = info
         self._acks = AckState(state.mark_delete, RangeSet.of(list(state.ranges)), state.batches)
         self._properties: dict[str, str] = dict(state.properties)
         self.read_position = managed_ledger.next_position(state.mark_delete)
-        self._ledger: LedgerHandle | None = ledger
-        self._ledger_entries = 1  # the state it was started with
-        self._ledger_bytes = ledger_bytes
-        self._ledger_broken = False
+        #: Where its states are written (None: held in memory only).
+        self._ledger = ledger
         self._generation = 0  # numbers every change of the state
         self._durable_generation = 0  # the newest change a durable state includes
+        #: the newest change persisted or given up: the loop has nothing older to write
+        self._settled_generation = 0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._persist_task: asyncio.Task[None] | None = None
         self._read_lock = asyncio.Lock()
         self._state: Literal["open", "fenced", "closed"] = "open"
         self._error: ManagedLedgerError | None = None
         self._persisted = state
-        self._stats = {"persists": 0, "persist_failures": 0, "ledger_switches": 0}
+        self._stats = {"persists": 0, "persist_failures": 0}
         #: False for a reader's cursor held in memory only (:meth:`non_durable`).
         self.durable = True
 
@@ -169,20 +162,11 @@ class ManagedCursor:
     ) -> ManagedCursor:
         """A new cursor at ``mark_delete``, durable when this returns."""
         state = CursorState(mark_delete)
-        ledger, size = await _start_ledger(managed_ledger, name, state)
-        try:
-            info = await managed_ledger.create_cursor_row(
-                name, cursor_ledger_id=ledger.ledger_id, mark_delete=mark_delete
-            )
-        except (BadVersion, NoSuchManagedLedger) as error:
-            await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
-            raise ManagedLedgerFenced(
-                f"cursor {name!r} of {managed_ledger.name}: created by another owner ({error})"
-            ) from None
+        ledger = await CursorLedger.create(managed_ledger, name, state)
         log.info(
             "managed ledger %s: cursor %r created at %s", managed_ledger.name, name, mark_delete
         )
-        return cls(managed_ledger, info, state, ledger, size)
+        return cls(managed_ledger, name, state, ledger)
 
     @classmethod
     def non_durable(
@@ -192,42 +176,16 @@ class ManagedCursor:
         no ledger, no row; every change is "durable" at once and gone with the process.
         A reader needs nothing persisted, and a gateway's thousands of sync readers
         would otherwise cost a ledger and a metadata row each, created and deleted."""
-        info = ManagedCursorInfo(
-            managed_ledger=managed_ledger.name,
-            name=name,
-            cursor_ledger_id=None,
-            mark_delete=mark_delete,
-            properties={},
-            created_at=0.0,
-            version=0,
-        )
-        cursor = cls(managed_ledger, info, CursorState(mark_delete), None, 0)
+        cursor = cls(managed_ledger, name, CursorState(mark_delete), None)
         cursor.durable = False
         return cursor
 
     @classmethod
     async def recover(cls, managed_ledger: CursorLog, info: ManagedCursorInfo) -> ManagedCursor:
         """Restore the cursor of ``info`` as last persisted, fencing its previous owner
-        (steps in the module docstring)."""
-        state = await _last_state(managed_ledger, info)
-        previous_ledger_id = info.cursor_ledger_id
-        ledger, size = await _start_ledger(managed_ledger, info.name, state)
-        try:
-            info = await managed_ledger.update_cursor_row(
-                info.replace(
-                    cursor_ledger_id=ledger.ledger_id,
-                    mark_delete=state.mark_delete,
-                    properties=dict(state.properties),
-                )
-            )
-        except (BadVersion, NoSuchCursor) as error:
-            await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
-            raise ManagedLedgerFenced(
-                f"cursor {info.name!r} of {managed_ledger.name}: opened by another owner ({error})"
-            ) from None
-        if previous_ledger_id is not None:
-            await managed_ledger.delete_cursor_ledgers([previous_ledger_id])
-        return cls(managed_ledger, info, state, ledger, size)
+        (``cursor_ledger.py``)."""
+        ledger, state = await CursorLedger.recover(managed_ledger, info)
+        return cls(managed_ledger, info.name, state, ledger)
 
     # --- acknowledgement state ------------------------------------------------------
     @property
@@ -268,12 +226,12 @@ class ManagedCursor:
         )
         return self._ml.entries_after(self.mark_delete_position) - acknowledged
 
-    async def mark_delete(
+    def mark_delete(
         self, position: Position, *, properties: Mapping[str, str] | None = None
-    ) -> None:
+    ) -> PendingChange:
         """Acknowledge everything <= ``position`` (no-op for an older one: the MDP never
         moves back); with ``properties``, replace the properties in the same persisted
-        state. Returns once durable."""
+        state. In effect at once; durable once awaited."""
         self._check_open()
         self._check_in_log(position)
         if properties is not None:  # InvalidArgument before anything changes
@@ -284,12 +242,12 @@ class ManagedCursor:
             changed = True
         if changed:
             self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def delete(self, positions: Iterable[Position]) -> None:
+    def delete(self, positions: Iterable[Position]) -> PendingChange:
         """Acknowledge each position individually; the MDP advances over the
         acknowledged prefix. Every position above the MDP must be an entry of the log
-        (InvalidArgument, nothing applied, otherwise). Returns once durable."""
+        (InvalidArgument, nothing applied, otherwise). In effect at once; durable once awaited."""
         self._check_open()
         positions = list(positions)
         for position in positions:
@@ -299,15 +257,15 @@ class ManagedCursor:
                 raise InvalidArgument(f"{position} is not an entry of {self._ml.name}")
         if self._acks.acknowledge(positions, self._ml):
             self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def delete_ranges(self, ranges: Iterable[tuple[Position, Position]]) -> None:
+    def delete_ranges(self, ranges: Iterable[tuple[Position, Position]]) -> PendingChange:
         """Acknowledge every entry inside each closed range ``(low, high)`` (a range may
         span ledgers; its ends need not be entries), however many entries it holds, at
         the cost of one range each. ``high`` must lie before the next append (the tail):
         a range must never cover entries still to come (InvalidArgument, nothing
-        applied, otherwise). The MDP advances over the acknowledged prefix. Returns once
-        durable."""
+        applied, otherwise). The MDP advances over the acknowledged prefix. In effect at
+        once; durable once awaited."""
         self._check_open()
         ranges = list(ranges)
         for low, high in ranges:
@@ -321,14 +279,15 @@ class ManagedCursor:
             changed = self._acks.acknowledge_range(low, high, self._ml) or changed
         if changed:
             self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def delete_batch_members(self, acks: Mapping[Position, int]) -> None:
+    def delete_batch_members(self, acks: Mapping[Position, int]) -> PendingChange:
         """Acknowledge members of batch entries: ``acks`` maps an entry to the bits of
         its members still unacknowledged as the acknowledger sees them (a client's
         ``ack_set``); they are ANDed with what is known, and an entry with no bit left
         is deleted whole. Entries must be entries of the log (InvalidArgument, nothing
-        applied, otherwise); acknowledged ones are ignored. Returns once durable."""
+        applied, otherwise); acknowledged ones are ignored. In effect at once; durable once
+        awaited."""
         self._check_open()
         acks = dict(acks)
         for position, bits in acks.items():
@@ -343,12 +302,12 @@ class ManagedCursor:
             changed = self._acks.acknowledge_members(position, bits, self._ml) or changed
         if changed:
             self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def reset(self, position: Position) -> None:
+    def reset(self, position: Position) -> PendingChange:
         """Admin reset: acknowledged = everything before ``position`` (clamped to the
-        log), ranges cleared, read from ``position``. May move the MDP back. Returns
-        once durable."""
+        log), ranges cleared, read from ``position``. May move the MDP back. In
+        effect at once; durable once awaited."""
         self._check_open()
         if not isinstance(position, Position):
             raise InvalidArgument(f"not a Position: {position!r}")
@@ -356,15 +315,15 @@ class ManagedCursor:
         self._acks.reset(start)
         self.read_position = start
         self._changed()
-        await self._wait_durable()
+        return self._pending()
 
-    async def set_properties(self, properties: Mapping[str, str]) -> None:
-        """Replace the properties; returns once durable."""
+    def set_properties(self, properties: Mapping[str, str]) -> PendingChange:
+        """Replace the properties; in effect at once, durable once awaited."""
         self._check_open()
         cursor_state.encode_properties(properties)  # InvalidArgument before any change
         self._properties = dict(properties)
         self._changed()
-        await self._wait_durable()
+        return self._pending()
 
     def _check_in_log(self, position: Position) -> None:
         if not isinstance(position, Position):
@@ -376,6 +335,10 @@ class ManagedCursor:
 
     def _changed(self) -> None:
         self._generation += 1
+        if self.durable:
+            self._start_persisting()
+        else:  # nothing to write: "durable" at once
+            self._durable_generation = self._settled_generation = self._generation
         self._ml.cursor_changed(self.name)
         next_unread = self._ml.next_position(self.mark_delete_position)
         if self.read_position < next_unread:
@@ -424,22 +387,38 @@ class ManagedCursor:
         self.read_position = max(position, self._ml.next_position(self.mark_delete_position))
 
     # --- persisting -----------------------------------------------------------------
-    async def _wait_durable(self) -> None:
-        generation = self._generation
-        if not self.durable:
-            self._durable_generation = generation
+    def _pending(self) -> PendingChange:
+        """The change just made (or none: then the newest before it), to be awaited."""
+        return PendingChange(self, self._generation)
+
+    async def flush(self) -> None:
+        """Return once every change made so far is durable; raises as awaiting the
+        newest :class:`PendingChange` would."""
+        await self._wait_durable(self._generation)
+
+    async def _wait_durable(self, generation: int) -> None:
         if generation <= self._durable_generation:
             return
+        self._check_open()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((generation, future))
-        if self._persist_task is None:
-            self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
+        self._start_persisting()
         await future
 
+    def _start_persisting(self) -> None:
+        if self._persist_task is None and self._state == "open":
+            self._persist_task = asyncio.get_running_loop().create_task(self._persist_loop())
+
     async def _persist_loop(self) -> None:
+        """Write the newest state while a change is neither persisted nor given up, or
+        someone waits; each write is tried up to ``limits.cursor_write_retries_max``
+        times (see the module docstring)."""
         interval_s = self._ml.config.cursor_persist_interval_ms / 1000
+        attempts = 0
         try:
-            while self._waiters and self._state == "open":
+            while self._state == "open" and (
+                self._waiters or self._generation > self._settled_generation
+            ):
                 if interval_s > 0:
                     await asyncio.sleep(interval_s)
                 generation = self._generation
@@ -448,9 +427,17 @@ class ManagedCursor:
                     await self._write(state)
                 except StorageError as error:
                     self._stats["persist_failures"] += 1
+                    attempts += 1
+                    if self._retries(error, attempts):
+                        await asyncio.sleep(limits.cursor_write_retry_s)
+                        continue
+                    attempts = 0
+                    self._settled_generation = max(self._settled_generation, generation)
                     self._release_waiters(generation, error)
                     continue
+                attempts = 0
                 self._durable_generation = generation
+                self._settled_generation = max(self._settled_generation, generation)
                 self._persisted = state
                 self._stats["persists"] += 1
                 self._release_waiters(generation, None)
@@ -458,6 +445,28 @@ class ManagedCursor:
             self._persist_task = None
             if self._waiters and self._state != "open":
                 self._release_waiters(self._generation, self._error)
+
+    def _retries(self, error: StorageError, attempts: int) -> bool:
+        """Whether the failed write is tried again (logged either way)."""
+        if self._state != "open" or isinstance(error, _PERMANENT):
+            log.warning("cursor %r: state not persisted: %s", self.name, error)
+            return False
+        if attempts < limits.cursor_write_retries_max:
+            log.warning(
+                "cursor %r: persisting its state failed (attempt %d): %s",
+                self.name,
+                attempts,
+                error,
+            )
+            return True
+        log.error(
+            "cursor %r: giving up persisting its state after %d attempts (%s); what it "
+            "holds beyond the last persisted state is delivered again after a restart",
+            self.name,
+            attempts,
+            error,
+        )
+        return False
 
     def _release_waiters(self, generation: int, error: BaseException | None) -> None:
         waiting = []
@@ -494,58 +503,12 @@ class ManagedCursor:
         return chosen
 
     async def _write(self, state: CursorState) -> None:
-        data = cursor_state.encode(state)
-        config = self._ml.config
-        ledger = self._ledger
-        if (
-            ledger is None
-            or self._ledger_broken
-            or self._ledger_entries >= config.cursor_rollover_entries_max
-            or self._ledger_bytes >= config.cursor_rollover_bytes_max
-        ):
-            await self._switch_ledger(state)
-            return
+        ledger = present(self._ledger, "a durable cursor has its ledger")
         try:
-            await ledger.add(data)
-        except LedgerFenced as error:
-            self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: {error}"))
+            await ledger.write(state, self._ml.config)
+        except ManagedLedgerFenced as error:
+            self.fence(error)
             raise present(self._error, "a fenced cursor holds its error") from None
-        except StorageError as error:
-            log.warning(
-                "cursor %r: ledger %d failed (%s); moving on", self.name, ledger.ledger_id, error
-            )
-            self._ledger_broken = True
-            await self._switch_ledger(state)
-            return
-        self._ledger_entries += 1
-        self._ledger_bytes += len(data)
-
-    async def _switch_ledger(self, state: CursorState) -> None:
-        """Start a new ledger holding ``state``, point the row at it, drop the old one."""
-        ledger, size = await _start_ledger(self._ml, self.name, state)
-        try:
-            info = await self._ml.update_cursor_row(
-                self._info.replace(
-                    cursor_ledger_id=ledger.ledger_id,
-                    mark_delete=state.mark_delete,
-                    properties=dict(state.properties),
-                )
-            )
-        except (BadVersion, NoSuchCursor) as error:
-            await self._ml.delete_cursor_ledgers([ledger.ledger_id])
-            self.fence(ManagedLedgerFenced(f"cursor {self.name!r}: its row changed: {error}"))
-            raise present(self._error, "a fenced cursor holds its error") from None
-        except StorageError:
-            await self._ml.delete_cursor_ledgers([ledger.ledger_id])
-            raise
-        old, self._ledger = self._ledger, ledger
-        self._info = info
-        self._ledger_entries, self._ledger_bytes = 1, size
-        self._ledger_broken = False
-        self._stats["ledger_switches"] += 1
-        if old is not None:
-            await _close_quietly(old)
-            await self._ml.delete_cursor_ledgers([old.ledger_id])
 
     # --- state, closing -------------------------------------------------------------
     def _check_open(self) -> None:
@@ -565,7 +528,7 @@ class ManagedCursor:
         its id. Idempotent."""
         if self._state == "open" and flush and self._generation > self._durable_generation:
             try:
-                await self._wait_durable()
+                await self.flush()
             except StorageError as error:
                 log.warning("cursor %r: last persist before close failed: %s", self.name, error)
         if self._state == "open":
@@ -574,11 +537,9 @@ class ManagedCursor:
         self._release_waiters(self._generation, self._error or ManagedLedgerClosed(self.name))
         if self._persist_task is not None:
             await asyncio.gather(self._persist_task, return_exceptions=True)
-        ledger, self._ledger = self._ledger, None
-        if ledger is None:
+        if self._ledger is None:
             return None
-        await _close_quietly(ledger)
-        return ledger.ledger_id
+        return await self._ledger.close()
 
     def stats(self) -> dict[str, Any]:
         ranges = len(self.individually_deleted)
@@ -600,6 +561,7 @@ class ManagedCursor:
             "persisted_mark_delete_position": str(self._persisted.mark_delete),
             "cursor_ledger_id": self._ledger.ledger_id if self._ledger else None,
             **self._stats,
+            "ledger_switches": self._ledger.switches if self._ledger else 0,
         }
 
     def __repr__(self) -> str:
@@ -607,55 +569,3 @@ class ManagedCursor:
             f"ManagedCursor({self.name!r}, mdp={self.mark_delete_position}, "
             f"ranges={len(self.individually_deleted)}, read={self.read_position})"
         )
-
-
-# --- helpers ---------------------------------------------------------------------------
-async def _start_ledger(
-    managed_ledger: CursorStorage, name: str, state: CursorState
-) -> tuple[LedgerHandle, int]:
-    """A new cursor ledger whose first entry is ``state``; with its size in bytes."""
-    data = cursor_state.encode(state)
-    ledger = await managed_ledger.create_cursor_ledger(name)
-    try:
-        await ledger.add(data)
-    except BaseException:
-        await managed_ledger.delete_cursor_ledgers([ledger.ledger_id])
-        raise
-    return ledger, len(data)
-
-
-async def _last_state(managed_ledger: CursorStorage, info: ManagedCursorInfo) -> CursorState:
-    """The last state persisted in the cursor's ledger, which is fenced and closed first;
-    the row's state when there is no ledger or it holds nothing."""
-    fallback = CursorState(Position(*info.mark_delete), (), dict(info.properties))
-    if info.cursor_ledger_id is None:
-        return fallback
-    try:
-        handle = await managed_ledger.open_cursor_ledger(info.cursor_ledger_id)
-    except NoSuchLedger:
-        log.error(
-            "cursor %r of %s: its ledger %d is gone; restoring the row's older state "
-            "(acknowledgements since are redelivered)",
-            info.name,
-            managed_ledger.name,
-            info.cursor_ledger_id,
-        )
-        return fallback
-    last = handle.last_add_confirmed
-    if last < 0:
-        return fallback
-    (entry,) = await handle.read(last, last)
-    try:
-        return cursor_state.decode(entry.payload)
-    except CorruptEntry as error:
-        raise CorruptEntry(
-            f"cursor {info.name!r} of {managed_ledger.name}: the last state in ledger "
-            f"{info.cursor_ledger_id} is unreadable: {error}"
-        ) from None
-
-
-async def _close_quietly(ledger: LedgerHandle) -> None:
-    try:
-        await ledger.close()
-    except StorageError as error:
-        log.info("closing cursor ledger %d: %s", ledger.ledger_id, error)

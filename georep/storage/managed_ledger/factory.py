@@ -17,7 +17,8 @@ from georep import limits
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import InvalidArgument, NoSuchLedger, StorageError
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
-from georep.storage.managed_ledger.managed_ledger import ManagedLedger, check_name
+from georep.storage.managed_ledger.managed_ledger import ManagedLedger
+from georep.storage.managed_ledger.opening import check_name
 from georep.storage.meta.managed_ledgers import ManagedLedgerRepository
 
 log = logging.getLogger(__name__)
