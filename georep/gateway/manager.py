@@ -190,7 +190,7 @@ class ReplicationManager:
         self.syncs: dict[str, TopicSync] = {}
         #: namespace -> its syncs, its change watch
         self._namespace_syncs: dict[str, dict[str, TopicSync]] = {}
-        self.watches: dict[str, ChangeWatch] = {}
+        self.watches: dict[str, ChangeWatch[Any]] = {}
         self.syncs_over_limit = 0
         self._said_without_origin: set[str] = set()
         #: Topic partitions this instance should run, and those of them it waits to start
@@ -211,7 +211,7 @@ class ReplicationManager:
         self._watchdog: asyncio.Task[None] | None = None
         self._pass_lock = asyncio.Lock()
 
-    def _sync_port(self) -> SyncPort:
+    def _sync_port(self) -> SyncPort[Any]:
         """The local cluster's sync port, by its kind: the one place the kind is read."""
         match self.local.kind:
             case ClusterKind.GEOREP:

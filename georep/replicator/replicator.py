@@ -31,7 +31,7 @@ producer itself at most ``limits.replicator_pending_sends_*`` unanswered sends
 (backpressure: a slow remote slows the reading, the backlog stays on the local topic).
 
 Faults: the local side (consumer) and the remote side (producer) reconnect separately,
-each with exponential backoff and jitter (tenacity), capped at
+each with exponential backoff and jitter (``georep/retry.py``, tenacity), capped at
 ``limits.replicator_retry_backoff_s_max``, never giving up while the replicator runs.
 When the remote fails, what was in flight goes back to the front of ``_unsent`` and is
 sent again to the next producer (deduplication keeps it once); the local consumer keeps
@@ -72,15 +72,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_never,
-    wait_exponential,
-    wait_random,
-)
-
 from georep import limits
 from georep.awaiting import stopped_within, within
 from georep.client.admin import ClusterAdminClient
@@ -101,6 +92,7 @@ from georep.replicator.origin import (
     verdict,
 )
 from georep.replicator.rate_limiter import RateLimiter
+from georep.retry import RetryPolicy
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -192,6 +184,10 @@ class Replicator:
         #: Partition count of the topic's base name (0: not partitioned).
         self.partitions = partitions
         self.settings = settings or ReplicatorSettings()
+        #: How the local and remote sides wait between attempts (``georep/retry.py``).
+        self.retry_policy = RetryPolicy(
+            self.settings.backoff_s_initial, self.settings.backoff_s_max
+        )
         self._clock = clock
         self._limiter = RateLimiter(self.settings.messages_per_s, self.settings.bytes_per_s)
         #: Shared by the gateway's replicators and syncs: at most so many open at once on
@@ -340,7 +336,7 @@ class Replicator:
                 log.exception("%s: replication failed", self)
                 self._record_error("local", error)
                 self.state = State.BACKOFF
-                await asyncio.sleep(self.settings.backoff_s_max)
+                await asyncio.sleep(self.retry_policy.max_s)
             finally:
                 self._flush_ack(consumer)
                 self._reset_buffer()
@@ -422,7 +418,7 @@ class Replicator:
                 await self._send_with(producer)
             except (LinkError, ReplicationStalled) as error:
                 self._record_error("remote", error)
-                stalled = isinstance(error, ReplicationStalled) or not error.retriable
+                stalled = not error.retriable
             finally:
                 self._producer = None
                 self._requeue_in_flight()
@@ -431,7 +427,7 @@ class Replicator:
                         await producer.close()
             if stalled:  # trying again at once cannot help
                 self.state = State.BACKOFF
-                await asyncio.sleep(self.settings.backoff_s_max)
+                await asyncio.sleep(self.retry_policy.max_s)
 
     async def _open_producer(self) -> LinkProducer:
         async with self._remote_opening:
@@ -590,29 +586,14 @@ class Replicator:
     # -- retries and errors --
 
     async def _retrying(self, side: str, operation: Callable[[], Awaitable[_T]]) -> _T:
-        settings = self.settings
-        exponential = wait_exponential(multiplier=settings.backoff_s_initial)
-        jitter = wait_random(0, settings.backoff_s_initial)
+        """``operation`` until it succeeds (retry.py: exponential with jitter, capped; at
+        once the cap for what retrying soon cannot fix, a stalled entry or a refusal)."""
 
-        def wait(state: RetryCallState) -> float:
-            """Exponential with jitter, capped; at once the cap for what retrying soon
-            cannot fix (a stalled entry, an authentication failure)."""
-            error = state.outcome.exception() if state.outcome else None
-            if isinstance(error, ReplicationStalled) or not getattr(error, "retriable", True):
-                return settings.backoff_s_max
-            return min(settings.backoff_s_max, exponential(state) + jitter(state))
-
-        def before_sleep(state: RetryCallState) -> None:
+        def failed(error: BaseException | None) -> None:
             self.state = State.BACKOFF
-            self._record_error(side, state.outcome.exception() if state.outcome else None)
+            self._record_error(side, error)
 
-        retrying = AsyncRetrying(
-            retry=retry_if_exception_type((LinkError, ReplicationStalled)),
-            wait=wait,
-            stop=stop_never,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
+        retrying = self.retry_policy.retrying((LinkError, ReplicationStalled), before_sleep=failed)
         return await retrying(operation)
 
     def _record_error(self, side: str, error: BaseException | None) -> None:
