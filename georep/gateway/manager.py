@@ -41,7 +41,6 @@ are left out, a WARNING says how many, and ``/health`` answers degraded.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import logging
@@ -68,14 +67,7 @@ from georep.replicator.replicator import Replicator, ReplicatorSettings
 from georep.storage.errors import StorageError
 from georep.storage.meta.replication_policies import ReplicationPolicyRepository
 from georep.storage.meta.subscription_sync_policies import SubscriptionSyncPolicyRepository
-from georep.subsync.change_watch import ChangeWatch
-from georep.subsync.core import SyncCore
-from georep.subsync.ports import GeorepPort, SyncPort
-from georep.subsync.pulsar_port import PulsarPort
-from georep.subsync.settings import SyncSettings
-from georep.subsync.side_channel import is_side_topic
-from georep.subsync.side_channel import side_topic as side_topic_of
-from georep.subsync.topic_sync import TopicSync
+from georep.subsync import DesiredSyncs, SyncSettings, SyncSupervisor, TopicSync
 from georep.topic_name import InvalidTopicName, TopicName
 
 log = logging.getLogger(__name__)
@@ -157,9 +149,6 @@ class ReplicationManager:
         self.discovery_interval_s = discovery_interval_s
         #: The watchdog's threshold (:meth:`heal_stalled`).
         self.stuck_after_s = stuck_after_s
-        #: Per synced topic partition, its snapshots timed out at the last watchdog pass
-        #: (:meth:`say_snapshot_timeouts`).
-        self._snapshot_timeouts_seen: dict[str, int] = {}
         #: What the watchdog restarted, and says (watchdog.py).
         self.replication_watch: Watch[Key] = Watch(
             lambda key: f"replication to {key[1]}",
@@ -183,16 +172,19 @@ class ReplicationManager:
         #: configuration (built again only when they changed).
         self.sync_choices = SyncChoices(self.sync_settings, ())
         self._sync_policies_read: tuple[object, ...] = ()
-        #: How subscription sync reads and changes the local cluster's subscriptions, and
-        #: where its markers travel.
-        self.sync_port = self._sync_port()
-        #: topic partition -> its subscription sync (subsync/topic_sync.py)
-        self.syncs: dict[str, TopicSync] = {}
-        #: namespace -> its syncs, its change watch
-        self._namespace_syncs: dict[str, dict[str, TopicSync]] = {}
-        self.watches: dict[str, ChangeWatch[Any]] = {}
-        self.syncs_over_limit = 0
-        self._said_without_origin: set[str] = set()
+        #: Subscription sync, handed the topic partitions to sync each pass: it runs the
+        #: syncs, their change watches and side channels (subsync/supervisor.py).
+        self.subsync = SyncSupervisor(
+            local_cluster=local.name,
+            local_link=self.local_link,
+            local_admin=self.local_admin,
+            beside_pulsar=local.kind is ClusterKind.PULSAR,
+            instance=self.instance,
+            settings=self.sync_settings,
+            topics_max=sync_topics_max,
+            replication=self,
+            opening=self.opening,
+        )
         #: Topic partitions this instance should run, and those of them it waits to start
         #: until the gateway that ran them has let go (ownership.py).
         self.partitions_owned = 0
@@ -201,7 +193,6 @@ class ReplicationManager:
         self._partitions: dict[str, int] = {}  # base topic -> partitions (0: none)
         self._seen: set[str] = set()  # topics whose stray subscriptions were swept
         self._pending_deletions: set[Key] = set()
-        self._sync_wanted: set[str] = set()
         #: Policies and listings of the last complete pass (``_discover`` skips a pass
         #: that would decide the same).
         self._last_signature: object = None
@@ -210,29 +201,6 @@ class ReplicationManager:
         self._task: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._pass_lock = asyncio.Lock()
-
-    def _sync_port(self) -> SyncPort[Any]:
-        """The local cluster's sync port, by its kind: the one place the kind is read."""
-        match self.local.kind:
-            case ClusterKind.GEOREP:
-                return GeorepPort(
-                    self.local_admin,
-                    self.local_link,
-                    local_cluster=self.local.name,
-                    opening=self.opening,
-                )
-            case ClusterKind.PULSAR:
-                return PulsarPort(
-                    self.local_admin,
-                    self.local_link,
-                    local_cluster=self.local.name,
-                    instance=self.instance,
-                    opening=self.opening,
-                    scan_interval_s=self.sync_settings.pulsar_scan_interval_s,
-                    hot_topics_max=self.sync_settings.pulsar_hot_topics_max,
-                    hot_requests_per_s=self.sync_settings.pulsar_hot_requests_per_s,
-                    synced=lambda topic: topic in self.syncs,
-                )
 
     # -- life cycle --
 
@@ -251,12 +219,7 @@ class ReplicationManager:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._task = self._watchdog = None
-        watches, self.watches = list(self.watches.values()), {}
-        await asyncio.gather(*(w.stop() for w in watches), return_exceptions=True)
-        syncs, self.syncs = list(self.syncs.values()), {}
-        self._namespace_syncs = {}
-        await asyncio.gather(*(s.stop() for s in syncs), return_exceptions=True)
-        await self.sync_port.stop()
+        await self.subsync.stop()
         replicators, self.replicators = list(self.replicators.values()), {}
         await asyncio.gather(*(r.stop() for r in replicators), return_exceptions=True)
         links = [self.local_link, *self.remote_links.values()]
@@ -312,39 +275,11 @@ class ReplicationManager:
             await asyncio.sleep(interval_s)
             try:
                 await self.heal_stalled()
-                self.say_snapshot_timeouts(interval_s)
+                self.subsync.say_snapshot_timeouts(interval_s)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug: say it, keep watching
                 log.exception("watchdog pass failed")
-
-    def say_snapshot_timeouts(self, interval_s: float) -> None:
-        """One INFO line for the snapshots that timed out since the last pass, over all
-        topic partitions, with the remotes that did not answer (per topic at DEBUG; the
-        counts are ``georep_subsync_snapshots_timed_out_total``). A busy namespace whose
-        remote is slow makes one line a pass, not one a topic."""
-        topics = snapshots = 0
-        silent: collections.Counter[str] = collections.Counter()
-        seen = self._snapshot_timeouts_seen
-        for topic, sync in self.syncs.items():
-            count = sync.core.controller.stats.timed_out
-            grew = count - seen.get(topic, 0)
-            seen[topic] = count
-            if grew > 0:
-                topics += 1
-                snapshots += grew
-                silent.update(sync.core.controller.unanswered)
-        for topic in [t for t in seen if t not in self.syncs]:
-            del seen[topic]
-        if topics:
-            log.info(
-                "%d snapshots timed out on %d topic partitions in the last %.0f s; not"
-                " answered by %s",
-                snapshots,
-                topics,
-                interval_s,
-                ", ".join(f"{remote} ({n})" for remote, n in sorted(silent.items())) or "-",
-            )
 
     def stalled(self) -> dict[Key, Replicator]:
         """Replicators that moved no entry on for ``stuck_after_s`` while entries wait
@@ -357,14 +292,17 @@ class ReplicationManager:
         }
 
     def stalled_syncs(self) -> dict[str, TopicSync]:
-        """Subscription syncs with applies waiting and none done for ``stuck_after_s``, or
-        whose reader read nothing that long while T holds entries it has not reached."""
-        now = self._clock()
-        return {
-            topic: sync
-            for topic, sync in self.syncs.items()
-            if sync.stalled_s(now) >= self.stuck_after_s
-        }
+        """Subscription syncs stalled for ``stuck_after_s`` (SyncSupervisor.stalled)."""
+        return self.subsync.stalled(self._clock(), self.stuck_after_s)
+
+    @property
+    def syncs(self) -> Mapping[str, TopicSync]:
+        """topic partition -> its subscription sync, as run by ``subsync``."""
+        return self.subsync.syncs
+
+    @property
+    def syncs_over_limit(self) -> int:
+        return self.subsync.over_limit
 
     async def heal_stalled(self) -> None:
         """One watchdog pass (watchdog.py): restart each stalled replicator and sync (a
@@ -478,7 +416,20 @@ class ReplicationManager:
                 started += 1
         if started:  # one line a pass, not one per topic: thousands start at once
             log.info("%d replicators started (%d running)", started, len(self.replicators))
-        await self._sync_topics(desired)
+        remotes: dict[str, frozenset[str]] = {}
+        for topic, remote in desired:
+            remotes[topic] = remotes.get(topic, frozenset()) | {remote}
+        await self.subsync.update(
+            DesiredSyncs(
+                topics={
+                    namespace: [t for t in topics if owned.target(t)]
+                    for namespace, topics in self._topics.items()
+                },
+                remotes=remotes,
+                choices=self.sync_choices,
+                may_run=owned.may_run,
+            )
+        )
         for key in sorted(self._pending_deletions):
             if not owned.target(key[0]):
                 self._pending_deletions.discard(key)  # its owner's sweep finds it
@@ -489,7 +440,7 @@ class ReplicationManager:
 
         owned_topics = {t for t in listed_topics if owned.target(t)}
         running = {t for t, _ in self.replicators} | set(self.syncs)
-        to_run = {t for t, _ in desired} | self._sync_wanted  # one set: 10,000 topics
+        to_run = {t for t, _ in desired} | self.subsync.wanted  # one set: 10,000 topics
         self.partitions_owned = len(owned_topics)
         self.partitions_pending = len((owned_topics & to_run) - running)
         # A pass that met an error (a partition count it could not ask) is done again, and
@@ -512,71 +463,6 @@ class ReplicationManager:
         stats.over_limit = over_limit
         stats.pending_deletions = len(self._pending_deletions)
 
-    async def _sync_topics(self, desired: Mapping[Key, int]) -> None:
-        """Subscription sync runs on every listed topic of the namespaces this gateway
-        knows (policies and [subscription_sync] namespaces), replicated out or only in."""
-        targets: dict[str, set[str]] = {}
-        for topic, remote in desired:
-            targets.setdefault(topic, set()).add(remote)
-        wanted: dict[str, str] = {}
-        for namespace, topics in sorted(self._topics.items()):
-            for topic in topics:
-                # The side topic carries the sync itself; another gateway's partitions
-                # are synced by that gateway.
-                if not is_side_topic(topic) and self.ownership.target(topic):
-                    wanted[topic] = namespace
-        over = max(0, len(wanted) - self.sync_topics_max)
-        if over and over != self.syncs_over_limit:
-            log.warning(
-                "%d topic partitions are not synced: this gateway syncs at most %d"
-                " ([limits] sync_topics_max)",
-                over,
-                self.sync_topics_max,
-            )
-        self.syncs_over_limit = over
-        wanted = dict(list(wanted.items())[: self.sync_topics_max])
-        self._sync_wanted = set(wanted)
-        for topic in [t for t in self.syncs if t not in wanted]:
-            await self._drop_sync(topic)
-        for topic, namespace in wanted.items():
-            remotes = frozenset(targets.get(topic, ()))
-            try:
-                choice = self.sync_choices.for_topic(TopicName.parse(topic))
-            except InvalidTopicName:
-                continue
-            sync = self.syncs.get(topic)
-            if sync is not None:
-                sync.core.remotes = remotes
-                if sync.core.choose(choice):
-                    sync.state_changed()  # newly chosen subscriptions go out now
-                continue
-            if not self.ownership.may_run(topic):
-                continue  # another gateway still runs it
-            core = SyncCore(
-                self.local.name,
-                namespace_sync=choice,
-                settings=self.sync_settings,
-                remotes=remotes,
-                in_band=self.sync_port.in_band,
-                on_copy_without_origin=self._copy_without_origin,
-            )
-            sync = TopicSync(
-                topic=topic,
-                core=core,
-                local_link=self.local_link,
-                port=self.sync_port,
-                connected=self._connected_to(topic),
-                stored_to=self._stored_to(topic),
-                read_elsewhere=self._read_elsewhere(topic),
-                markers_stored_to=self._markers_stored_to(topic),
-                opening=self.opening,
-            )
-            self.syncs[topic] = sync
-            self._namespace_syncs.setdefault(namespace, {})[topic] = sync
-            sync.start()
-            sync.state_changed()  # read once: it may have changed before the watch began
-        await self._watch_namespaces()
-
     async def _read_sync_policies(self) -> None:
         """The stored subscription-sync policies, in one query a pass (like the
         replication policies'); the topics' choices are built again only when they
@@ -589,89 +475,43 @@ class ReplicationManager:
             self.sync_choices = SyncChoices(self.sync_settings, records)
             self._sync_policies_read = read
 
-    async def _drop_sync(self, topic: str) -> None:
-        sync = self.syncs.pop(topic)
-        self._namespace_syncs.get(sync.topic_name.namespace, {}).pop(topic, None)
-        await sync.stop()
-
     async def _hand_over(self) -> None:
         """Stop the replicators and syncs of partitions that are another gateway's now
         (their subscriptions stay: the new owner resumes from them)."""
         owned = self.ownership
         moved = [key for key in self.replicators if not owned.target(key[0])]
-        moved_syncs = [topic for topic in self.syncs if not owned.target(topic)]
-        if not moved and not moved_syncs:
-            return
-        await asyncio.gather(
+        stopped = await asyncio.gather(
             *(self.replicators.pop(key).stop() for key in moved),
-            *(self._drop_sync(topic) for topic in moved_syncs),
+            self.subsync.hand_over(owned.target),
             return_exceptions=True,
         )
+        moved_syncs = stopped[-1] if isinstance(stopped[-1], int) else 0
+        if not moved and not moved_syncs:
+            return
         log.info(
             "%d replicators and %d syncs stopped: their partitions are another gateway's",
             len(moved),
-            len(moved_syncs),
+            moved_syncs,
         )
 
-    async def _watch_namespaces(self) -> None:
-        """One change watch per namespace with syncs; what markers of namespaces without
-        syncs shared (beside Pulsar, their side channels) closed."""
-        for namespace in [n for n, syncs in self._namespace_syncs.items() if not syncs]:
-            del self._namespace_syncs[namespace]
-        for namespace in [n for n in self.watches if n not in self._namespace_syncs]:
-            await self.watches.pop(namespace).stop()
-        await self.sync_port.close_idle()
-        for namespace in self._namespace_syncs:
-            if namespace not in self.watches:
-                watch = ChangeWatch(
-                    namespace,
-                    port=self.sync_port,
-                    syncs=self._syncs_of(namespace),
-                )
-                self.watches[namespace] = watch
-                watch.start()
+    # -- what subscription sync asks of replication (subsync.Replication) --
 
-    def _syncs_of(self, namespace: str) -> Callable[[], Mapping[str, TopicSync]]:
-        def syncs() -> Mapping[str, TopicSync]:
-            return self._namespace_syncs.get(namespace, {})
+    def replicating(self, topic: str, remote: str) -> bool:
+        replicator = self.replicators.get((topic, remote))
+        if replicator is None:
+            return False
+        return replicator.local_connected and replicator.remote_connected
 
-        return syncs
+    def stored_to(self, topic: str, remote: str) -> Position | None:
+        replicator = self.replicators.get((topic, remote))
+        return None if replicator is None else replicator.stored_to
 
-    def _connected_to(self, topic: str) -> Callable[[str], bool]:
-        def connected(remote: str) -> bool:
-            replicator = self.replicators.get((topic, remote))
-            if replicator is None:
-                return False
-            return replicator.local_connected and replicator.remote_connected
-
-        return connected
-
-    def _stored_to(self, topic: str) -> Callable[[str], Position | None]:
-        def stored_to(remote: str) -> Position | None:
-            replicator = self.replicators.get((topic, remote))
-            return None if replicator is None else replicator.stored_to
-
-        return stored_to
-
-    def _markers_stored_to(self, topic: str) -> Callable[[str], Position | None] | None:
-        """Beside real Pulsar: how far a remote stores the namespace's side topic, which
-        carries ``topic``'s markers, by this gateway's replicator of it (None where
-        Pulsar replicates it: no replicator here, not known). In band: None, the topic's
-        own replication says it."""
-        if self.sync_port.in_band:
-            return None
-        return self._stored_to(side_topic_of(TopicName.parse(topic)))
-
-    def _read_elsewhere(self, topic: str) -> Callable[[], Position | None]:
+    def read_to(self, topic: str) -> Position | None:
         """How far this gateway's replicators of ``topic`` read the local topic: a sync
         reader that stops short of it is stalled (TopicSync.stalled_s)."""
-
-        def read_to() -> Position | None:
-            replicators = (self.replicators.get((topic, remote)) for remote in self.remotes)
-            read = [r.read_to for r in replicators if r is not None and r.read_to is not None]
-            return max(read, default=None)
-
-        return read_to
+        replicators = (self.replicators.get((topic, remote)) for remote in self.remotes)
+        read = [r.read_to for r in replicators if r is not None and r.read_to is not None]
+        return max(read, default=None)
 
     async def _partitions_of(self, name: TopicName, listed: list[str]) -> int:
         """The partition count of ``name``'s base topic (0 when not partitioned), asked of
@@ -773,22 +613,8 @@ class ReplicationManager:
     # -- stats --
 
     def sync_stats(self, topics: list[str] | None = None) -> dict[str, Any]:
-        """Subscription sync's summary, with the stats of ``topics`` (None: every synced
-        topic partition; ``GET /stats`` pages them)."""
-        chosen = sorted(self.syncs) if topics is None else topics
-        return {
-            "mode": self.sync_settings.default.mode.value,
-            "subscriptions": self.sync_settings.default.subscriptions.value,
-            "topicsSynced": len(self.syncs),
-            "topicsConnected": sum(1 for s in self.syncs.values() if s.connected),
-            "topicsFailing": sum(1 for s in self.syncs.values() if s.failing),
-            "topicsOverLimit": self.syncs_over_limit,
-            "topicsLimit": self.sync_topics_max,
-            "watches": [self.watches[n].to_json() for n in sorted(self.watches)],
-            "sideChannels": self.sync_port.marker_channels(),
-            "changes": self.sync_port.change_stats(),
-            "topics": [self.syncs[topic].stats() for topic in chosen if topic in self.syncs],
-        }
+        """Subscription sync's summary, with the stats of ``topics`` (None: every one)."""
+        return self.subsync.stats(topics)
 
     def replicator_stats(self, keys: list[Key] | None = None) -> list[dict[str, Any]]:
         chosen = sorted(self.replicators) if keys is None else keys
@@ -865,28 +691,6 @@ class ReplicationManager:
         """Restarts of stuck replicators towards ``remote`` since the start."""
         return self.replication_watch.restarts.get(f"replication to {remote}", 0)
 
-    def _copy_without_origin(self, source: str) -> None:
-        """A sync read a copy from ``source`` that names no origin: said once per cluster
-        (every topic meets it), counted per topic in the stats and on ``/health``."""
-        if source not in self._said_without_origin:
-            self._said_without_origin.add(source)
-            log.warning(
-                "copies replicated from cluster %s name no origin position, so"
-                " acknowledgements made there cannot be synced to them (Pulsar 3.0's replicator"
-                " stamps none): run the gateway's own replication"
-                " (replicate and sync) or Pulsar 4.0 (docs/PULSAR.md)",
-                source,
-            )
-
-    def without_origin(self) -> dict[str, int]:
-        """Per source cluster, how many synced topic partitions read copies from it that
-        name no origin (since the last that named one)."""
-        out: dict[str, int] = {}
-        for sync in self.syncs.values():
-            for source in sync.core.copies_without_origin:
-                out[source] = out.get(source, 0) + 1
-        return out
-
     def problems(self) -> list[str]:
         """What keeps this gateway from doing all it was asked (``/health`` degraded)."""
         out = []
@@ -894,11 +698,6 @@ class ReplicationManager:
             out.append(
                 f"{self.stats.over_limit} topic partitions not replicated:"
                 f" more than {self.replicators_max} replicators ([limits] replicators_max)"
-            )
-        if self.syncs_over_limit:
-            out.append(
-                f"{self.syncs_over_limit} topic partitions not synced:"
-                f" more than {self.sync_topics_max} ([limits] sync_topics_max)"
             )
         for name, reasons in self.unreachable().items():
             out += [f"cluster {name} unreachable: {reason}" for reason in reasons]
@@ -914,21 +713,9 @@ class ReplicationManager:
                 f"{len(refused)} topic partitions' replication stopped: the remote refused"
                 f" a schema (first {refused[0]!r}: {refused[0].schema_refused})"
             )
-        for source, count in sorted(self.without_origin().items()):
-            out.append(
-                f"{count} topic partitions' copies from cluster {source} name no origin:"
-                " acknowledgements made there are not synced (Pulsar's replicator stamps no"
-                " source position on 3.0; docs/PULSAR.md)"
-            )
         out += self.replication_watch.problems(self.stalled(), self.stuck_after_s)
         out += self.sync_watch.problems(self.stalled_syncs(), self.stuck_after_s)
-        failing = sum(1 for s in self.syncs.values() if s.failing)
-        if failing:
-            out.append(f"{failing} topic partitions' subscription sync cannot attach")
-        for watch in self.watches.values():
-            if watch.failing:
-                out.append(f"changes of {watch.namespace} unknown: {watch.last_error}")
-        out += self.sync_port.problems()
+        out += self.subsync.problems()
         return out
 
 
