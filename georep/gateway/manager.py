@@ -12,7 +12,12 @@ over REST — :meth:`ReplicationManager.poke`):
    itself, else on its (partitioned) topic, else on its namespace; the local cluster and
    clusters the gateway has no remote for are dropped (the latter reported in stats);
 4. start the replicators that should run and are not running, stop those that run and
-   should not.
+   should not;
+5. hand subscription sync the topic partitions it should sync, with their remotes and
+   choices (:class:`~georep.subsync.DesiredSyncs`): its supervisor
+   (``subsync/supervisor.py``) runs the syncs, their change watches and side channels,
+   and asks this manager only how far replication got (``replicating``, ``stored_to``,
+   ``read_to``).
 
 Policy removal and topic removal differ: a replicator whose topic is no longer
 replicated to that remote (its policy changed or was deleted) is stopped *and its
@@ -28,13 +33,10 @@ gets a replicator whose cursor starts at the EARLIEST retained entry of each top
 ``replicator.py``).
 
 Scale (docs/ARCHITECTURE.md "Scale"): replicators and syncs open their consumers and
-producers through one semaphore per cluster (``limits.gateway_opening_count_max`` at a
-time on each), so a gateway started beside 10,000 topics opens them at a pace each
-cluster answers, and the remote's producers open while the local subscribes still do. Subscription
-sync is told which topics changed by one :class:`ChangeWatch` per namespace; beside real
-Pulsar one side channel per namespace, held by the sync port, carries every partition's
-markers. At most ``replicators_max`` replicators and ``sync_topics_max`` syncs run
-(``[limits]`` of the configuration; ``limits.py`` has the defaults); past either, topics
+producers through one semaphore per cluster (``clusters.py``), so a gateway started
+beside 10,000 topics opens them at a pace each cluster answers. At most
+``replicators_max`` replicators and ``sync_topics_max`` syncs run (``[limits]`` of the
+configuration; ``limits.py`` has the defaults); past either, topics
 are left out, a WARNING says how many, and ``/health`` answers degraded.
 """
 
@@ -52,10 +54,9 @@ from typing import Any
 
 from georep import limits
 from georep.awaiting import awaiting, within
-from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError, said_once_per_cluster
-from georep.client.link import PulsarLink
 from georep.client.refusals import RIGHTS_DOCUMENT, Refusal
+from georep.gateway.clusters import ClusterLinks
 from georep.gateway.config import ClusterEndpoint, ClusterKind
 from georep.gateway.errors import GatewayError
 from georep.gateway.ownership import Shares, Sole
@@ -137,13 +138,14 @@ class ReplicationManager:
         #: Names this process's readers and writers where they must differ from another
         #: process's (the side topic's: side_channel.py).
         self.instance = self.ownership.instance
-        #: Replicators and syncs opening consumers and producers on the local cluster, at
-        #: most this many at once; ``remote_openings``: replicators' producers, per remote.
-        self.opening = asyncio.Semaphore(limits.gateway_opening_count_max)
         self.remotes = dict(remotes)
-        self.remote_openings = {
-            name: asyncio.Semaphore(limits.gateway_opening_count_max) for name in self.remotes
-        }
+        #: The links and admin clients of every cluster, and the pacing of opens on each
+        #: (clusters.py).
+        self.clusters = ClusterLinks(local, self.remotes)
+        self.opening = self.clusters.opening
+        self.local_link = self.clusters.local_link
+        self.local_admin = self.clusters.local_admin
+        self.remote_links = self.clusters.remote_links
         self.store = store
         self.settings = settings or ReplicatorSettings()
         self.discovery_interval_s = discovery_interval_s
@@ -162,10 +164,6 @@ class ReplicationManager:
         )
         self._clock = clock
         self._replicator_factory = replicator_factory
-        self.local_link = _link(local)
-        self.local_admin = _admin(local)
-        self.remote_links = {name: _link(endpoint) for name, endpoint in self.remotes.items()}
-        self.remote_admins = {name: _admin(endpoint) for name, endpoint in self.remotes.items()}
         self.replicators: dict[Key, Replicator] = {}
         self.sync_settings = sync_settings or SyncSettings()
         #: The stored subscription-sync policies read at the last pass, over the
@@ -222,11 +220,7 @@ class ReplicationManager:
         await self.subsync.stop()
         replicators, self.replicators = list(self.replicators.values()), {}
         await asyncio.gather(*(r.stop() for r in replicators), return_exceptions=True)
-        links = [self.local_link, *self.remote_links.values()]
-        admins = [self.local_admin, *self.remote_admins.values()]
-        for closing in [*(link.close() for link in links), *(a.close() for a in admins)]:
-            with contextlib.suppress(Exception):
-                await closing
+        await self.clusters.close()
 
     def poke(self) -> None:
         """Run a discovery pass now (after a policy change)."""
@@ -556,13 +550,13 @@ class ReplicationManager:
             local_cluster=self.local.name,
             remote_cluster=remote,
             local_link=self.local_link,
-            remote_link=self.remote_links[remote],
-            remote_admin=self.remote_admins[remote],
+            remote_link=self.clusters.remote_links[remote],
+            remote_admin=self.clusters.remote_admins[remote],
             local_admin=self.local_admin,
             partitions=partitions,
             settings=self._remote_settings(remote),
             opening=self.opening,
-            remote_opening=self.remote_openings[remote],
+            remote_opening=self.clusters.remote_openings[remote],
         )
         self.replicators[key] = replicator
         self._pending_deletions.discard(key)
@@ -621,43 +615,16 @@ class ReplicationManager:
         return [self.replicators[key].stats() for key in chosen if key in self.replicators]
 
     def admin_requests(self) -> dict[str, int]:
-        """Admin REST requests this gateway sent, per cluster, since it started."""
-        return {
-            self.local.name: self.local_admin.requests_sent,
-            **{name: admin.requests_sent for name, admin in self.remote_admins.items()},
-        }
+        return self.clusters.admin_requests()
 
     def admin_requests_by_kind(self) -> dict[str, dict[str, int]]:
-        """The same, per cluster and kind of request (``client/admin.request_kind``)."""
-        admins = {self.local.name: self.local_admin, **self.remote_admins}
-        return {name: dict(admin.requests_by_kind) for name, admin in admins.items()}
+        return self.clusters.admin_requests_by_kind()
 
     def unreachable(self) -> dict[str, list[str]]:
-        """Per cluster, why its brokers or admin REST could not be reached last time (a
-        refused connection, a TLS handshake that failed); empty where both answer."""
-        links = {self.local.name: self.local_link, **self.remote_links}
-        admins = {self.local.name: self.local_admin, **self.remote_admins}
-        return {
-            name: [
-                f"{where}: {reason}"
-                for where, reason in (
-                    ("brokers", links[name].connect_error),
-                    ("admin REST", admins[name].connect_error),
-                )
-                if reason is not None
-            ]
-            for name in links
-        }
+        return self.clusters.unreachable()
 
     def refused(self) -> dict[str, dict[str, Refusal]]:
-        """Per cluster, what its brokers or admin REST refused the gateway's role (a
-        right not granted, a token refused), by operation, until it succeeds again."""
-        links = {self.local.name: self.local_link, **self.remote_links}
-        admins = {self.local.name: self.local_admin, **self.remote_admins}
-        return {
-            name: {**links[name].refusals.current(), **admins[name].refusals.current()}
-            for name in links
-        }
+        return self.clusters.refused()
 
     def replication_summary(self) -> dict[str, dict[str, Any]]:
         """Per remote, how far behind its replicators are: entries left on the local
@@ -717,25 +684,3 @@ class ReplicationManager:
         out += self.sync_watch.problems(self.stalled_syncs(), self.stuck_after_s)
         out += self.subsync.problems()
         return out
-
-
-def _link(endpoint: ClusterEndpoint) -> PulsarLink:
-    """The binary-protocol link to a cluster, over TLS where its URL says so."""
-    return PulsarLink(
-        endpoint.service_url,
-        token=endpoint.token_text,
-        ssl_context=endpoint.ssl_context,
-        cluster=endpoint.name,
-        listener_name=endpoint.listener_name,
-        keepalive_s=endpoint.keepalive_interval_s,
-    )
-
-
-def _admin(endpoint: ClusterEndpoint) -> ClusterAdminClient:
-    """The admin REST client of a cluster, over https where its URL says so."""
-    return ClusterAdminClient(
-        endpoint.admin_url,
-        cluster_name=endpoint.name,
-        token=endpoint.token_text,
-        ssl_context=endpoint.ssl_context,
-    )
