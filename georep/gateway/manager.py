@@ -64,7 +64,8 @@ from georep.gateway.sync_choice import SyncChoices
 from georep.gateway.watchdog import Watch
 from georep.position import Position
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
-from georep.replicator.replicator import Replicator, ReplicatorSettings
+from georep.replicator.replicator import Replicator
+from georep.replicator.settings import ReplicatorSettings
 from georep.storage.errors import StorageError
 from georep.storage.meta.replication_policies import ReplicationPolicyRepository
 from georep.storage.meta.subscription_sync_policies import SubscriptionSyncPolicyRepository

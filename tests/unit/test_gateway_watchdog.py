@@ -18,7 +18,8 @@ from georep import limits
 from georep.client.producer import SendReceipt
 from georep.gateway.manager import ReplicationManager
 from georep.position import Position
-from georep.replicator.replicator import Replicator, ReplicatorSettings, State
+from georep.replicator.replicator import Replicator, State
+from georep.replicator.settings import ReplicatorSettings
 from georep.subsync.core import Apply
 from georep.subsync.topic_sync import TopicSync
 from tests.unit.test_gateway_manager import FakeStore, endpoint
