@@ -139,6 +139,7 @@ class SyncSupervisor:
     # -- the desired set --
 
     async def update(self, desired: DesiredSyncs) -> None:
+        """Bring what runs to ``desired`` (the module docstring's steps 1 to 3)."""
         wanted: dict[str, str] = {}
         for namespace, topics in sorted(desired.topics.items()):
             for topic in topics:
