@@ -476,9 +476,12 @@ sync_pulsar_hot_requests_per_s = 50.0
 sync_pulsar_hot_requests_per_s_ceiling = 10_000.0
 sync_pulsar_hot_requests_in_flight = 8
 #: Seconds a sync whose reader or writer cannot attach waits before trying again, at
-#: first and at most (doubling in between, with jitter).
+#: first and at most (doubling in between, with jitter: ``georep/retry.py``).
 sync_retry_s_initial = 1.0
 sync_retry_s_max = 30.0
+#: The random part of every retry wait of a long-lived loop (``georep/retry.py``): 0.5
+#: draws each wait from the upper half of its delay.
+retry_jitter_fraction = 0.5
 #: States waiting to be applied on the local cluster per topic partition; the reader
 #: waits past it.
 sync_pending_applies_max = 1_000
@@ -501,6 +504,7 @@ sync_pulsar_apply_entries_max = 1_000_000
 
 invariant(sync_seconds_min <= sync_poll_interval_s_default <= sync_seconds_max)
 invariant(0 < sync_retry_s_initial <= sync_retry_s_max)
+invariant(0 <= retry_jitter_fraction <= 1)
 invariant(sync_topics_count_max <= sync_topics_count_ceiling)
 invariant(sync_seconds_min <= snapshot_interval_s_default <= sync_seconds_max)
 # The reader holds at most this plus one entry; the broker sends while below its limit.
@@ -551,7 +555,8 @@ replicator_pending_sends_bytes_max = 32 * MIB
 replicator_buffered_entries_max = 2_000
 replicator_buffered_bytes_max = 64 * MIB
 #: Retry backoff on remote and local faults: exponential from the initial delay, with
-#: jitter, capped at the maximum. Retries never stop while the policy says replicate.
+#: jitter, capped at the maximum (``georep/retry.py``). Retries never stop while the
+#: policy says replicate.
 replicator_retry_backoff_s_initial = 0.2
 replicator_retry_backoff_s_max = 30.0
 #: Seconds between a replicator's stats samples (backlog query, rates) while entries

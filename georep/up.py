@@ -21,8 +21,8 @@ start.
 Start: clusters first (``georep cluster``, waiting for ``CLUSTER_READY``), then gateways
 (``georep gateway``, ``GATEWAY_READY``). Supervision: a process that exits without being
 asked is restarted after a backoff that doubles from ``limits.up_restart_backoff_s_initial``
-up to ``..._s_max`` (and starts over once the process has run a minute). Each process has
-one status line, printed when its state changes::
+up to ``..._s_max``, with jitter (``georep/retry.py``), and starts over once the process
+has run a minute. Each process has one status line, printed when its state changes::
 
     [12:00:01] cluster A  running     pid 4242  pulsar://127.0.0.1:6650 http://127.0.0.1:8080
     [12:00:07] cluster A  restarting  exit -9; again in 0.5 s (restart 1)
@@ -103,6 +103,7 @@ from georep.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.rest import tokens as token_sources
 from georep.rest.access import ExposureError, check_exposure
 from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError
+from georep.retry import Backoff, RetryPolicy
 from georep.up_config import ClusterSpec, GatewaySpec, UpConfig
 
 log = logging.getLogger(__name__)
@@ -343,7 +344,8 @@ class Supervised:
         await self.ready.wait()
 
     async def _supervise(self) -> None:
-        backoff = limits.up_restart_backoff_s_initial
+        policy = RetryPolicy(limits.up_restart_backoff_s_initial, limits.up_restart_backoff_s_max)
+        backoff = Backoff(policy)
         while not self.stopping:
             self.process = ManagedProcess(self.args, self.ready_prefix, log_path=self.log_path)
             started_at = time.monotonic()
@@ -368,13 +370,13 @@ class Supervised:
                     break
                 code = f"exit {exit_code}"
                 if time.monotonic() - started_at > limits.up_stable_run_s:
-                    backoff = limits.up_restart_backoff_s_initial
+                    backoff.reset()
             if self.stopping:
                 break
             self.restarts += 1
-            self.status("restarting", f"{code}; again in {backoff:.1f} s (restart {self.restarts})")
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, limits.up_restart_backoff_s_max)
+            delay_s = backoff.next_delay_s()
+            self.status("restarting", f"{code}; again in {delay_s:.1f} s (restart {self.restarts})")
+            await asyncio.sleep(delay_s)
 
     def _fail(self, code: int, why: str) -> None:
         self.failure, self.failure_code = why, code

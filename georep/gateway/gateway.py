@@ -24,7 +24,7 @@ from georep.gateway.meta.store import GatewayRepositories
 from georep.gateway.ownership import Ownership, generated_instance_name
 from georep.gateway.rest import Served, create_app
 from georep.invariant import present
-from georep.replicator.replicator import ReplicatorSettings
+from georep.replicator.settings import ReplicatorSettings
 from georep.rest.server import RestRunner
 from georep.storage.errors import BadVersion
 from georep.storage.meta.store import MetadataStore

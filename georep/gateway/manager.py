@@ -12,7 +12,12 @@ over REST — :meth:`ReplicationManager.poke`):
    itself, else on its (partitioned) topic, else on its namespace; the local cluster and
    clusters the gateway has no remote for are dropped (the latter reported in stats);
 4. start the replicators that should run and are not running, stop those that run and
-   should not.
+   should not;
+5. hand subscription sync the topic partitions it should sync, with their remotes and
+   choices (:class:`~georep.subsync.DesiredSyncs`): its supervisor
+   (``subsync/supervisor.py``) runs the syncs, their change watches and side channels,
+   and asks this manager only how far replication got (``replicating``, ``stored_to``,
+   ``read_to``).
 
 Policy removal and topic removal differ: a replicator whose topic is no longer
 replicated to that remote (its policy changed or was deleted) is stopped *and its
@@ -28,20 +33,16 @@ gets a replicator whose cursor starts at the EARLIEST retained entry of each top
 ``replicator.py``).
 
 Scale (docs/ARCHITECTURE.md "Scale"): replicators and syncs open their consumers and
-producers through one semaphore per cluster (``limits.gateway_opening_count_max`` at a
-time on each), so a gateway started beside 10,000 topics opens them at a pace each
-cluster answers, and the remote's producers open while the local subscribes still do. Subscription
-sync is told which topics changed by one :class:`ChangeWatch` per namespace; beside real
-Pulsar one side channel per namespace, held by the sync port, carries every partition's
-markers. At most ``replicators_max`` replicators and ``sync_topics_max`` syncs run
-(``[limits]`` of the configuration; ``limits.py`` has the defaults); past either, topics
+producers through one semaphore per cluster (``clusters.py``), so a gateway started
+beside 10,000 topics opens them at a pace each cluster answers. At most
+``replicators_max`` replicators and ``sync_topics_max`` syncs run (``[limits]`` of the
+configuration; ``limits.py`` has the defaults); past either, topics
 are left out, a WARNING says how many, and ``/health`` answers degraded.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import dataclasses
 import logging
@@ -53,11 +54,10 @@ from typing import Any
 
 from georep import limits
 from georep.awaiting import awaiting, within
-from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError, said_once_per_cluster
-from georep.client.link import PulsarLink
 from georep.client.refusals import RIGHTS_DOCUMENT, Refusal
 from georep.gateway.cluster_endpoint import ClusterEndpoint, ClusterKind
+from georep.gateway.clusters import ClusterLinks
 from georep.gateway.errors import GatewayError
 from georep.gateway.meta.replication_policies import ReplicationPolicyRepository
 from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolicyRepository
@@ -66,16 +66,10 @@ from georep.gateway.sync_choice import SyncChoices
 from georep.gateway.watchdog import Watch
 from georep.position import Position
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
-from georep.replicator.replicator import Replicator, ReplicatorSettings
+from georep.replicator.replicator import Replicator
+from georep.replicator.settings import ReplicatorSettings
 from georep.storage.errors import StorageError
-from georep.subsync.change_watch import ChangeWatch
-from georep.subsync.core import SyncCore
-from georep.subsync.ports import GeorepPort, SyncPort
-from georep.subsync.pulsar_port import PulsarPort
-from georep.subsync.settings import SyncSettings
-from georep.subsync.side_channel import is_side_topic
-from georep.subsync.side_channel import side_topic as side_topic_of
-from georep.subsync.topic_sync import TopicSync
+from georep.subsync import DesiredSyncs, SyncSettings, SyncSupervisor, TopicSync
 from georep.topic_name import InvalidTopicName, TopicName
 
 log = logging.getLogger(__name__)
@@ -145,21 +139,19 @@ class ReplicationManager:
         #: Names this process's readers and writers where they must differ from another
         #: process's (the side topic's: side_channel.py).
         self.instance = self.ownership.instance
-        #: Replicators and syncs opening consumers and producers on the local cluster, at
-        #: most this many at once; ``remote_openings``: replicators' producers, per remote.
-        self.opening = asyncio.Semaphore(limits.gateway_opening_count_max)
         self.remotes = dict(remotes)
-        self.remote_openings = {
-            name: asyncio.Semaphore(limits.gateway_opening_count_max) for name in self.remotes
-        }
+        #: The links and admin clients of every cluster, and the pacing of opens on each
+        #: (clusters.py).
+        self.clusters = ClusterLinks(local, self.remotes)
+        self.opening = self.clusters.opening
+        self.local_link = self.clusters.local_link
+        self.local_admin = self.clusters.local_admin
+        self.remote_links = self.clusters.remote_links
         self.store = store
         self.settings = settings or ReplicatorSettings()
         self.discovery_interval_s = discovery_interval_s
         #: The watchdog's threshold (:meth:`heal_stalled`).
         self.stuck_after_s = stuck_after_s
-        #: Per synced topic partition, its snapshots timed out at the last watchdog pass
-        #: (:meth:`say_snapshot_timeouts`).
-        self._snapshot_timeouts_seen: dict[str, int] = {}
         #: What the watchdog restarted, and says (watchdog.py).
         self.replication_watch: Watch[Key] = Watch(
             lambda key: f"replication to {key[1]}",
@@ -173,26 +165,25 @@ class ReplicationManager:
         )
         self._clock = clock
         self._replicator_factory = replicator_factory
-        self.local_link = _link(local)
-        self.local_admin = _admin(local)
-        self.remote_links = {name: _link(endpoint) for name, endpoint in self.remotes.items()}
-        self.remote_admins = {name: _admin(endpoint) for name, endpoint in self.remotes.items()}
         self.replicators: dict[Key, Replicator] = {}
         self.sync_settings = sync_settings or SyncSettings()
         #: The stored subscription-sync policies read at the last pass, over the
         #: configuration (built again only when they changed).
         self.sync_choices = SyncChoices(self.sync_settings, ())
         self._sync_policies_read: tuple[object, ...] = ()
-        #: How subscription sync reads and changes the local cluster's subscriptions, and
-        #: where its markers travel.
-        self.sync_port = self._sync_port()
-        #: topic partition -> its subscription sync (subsync/topic_sync.py)
-        self.syncs: dict[str, TopicSync] = {}
-        #: namespace -> its syncs, its change watch
-        self._namespace_syncs: dict[str, dict[str, TopicSync]] = {}
-        self.watches: dict[str, ChangeWatch] = {}
-        self.syncs_over_limit = 0
-        self._said_without_origin: set[str] = set()
+        #: Subscription sync, handed the topic partitions to sync each pass: it runs the
+        #: syncs, their change watches and side channels (subsync/supervisor.py).
+        self.subsync = SyncSupervisor(
+            local_cluster=local.name,
+            local_link=self.local_link,
+            local_admin=self.local_admin,
+            beside_pulsar=local.kind is ClusterKind.PULSAR,
+            instance=self.instance,
+            settings=self.sync_settings,
+            topics_max=sync_topics_max,
+            replication=self,
+            opening=self.opening,
+        )
         #: Topic partitions this instance should run, and those of them it waits to start
         #: until the gateway that ran them has let go (ownership.py).
         self.partitions_owned = 0
@@ -201,7 +192,6 @@ class ReplicationManager:
         self._partitions: dict[str, int] = {}  # base topic -> partitions (0: none)
         self._seen: set[str] = set()  # topics whose stray subscriptions were swept
         self._pending_deletions: set[Key] = set()
-        self._sync_wanted: set[str] = set()
         #: Policies and listings of the last complete pass (``_discover`` skips a pass
         #: that would decide the same).
         self._last_signature: object = None
@@ -210,29 +200,6 @@ class ReplicationManager:
         self._task: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._pass_lock = asyncio.Lock()
-
-    def _sync_port(self) -> SyncPort:
-        """The local cluster's sync port, by its kind: the one place the kind is read."""
-        match self.local.kind:
-            case ClusterKind.GEOREP:
-                return GeorepPort(
-                    self.local_admin,
-                    self.local_link,
-                    local_cluster=self.local.name,
-                    opening=self.opening,
-                )
-            case ClusterKind.PULSAR:
-                return PulsarPort(
-                    self.local_admin,
-                    self.local_link,
-                    local_cluster=self.local.name,
-                    instance=self.instance,
-                    opening=self.opening,
-                    scan_interval_s=self.sync_settings.pulsar_scan_interval_s,
-                    hot_topics_max=self.sync_settings.pulsar_hot_topics_max,
-                    hot_requests_per_s=self.sync_settings.pulsar_hot_requests_per_s,
-                    synced=lambda topic: topic in self.syncs,
-                )
 
     # -- life cycle --
 
@@ -251,19 +218,10 @@ class ReplicationManager:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._task = self._watchdog = None
-        watches, self.watches = list(self.watches.values()), {}
-        await asyncio.gather(*(w.stop() for w in watches), return_exceptions=True)
-        syncs, self.syncs = list(self.syncs.values()), {}
-        self._namespace_syncs = {}
-        await asyncio.gather(*(s.stop() for s in syncs), return_exceptions=True)
-        await self.sync_port.stop()
+        await self.subsync.stop()
         replicators, self.replicators = list(self.replicators.values()), {}
         await asyncio.gather(*(r.stop() for r in replicators), return_exceptions=True)
-        links = [self.local_link, *self.remote_links.values()]
-        admins = [self.local_admin, *self.remote_admins.values()]
-        for closing in [*(link.close() for link in links), *(a.close() for a in admins)]:
-            with contextlib.suppress(Exception):
-                await closing
+        await self.clusters.close()
 
     def poke(self) -> None:
         """Run a discovery pass now (after a policy change)."""
@@ -312,39 +270,11 @@ class ReplicationManager:
             await asyncio.sleep(interval_s)
             try:
                 await self.heal_stalled()
-                self.say_snapshot_timeouts(interval_s)
+                self.subsync.say_snapshot_timeouts(interval_s)
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug: say it, keep watching
                 log.exception("watchdog pass failed")
-
-    def say_snapshot_timeouts(self, interval_s: float) -> None:
-        """One INFO line for the snapshots that timed out since the last pass, over all
-        topic partitions, with the remotes that did not answer (per topic at DEBUG; the
-        counts are ``georep_subsync_snapshots_timed_out_total``). A busy namespace whose
-        remote is slow makes one line a pass, not one a topic."""
-        topics = snapshots = 0
-        silent: collections.Counter[str] = collections.Counter()
-        seen = self._snapshot_timeouts_seen
-        for topic, sync in self.syncs.items():
-            count = sync.core.controller.stats.timed_out
-            grew = count - seen.get(topic, 0)
-            seen[topic] = count
-            if grew > 0:
-                topics += 1
-                snapshots += grew
-                silent.update(sync.core.controller.unanswered)
-        for topic in [t for t in seen if t not in self.syncs]:
-            del seen[topic]
-        if topics:
-            log.info(
-                "%d snapshots timed out on %d topic partitions in the last %.0f s; not"
-                " answered by %s",
-                snapshots,
-                topics,
-                interval_s,
-                ", ".join(f"{remote} ({n})" for remote, n in sorted(silent.items())) or "-",
-            )
 
     def stalled(self) -> dict[Key, Replicator]:
         """Replicators that moved no entry on for ``stuck_after_s`` while entries wait
@@ -357,14 +287,17 @@ class ReplicationManager:
         }
 
     def stalled_syncs(self) -> dict[str, TopicSync]:
-        """Subscription syncs with applies waiting and none done for ``stuck_after_s``, or
-        whose reader read nothing that long while T holds entries it has not reached."""
-        now = self._clock()
-        return {
-            topic: sync
-            for topic, sync in self.syncs.items()
-            if sync.stalled_s(now) >= self.stuck_after_s
-        }
+        """Subscription syncs stalled for ``stuck_after_s`` (SyncSupervisor.stalled)."""
+        return self.subsync.stalled(self._clock(), self.stuck_after_s)
+
+    @property
+    def syncs(self) -> Mapping[str, TopicSync]:
+        """topic partition -> its subscription sync, as run by ``subsync``."""
+        return self.subsync.syncs
+
+    @property
+    def syncs_over_limit(self) -> int:
+        return self.subsync.over_limit
 
     async def heal_stalled(self) -> None:
         """One watchdog pass (watchdog.py): restart each stalled replicator and sync (a
@@ -478,7 +411,20 @@ class ReplicationManager:
                 started += 1
         if started:  # one line a pass, not one per topic: thousands start at once
             log.info("%d replicators started (%d running)", started, len(self.replicators))
-        await self._sync_topics(desired)
+        remotes: dict[str, frozenset[str]] = {}
+        for topic, remote in desired:
+            remotes[topic] = remotes.get(topic, frozenset()) | {remote}
+        await self.subsync.update(
+            DesiredSyncs(
+                topics={
+                    namespace: [t for t in topics if owned.target(t)]
+                    for namespace, topics in self._topics.items()
+                },
+                remotes=remotes,
+                choices=self.sync_choices,
+                may_run=owned.may_run,
+            )
+        )
         for key in sorted(self._pending_deletions):
             if not owned.target(key[0]):
                 self._pending_deletions.discard(key)  # its owner's sweep finds it
@@ -489,7 +435,7 @@ class ReplicationManager:
 
         owned_topics = {t for t in listed_topics if owned.target(t)}
         running = {t for t, _ in self.replicators} | set(self.syncs)
-        to_run = {t for t, _ in desired} | self._sync_wanted  # one set: 10,000 topics
+        to_run = {t for t, _ in desired} | self.subsync.wanted  # one set: 10,000 topics
         self.partitions_owned = len(owned_topics)
         self.partitions_pending = len((owned_topics & to_run) - running)
         # A pass that met an error (a partition count it could not ask) is done again, and
@@ -512,71 +458,6 @@ class ReplicationManager:
         stats.over_limit = over_limit
         stats.pending_deletions = len(self._pending_deletions)
 
-    async def _sync_topics(self, desired: Mapping[Key, int]) -> None:
-        """Subscription sync runs on every listed topic of the namespaces this gateway
-        knows (policies and [subscription_sync] namespaces), replicated out or only in."""
-        targets: dict[str, set[str]] = {}
-        for topic, remote in desired:
-            targets.setdefault(topic, set()).add(remote)
-        wanted: dict[str, str] = {}
-        for namespace, topics in sorted(self._topics.items()):
-            for topic in topics:
-                # The side topic carries the sync itself; another gateway's partitions
-                # are synced by that gateway.
-                if not is_side_topic(topic) and self.ownership.target(topic):
-                    wanted[topic] = namespace
-        over = max(0, len(wanted) - self.sync_topics_max)
-        if over and over != self.syncs_over_limit:
-            log.warning(
-                "%d topic partitions are not synced: this gateway syncs at most %d"
-                " ([limits] sync_topics_max)",
-                over,
-                self.sync_topics_max,
-            )
-        self.syncs_over_limit = over
-        wanted = dict(list(wanted.items())[: self.sync_topics_max])
-        self._sync_wanted = set(wanted)
-        for topic in [t for t in self.syncs if t not in wanted]:
-            await self._drop_sync(topic)
-        for topic, namespace in wanted.items():
-            remotes = frozenset(targets.get(topic, ()))
-            try:
-                choice = self.sync_choices.for_topic(TopicName.parse(topic))
-            except InvalidTopicName:
-                continue
-            sync = self.syncs.get(topic)
-            if sync is not None:
-                sync.core.remotes = remotes
-                if sync.core.choose(choice):
-                    sync.state_changed()  # newly chosen subscriptions go out now
-                continue
-            if not self.ownership.may_run(topic):
-                continue  # another gateway still runs it
-            core = SyncCore(
-                self.local.name,
-                namespace_sync=choice,
-                settings=self.sync_settings,
-                remotes=remotes,
-                in_band=self.sync_port.in_band,
-                on_copy_without_origin=self._copy_without_origin,
-            )
-            sync = TopicSync(
-                topic=topic,
-                core=core,
-                local_link=self.local_link,
-                port=self.sync_port,
-                connected=self._connected_to(topic),
-                stored_to=self._stored_to(topic),
-                read_elsewhere=self._read_elsewhere(topic),
-                markers_stored_to=self._markers_stored_to(topic),
-                opening=self.opening,
-            )
-            self.syncs[topic] = sync
-            self._namespace_syncs.setdefault(namespace, {})[topic] = sync
-            sync.start()
-            sync.state_changed()  # read once: it may have changed before the watch began
-        await self._watch_namespaces()
-
     async def _read_sync_policies(self) -> None:
         """The stored subscription-sync policies, in one query a pass (like the
         replication policies'); the topics' choices are built again only when they
@@ -589,89 +470,43 @@ class ReplicationManager:
             self.sync_choices = SyncChoices(self.sync_settings, records)
             self._sync_policies_read = read
 
-    async def _drop_sync(self, topic: str) -> None:
-        sync = self.syncs.pop(topic)
-        self._namespace_syncs.get(sync.topic_name.namespace, {}).pop(topic, None)
-        await sync.stop()
-
     async def _hand_over(self) -> None:
         """Stop the replicators and syncs of partitions that are another gateway's now
         (their subscriptions stay: the new owner resumes from them)."""
         owned = self.ownership
         moved = [key for key in self.replicators if not owned.target(key[0])]
-        moved_syncs = [topic for topic in self.syncs if not owned.target(topic)]
-        if not moved and not moved_syncs:
-            return
-        await asyncio.gather(
+        stopped = await asyncio.gather(
             *(self.replicators.pop(key).stop() for key in moved),
-            *(self._drop_sync(topic) for topic in moved_syncs),
+            self.subsync.hand_over(owned.target),
             return_exceptions=True,
         )
+        moved_syncs = stopped[-1] if isinstance(stopped[-1], int) else 0
+        if not moved and not moved_syncs:
+            return
         log.info(
             "%d replicators and %d syncs stopped: their partitions are another gateway's",
             len(moved),
-            len(moved_syncs),
+            moved_syncs,
         )
 
-    async def _watch_namespaces(self) -> None:
-        """One change watch per namespace with syncs; what markers of namespaces without
-        syncs shared (beside Pulsar, their side channels) closed."""
-        for namespace in [n for n, syncs in self._namespace_syncs.items() if not syncs]:
-            del self._namespace_syncs[namespace]
-        for namespace in [n for n in self.watches if n not in self._namespace_syncs]:
-            await self.watches.pop(namespace).stop()
-        await self.sync_port.close_idle()
-        for namespace in self._namespace_syncs:
-            if namespace not in self.watches:
-                watch = ChangeWatch(
-                    namespace,
-                    port=self.sync_port,
-                    syncs=self._syncs_of(namespace),
-                )
-                self.watches[namespace] = watch
-                watch.start()
+    # -- what subscription sync asks of replication (subsync.Replication) --
 
-    def _syncs_of(self, namespace: str) -> Callable[[], Mapping[str, TopicSync]]:
-        def syncs() -> Mapping[str, TopicSync]:
-            return self._namespace_syncs.get(namespace, {})
+    def replicating(self, topic: str, remote: str) -> bool:
+        replicator = self.replicators.get((topic, remote))
+        if replicator is None:
+            return False
+        return replicator.local_connected and replicator.remote_connected
 
-        return syncs
+    def stored_to(self, topic: str, remote: str) -> Position | None:
+        replicator = self.replicators.get((topic, remote))
+        return None if replicator is None else replicator.stored_to
 
-    def _connected_to(self, topic: str) -> Callable[[str], bool]:
-        def connected(remote: str) -> bool:
-            replicator = self.replicators.get((topic, remote))
-            if replicator is None:
-                return False
-            return replicator.local_connected and replicator.remote_connected
-
-        return connected
-
-    def _stored_to(self, topic: str) -> Callable[[str], Position | None]:
-        def stored_to(remote: str) -> Position | None:
-            replicator = self.replicators.get((topic, remote))
-            return None if replicator is None else replicator.stored_to
-
-        return stored_to
-
-    def _markers_stored_to(self, topic: str) -> Callable[[str], Position | None] | None:
-        """Beside real Pulsar: how far a remote stores the namespace's side topic, which
-        carries ``topic``'s markers, by this gateway's replicator of it (None where
-        Pulsar replicates it: no replicator here, not known). In band: None, the topic's
-        own replication says it."""
-        if self.sync_port.in_band:
-            return None
-        return self._stored_to(side_topic_of(TopicName.parse(topic)))
-
-    def _read_elsewhere(self, topic: str) -> Callable[[], Position | None]:
+    def read_to(self, topic: str) -> Position | None:
         """How far this gateway's replicators of ``topic`` read the local topic: a sync
         reader that stops short of it is stalled (TopicSync.stalled_s)."""
-
-        def read_to() -> Position | None:
-            replicators = (self.replicators.get((topic, remote)) for remote in self.remotes)
-            read = [r.read_to for r in replicators if r is not None and r.read_to is not None]
-            return max(read, default=None)
-
-        return read_to
+        replicators = (self.replicators.get((topic, remote)) for remote in self.remotes)
+        read = [r.read_to for r in replicators if r is not None and r.read_to is not None]
+        return max(read, default=None)
 
     async def _partitions_of(self, name: TopicName, listed: list[str]) -> int:
         """The partition count of ``name``'s base topic (0 when not partitioned), asked of
@@ -716,13 +551,13 @@ class ReplicationManager:
             local_cluster=self.local.name,
             remote_cluster=remote,
             local_link=self.local_link,
-            remote_link=self.remote_links[remote],
-            remote_admin=self.remote_admins[remote],
+            remote_link=self.clusters.remote_links[remote],
+            remote_admin=self.clusters.remote_admins[remote],
             local_admin=self.local_admin,
             partitions=partitions,
             settings=self._remote_settings(remote),
             opening=self.opening,
-            remote_opening=self.remote_openings[remote],
+            remote_opening=self.clusters.remote_openings[remote],
         )
         self.replicators[key] = replicator
         self._pending_deletions.discard(key)
@@ -773,65 +608,24 @@ class ReplicationManager:
     # -- stats --
 
     def sync_stats(self, topics: list[str] | None = None) -> dict[str, Any]:
-        """Subscription sync's summary, with the stats of ``topics`` (None: every synced
-        topic partition; ``GET /stats`` pages them)."""
-        chosen = sorted(self.syncs) if topics is None else topics
-        return {
-            "mode": self.sync_settings.default.mode.value,
-            "subscriptions": self.sync_settings.default.subscriptions.value,
-            "topicsSynced": len(self.syncs),
-            "topicsConnected": sum(1 for s in self.syncs.values() if s.connected),
-            "topicsFailing": sum(1 for s in self.syncs.values() if s.failing),
-            "topicsOverLimit": self.syncs_over_limit,
-            "topicsLimit": self.sync_topics_max,
-            "watches": [self.watches[n].to_json() for n in sorted(self.watches)],
-            "sideChannels": self.sync_port.marker_channels(),
-            "changes": self.sync_port.change_stats(),
-            "topics": [self.syncs[topic].stats() for topic in chosen if topic in self.syncs],
-        }
+        """Subscription sync's summary, with the stats of ``topics`` (None: every one)."""
+        return self.subsync.stats(topics)
 
     def replicator_stats(self, keys: list[Key] | None = None) -> list[dict[str, Any]]:
         chosen = sorted(self.replicators) if keys is None else keys
         return [self.replicators[key].stats() for key in chosen if key in self.replicators]
 
     def admin_requests(self) -> dict[str, int]:
-        """Admin REST requests this gateway sent, per cluster, since it started."""
-        return {
-            self.local.name: self.local_admin.requests_sent,
-            **{name: admin.requests_sent for name, admin in self.remote_admins.items()},
-        }
+        return self.clusters.admin_requests()
 
     def admin_requests_by_kind(self) -> dict[str, dict[str, int]]:
-        """The same, per cluster and kind of request (``client/admin.request_kind``)."""
-        admins = {self.local.name: self.local_admin, **self.remote_admins}
-        return {name: dict(admin.requests_by_kind) for name, admin in admins.items()}
+        return self.clusters.admin_requests_by_kind()
 
     def unreachable(self) -> dict[str, list[str]]:
-        """Per cluster, why its brokers or admin REST could not be reached last time (a
-        refused connection, a TLS handshake that failed); empty where both answer."""
-        links = {self.local.name: self.local_link, **self.remote_links}
-        admins = {self.local.name: self.local_admin, **self.remote_admins}
-        return {
-            name: [
-                f"{where}: {reason}"
-                for where, reason in (
-                    ("brokers", links[name].connect_error),
-                    ("admin REST", admins[name].connect_error),
-                )
-                if reason is not None
-            ]
-            for name in links
-        }
+        return self.clusters.unreachable()
 
     def refused(self) -> dict[str, dict[str, Refusal]]:
-        """Per cluster, what its brokers or admin REST refused the gateway's role (a
-        right not granted, a token refused), by operation, until it succeeds again."""
-        links = {self.local.name: self.local_link, **self.remote_links}
-        admins = {self.local.name: self.local_admin, **self.remote_admins}
-        return {
-            name: {**links[name].refusals.current(), **admins[name].refusals.current()}
-            for name in links
-        }
+        return self.clusters.refused()
 
     def replication_summary(self) -> dict[str, dict[str, Any]]:
         """Per remote, how far behind its replicators are: entries left on the local
@@ -865,28 +659,6 @@ class ReplicationManager:
         """Restarts of stuck replicators towards ``remote`` since the start."""
         return self.replication_watch.restarts.get(f"replication to {remote}", 0)
 
-    def _copy_without_origin(self, source: str) -> None:
-        """A sync read a copy from ``source`` that names no origin: said once per cluster
-        (every topic meets it), counted per topic in the stats and on ``/health``."""
-        if source not in self._said_without_origin:
-            self._said_without_origin.add(source)
-            log.warning(
-                "copies replicated from cluster %s name no origin position, so"
-                " acknowledgements made there cannot be synced to them (Pulsar 3.0's replicator"
-                " stamps none): run the gateway's own replication"
-                " (replicate and sync) or Pulsar 4.0 (docs/PULSAR.md)",
-                source,
-            )
-
-    def without_origin(self) -> dict[str, int]:
-        """Per source cluster, how many synced topic partitions read copies from it that
-        name no origin (since the last that named one)."""
-        out: dict[str, int] = {}
-        for sync in self.syncs.values():
-            for source in sync.core.copies_without_origin:
-                out[source] = out.get(source, 0) + 1
-        return out
-
     def problems(self) -> list[str]:
         """What keeps this gateway from doing all it was asked (``/health`` degraded)."""
         out = []
@@ -894,11 +666,6 @@ class ReplicationManager:
             out.append(
                 f"{self.stats.over_limit} topic partitions not replicated:"
                 f" more than {self.replicators_max} replicators ([limits] replicators_max)"
-            )
-        if self.syncs_over_limit:
-            out.append(
-                f"{self.syncs_over_limit} topic partitions not synced:"
-                f" more than {self.sync_topics_max} ([limits] sync_topics_max)"
             )
         for name, reasons in self.unreachable().items():
             out += [f"cluster {name} unreachable: {reason}" for reason in reasons]
@@ -914,41 +681,7 @@ class ReplicationManager:
                 f"{len(refused)} topic partitions' replication stopped: the remote refused"
                 f" a schema (first {refused[0]!r}: {refused[0].schema_refused})"
             )
-        for source, count in sorted(self.without_origin().items()):
-            out.append(
-                f"{count} topic partitions' copies from cluster {source} name no origin:"
-                " acknowledgements made there are not synced (Pulsar's replicator stamps no"
-                " source position on 3.0; docs/PULSAR.md)"
-            )
         out += self.replication_watch.problems(self.stalled(), self.stuck_after_s)
         out += self.sync_watch.problems(self.stalled_syncs(), self.stuck_after_s)
-        failing = sum(1 for s in self.syncs.values() if s.failing)
-        if failing:
-            out.append(f"{failing} topic partitions' subscription sync cannot attach")
-        for watch in self.watches.values():
-            if watch.failing:
-                out.append(f"changes of {watch.namespace} unknown: {watch.last_error}")
-        out += self.sync_port.problems()
+        out += self.subsync.problems()
         return out
-
-
-def _link(endpoint: ClusterEndpoint) -> PulsarLink:
-    """The binary-protocol link to a cluster, over TLS where its URL says so."""
-    return PulsarLink(
-        endpoint.service_url,
-        token=endpoint.token_text,
-        ssl_context=endpoint.ssl_context,
-        cluster=endpoint.name,
-        listener_name=endpoint.listener_name,
-        keepalive_s=endpoint.keepalive_interval_s,
-    )
-
-
-def _admin(endpoint: ClusterEndpoint) -> ClusterAdminClient:
-    """The admin REST client of a cluster, over https where its URL says so."""
-    return ClusterAdminClient(
-        endpoint.admin_url,
-        cluster_name=endpoint.name,
-        token=endpoint.token_text,
-        ssl_context=endpoint.ssl_context,
-    )

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
 from georep.names import InvalidName, check_subscription_pattern
-from georep.subsync.settings import NamespaceSync, Selection, SyncSettings
+from georep.subsync import NamespaceSync, Selection, SyncSettings
 from georep.topic_name import InvalidTopicName, TopicName
 
 log = logging.getLogger(__name__)

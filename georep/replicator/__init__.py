@@ -4,6 +4,8 @@
 - ``replicator``: reads a durable subscription on the local topic and re-publishes each
   entry verbatim to the remote, deduplicated by sequence id, acknowledging what the
   remote has persisted;
+- ``settings``: its buffers, rate limits and retry delays; ``counters``: what it
+  counted, and the rates sampled from that;
 - ``origin``: sequence ids, origin metadata and the loop rules (pure);
 - ``rate_limiter``: token buckets (pure);
 - ``errors``: what stops a replicator at an entry.

@@ -6,4 +6,9 @@ from __future__ import annotations
 
 class ReplicationStalled(Exception):
     """An entry cannot be replicated as it is (its id does not fit a sequence id, it is
-    larger than the remote accepts): the replicator stops there and reports it."""
+    larger than the remote accepts): the replicator stops there and reports it. Trying
+    again soon cannot help (``georep/retry.py`` waits the longest delay)."""
+
+    @property
+    def retriable(self) -> bool:
+        return False

@@ -31,7 +31,7 @@ producer itself at most ``limits.replicator_pending_sends_*`` unanswered sends
 (backpressure: a slow remote slows the reading, the backlog stays on the local topic).
 
 Faults: the local side (consumer) and the remote side (producer) reconnect separately,
-each with exponential backoff and jitter (tenacity), capped at
+each with exponential backoff and jitter (``georep/retry.py``, tenacity), capped at
 ``limits.replicator_retry_backoff_s_max``, never giving up while the replicator runs.
 When the remote fails, what was in flight goes back to the front of ``_unsent`` and is
 sent again to the next producer (deduplication keeps it once); the local consumer keeps
@@ -69,17 +69,8 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
-
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_never,
-    wait_exponential,
-    wait_random,
-)
 
 from georep import limits
 from georep.awaiting import stopped_within, within
@@ -91,6 +82,7 @@ from georep.client.producer import LinkProducer, SendReceipt
 from georep.invariant import InvariantViolation, invariant
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
+from georep.replicator.counters import Counters, Rates
 from georep.replicator.errors import ReplicationStalled
 from georep.replicator.origin import (
     Verdict,
@@ -101,26 +93,13 @@ from georep.replicator.origin import (
     verdict,
 )
 from georep.replicator.rate_limiter import RateLimiter
+from georep.replicator.settings import ReplicatorSettings
+from georep.retry import RetryPolicy
 from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class ReplicatorSettings:
-    receiver_queue_messages: int = limits.replicator_receive_messages_max
-    buffered_entries_max: int = limits.replicator_buffered_entries_max
-    buffered_bytes_max: int = limits.replicator_buffered_bytes_max
-    pending_sends_count_max: int = limits.replicator_pending_sends_count_max
-    pending_sends_bytes_max: int = limits.replicator_pending_sends_bytes_max
-    #: None: unlimited.
-    messages_per_s: float | None = None
-    bytes_per_s: float | None = None
-    backoff_s_initial: float = limits.replicator_retry_backoff_s_initial
-    backoff_s_max: float = limits.replicator_retry_backoff_s_max
-    stats_interval_s: float = limits.replicator_stats_interval_s_default
 
 
 class State(enum.Enum):
@@ -144,22 +123,6 @@ class _Item:
     @property
     def position(self) -> Position:
         return self.entry.position
-
-
-@dataclass
-class _Counters:
-    messages_in: int = 0
-    bytes_in: int = 0
-    messages_out: int = 0
-    bytes_out: int = 0
-    entries_out: int = 0
-    #: The remote said it had the entry already (deduplication).
-    duplicates: int = 0
-    #: Not sent: the remote's last sequence id was at or above the entry's.
-    already_replicated: int = 0
-    #: Not replicated by rule (not local, marker, not addressed), by verdict value.
-    skipped: collections.Counter[str] = field(default_factory=collections.Counter[str])
-    errors: int = 0
 
 
 class Replicator:
@@ -192,6 +155,10 @@ class Replicator:
         #: Partition count of the topic's base name (0: not partitioned).
         self.partitions = partitions
         self.settings = settings or ReplicatorSettings()
+        #: How the local and remote sides wait between attempts (``georep/retry.py``).
+        self.retry_policy = RetryPolicy(
+            self.settings.backoff_s_initial, self.settings.backoff_s_max
+        )
         self._clock = clock
         self._limiter = RateLimiter(self.settings.messages_per_s, self.settings.bytes_per_s)
         #: Shared by the gateway's replicators and syncs: at most so many open at once on
@@ -223,7 +190,8 @@ class Replicator:
         #: holds entries, for the subscription sync's stall check.
         self.read_to: Position | None = None
         self._ack_scheduled = False
-        self.counters = _Counters()
+        self.counters = Counters()
+        self._rates = Rates(self.counters)
         self.backlog_entries: int | None = None
         self.remote_last_sequence_id: int | None = None
         self.last_error: str | None = None
@@ -240,9 +208,6 @@ class Replicator:
         self.progressed_at = clock()
         #: Restarts by the watchdog since the replicator last made progress.
         self.restarts = 0
-        self._rates = {"msgRateIn": 0.0, "msgThroughputIn": 0.0}
-        self._rates.update({"msgRateOut": 0.0, "msgThroughputOut": 0.0})
-        self._rate_sample: tuple[float, int, int, int, int] | None = None
 
     def __repr__(self) -> str:
         return f"Replicator({self.topic} {self.local_cluster}->{self.remote_cluster})"
@@ -340,7 +305,7 @@ class Replicator:
                 log.exception("%s: replication failed", self)
                 self._record_error("local", error)
                 self.state = State.BACKOFF
-                await asyncio.sleep(self.settings.backoff_s_max)
+                await asyncio.sleep(self.retry_policy.max_s)
             finally:
                 self._flush_ack(consumer)
                 self._reset_buffer()
@@ -422,7 +387,7 @@ class Replicator:
                 await self._send_with(producer)
             except (LinkError, ReplicationStalled) as error:
                 self._record_error("remote", error)
-                stalled = isinstance(error, ReplicationStalled) or not error.retriable
+                stalled = not error.retriable
             finally:
                 self._producer = None
                 self._requeue_in_flight()
@@ -431,7 +396,7 @@ class Replicator:
                         await producer.close()
             if stalled:  # trying again at once cannot help
                 self.state = State.BACKOFF
-                await asyncio.sleep(self.settings.backoff_s_max)
+                await asyncio.sleep(self.retry_policy.max_s)
 
     async def _open_producer(self) -> LinkProducer:
         async with self._remote_opening:
@@ -590,29 +555,14 @@ class Replicator:
     # -- retries and errors --
 
     async def _retrying(self, side: str, operation: Callable[[], Awaitable[_T]]) -> _T:
-        settings = self.settings
-        exponential = wait_exponential(multiplier=settings.backoff_s_initial)
-        jitter = wait_random(0, settings.backoff_s_initial)
+        """``operation`` until it succeeds (retry.py: exponential with jitter, capped; at
+        once the cap for what retrying soon cannot fix, a stalled entry or a refusal)."""
 
-        def wait(state: RetryCallState) -> float:
-            """Exponential with jitter, capped; at once the cap for what retrying soon
-            cannot fix (a stalled entry, an authentication failure)."""
-            error = state.outcome.exception() if state.outcome else None
-            if isinstance(error, ReplicationStalled) or not getattr(error, "retriable", True):
-                return settings.backoff_s_max
-            return min(settings.backoff_s_max, exponential(state) + jitter(state))
-
-        def before_sleep(state: RetryCallState) -> None:
+        def failed(error: BaseException | None) -> None:
             self.state = State.BACKOFF
-            self._record_error(side, state.outcome.exception() if state.outcome else None)
+            self._record_error(side, error)
 
-        retrying = AsyncRetrying(
-            retry=retry_if_exception_type((LinkError, ReplicationStalled)),
-            wait=wait,
-            stop=stop_never,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
+        retrying = self.retry_policy.retrying((LinkError, ReplicationStalled), before_sleep=failed)
         return await retrying(operation)
 
     def _record_error(self, side: str, error: BaseException | None) -> None:
@@ -642,14 +592,14 @@ class Replicator:
         idle_s = interval_s
         while True:
             self._activity.clear()
-            self._sample_rates()
+            self._rates.sample()
             with contextlib.suppress(LinkError):
                 self.backlog_entries = await consumer.backlog()
             await asyncio.sleep(interval_s)
             if self._activity.is_set():
                 idle_s = interval_s
                 continue
-            self._sample_rates()  # the rates fall to 0 now, not a sample later
+            self._rates.sample()  # the rates fall to 0 now, not a sample later
             if self.backlog_entries == 0:
                 await self._activity.wait()
                 idle_s = interval_s
@@ -657,21 +607,6 @@ class Replicator:
             with contextlib.suppress(TimeoutError):
                 await within(self._activity.wait(), idle_s)
             idle_s = min(idle_s * 2, limits.replicator_stats_idle_interval_s)
-
-    def _sample_rates(self) -> None:
-        now = time.monotonic()
-        c = self.counters
-        sample = (now, c.messages_in, c.bytes_in, c.messages_out, c.bytes_out)
-        previous, self._rate_sample = self._rate_sample, sample
-        if previous is None or now <= previous[0]:
-            return
-        elapsed = now - previous[0]
-        self._rates = {
-            "msgRateIn": (sample[1] - previous[1]) / elapsed,
-            "msgThroughputIn": (sample[2] - previous[2]) / elapsed,
-            "msgRateOut": (sample[3] - previous[3]) / elapsed,
-            "msgThroughputOut": (sample[4] - previous[4]) / elapsed,
-        }
 
     @property
     def local_connected(self) -> bool:
@@ -689,7 +624,7 @@ class Replicator:
     def rates(self) -> Mapping[str, float]:
         """``msgRateIn``, ``msgThroughputIn``, ``msgRateOut``, ``msgThroughputOut`` at the
         last sample (Pulsar's names)."""
-        return self._rates
+        return self._rates.current
 
     @property
     def delay_s(self) -> float | None:
@@ -736,7 +671,7 @@ class Replicator:
             "remoteConnected": self.remote_connected,
             "replicationBacklog": self.backlog_entries,
             "replicationDelayInSeconds": self.delay_s,
-            **self._rates,
+            **self._rates.current,
             "msgInCounter": c.messages_in,
             "bytesInCounter": c.bytes_in,
             "msgOutCounter": c.messages_out,

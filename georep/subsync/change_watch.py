@@ -21,11 +21,11 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol
 
 from georep.client.errors import LinkError
-from georep.subsync.backoff import Backoff
-from georep.subsync.ports import ChangeMark, SyncPort
+from georep.retry import Backoff, sync_policy
+from georep.subsync.ports import Mark, SyncPort
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +34,12 @@ class Watched(Protocol):
     def state_changed(self) -> None: ...
 
 
-class ChangeWatch:
+class ChangeWatch(Generic[Mark]):
     def __init__(
         self,
         namespace: str,
         *,
-        port: SyncPort,
+        port: SyncPort[Mark],
         syncs: Callable[[], Mapping[str, Watched]],
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -74,8 +74,8 @@ class ChangeWatch:
         return self.failing_since is not None
 
     async def _run(self) -> None:
-        mark: ChangeMark | None = None
-        backoff = Backoff()
+        mark: Mark | None = None
+        backoff = Backoff(sync_policy())
         while True:
             asked_the_cluster = mark is not None
             try:

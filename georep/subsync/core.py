@@ -218,6 +218,15 @@ class SyncCore:
     def mode(self) -> SyncMode:
         return self.namespace_sync.mode
 
+    def set_remotes(self, remotes: frozenset[str]) -> None:
+        """The clusters this topic replicates to now (a replication policy changed): the
+        next snapshots ask these."""
+        self.remotes = remotes
+
+    def mark_state_fresh(self) -> None:
+        """The sync reads the subscriptions' states again (``state_stale`` is answered)."""
+        self.state_stale = False
+
     # -- entries of the topic, in order --
 
     def on_entry(

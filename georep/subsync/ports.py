@@ -28,7 +28,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from georep import limits
 from georep.client.admin import ClusterAdminClient
@@ -54,16 +54,21 @@ class Applied:
     ranges: int
 
 
-#: What a port remembers between two ``changes`` of one namespace (its own business).
-ChangeMark = object
+#: What a port remembers between two ``changes`` of one namespace: each port's own type
+#: (:data:`FeedMark` of a georep cluster's change feed, a scan number beside Pulsar),
+#: handed back to it as it gave it.
+Mark = TypeVar("Mark")
+
+#: Where a georep cluster's change feed goes on from: its epoch and the last sequence read.
+FeedMark = tuple[str | None, int]
 
 
 @dataclass(frozen=True, slots=True)
-class Changed:
+class Changed(Generic[Mark]):
     """An answer of ``SyncPort.changes``: where to go on from, and the topics (full
     names) whose subscriptions changed; None: any may have (read them all once)."""
 
-    mark: ChangeMark
+    mark: Mark
     topics: frozenset[str] | None
 
 
@@ -123,7 +128,7 @@ class MarkerRoute(Protocol):
         ...
 
 
-class SyncPort(Protocol):
+class SyncPort(Protocol[Mark]):
     #: Markers sit in the topic itself, in order with its entries (a georep cluster), or
     #: travel beside it (real Pulsar): the sync core takes snapshots only in band.
     in_band: bool
@@ -132,7 +137,7 @@ class SyncPort(Protocol):
 
     async def apply(self, topic: TopicName, action: Apply) -> Applied: ...
 
-    async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
+    async def changes(self, namespace: str, mark: Mark | None) -> Changed[Mark]:
         """Waits for the next changes in ``namespace`` after ``mark`` (None: the first
         call, answered at once with every topic). LinkError when the cluster could not
         say: changes may have been missed, so the next call starts again from None."""
@@ -164,7 +169,8 @@ class SyncPort(Protocol):
 
 
 class GeorepPort:
-    """A georep cluster: state and apply over its own admin paths, markers in band."""
+    """A georep cluster: state and apply over its own admin paths, markers in band; its
+    change mark is the feed's (:data:`FeedMark`): ``SyncPort[FeedMark]``."""
 
     in_band = True
 
@@ -203,13 +209,13 @@ class GeorepPort:
     def change_stats(self) -> dict[str, Any]:
         return {"feed": "per-namespace change feed of the cluster"}
 
-    async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
-        epoch, after = mark if isinstance(mark, tuple) else (None, 0)
+    async def changes(self, namespace: str, mark: FeedMark | None) -> Changed[FeedMark]:
+        epoch, after = (None, 0) if mark is None else mark
         answer = await self._admin.sync_changes(
             namespace, epoch=epoch, after=after, wait_s=limits.sync_change_wait_s
         )
-        mark = (answer["epoch"], answer["sequence"])
-        return Changed(mark, None if answer["reset"] else frozenset(answer["topics"]))
+        after_this: FeedMark = (answer["epoch"], answer["sequence"])
+        return Changed(after_this, None if answer["reset"] else frozenset(answer["topics"]))
 
     async def states(self, topic: TopicName) -> dict[str, SubscriptionState]:
         answer = await self._admin.sync_state(topic)

@@ -62,8 +62,9 @@ from georep.client.link import PulsarLink
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
 from georep.pulsar_text.cursor import acknowledged, parse_cursor
+from georep.retry import Backoff, sync_policy
 from georep.subsync.core import Apply, SubscriptionState
-from georep.subsync.ports import Applied, Changed, ChangeMark
+from georep.subsync.ports import Applied, Changed
 from georep.subsync.side_channel import SideChannel, SideRoute, is_side_topic
 from georep.topic_name import TopicName
 
@@ -332,7 +333,7 @@ class MetricsScan:
         """The hot topics, least recently moved first."""
         return list(self._hot)
 
-    async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
+    async def changes(self, namespace: str, mark: int | None) -> Changed[int]:
         self.namespaces.add(namespace)
         if not self._tasks:
             loop = asyncio.get_running_loop()
@@ -340,7 +341,7 @@ class MetricsScan:
                 loop.create_task(self._run(), name="metrics scan"),
                 loop.create_task(self._run_hot(), name="hot topics"),
             ]
-        if not isinstance(mark, int):
+        if mark is None:
             return Changed(self.number, None)
         while self.number <= mark:
             self._scanned.clear()
@@ -363,17 +364,23 @@ class MetricsScan:
         self._scanned.set()
 
     async def _run(self) -> None:
+        # A page every interval; while the admin REST fails, the retry policy's waits
+        # (when longer) space the attempts out.
+        backoff = Backoff(sync_policy())
         while True:
+            wait_s = self._interval_s
             try:
                 changed: dict[str, set[str]] | None = await self._scan()
+                backoff.reset()
             except LinkError as error:
                 self.stats["failures"] += 1
                 if str(error) != self.last_error:
                     log.warning("reading subscription stats: %s", error)
                 self.last_error = str(error)
                 changed = None
+                wait_s = max(wait_s, backoff.next_delay_s(error))
             self._publish(changed)
-            await asyncio.sleep(self._interval_s)
+            await asyncio.sleep(wait_s)
 
     async def _scan(self) -> dict[str, set[str]]:
         text = await self._admin.metrics_text()
@@ -510,7 +517,8 @@ class MetricsScan:
 
 
 class PulsarPort:
-    """A real Pulsar cluster: state over admin v2, apply by acknowledging, markers aside."""
+    """A real Pulsar cluster: state over admin v2, apply by acknowledging, markers aside;
+    its change mark is the metrics scan's number: ``SyncPort[int]``."""
 
     in_band = False
 
@@ -546,7 +554,7 @@ class PulsarPort:
         self.side_channels: dict[str, SideChannel] = {}
         self.partial_batches_skipped = 0
 
-    async def changes(self, namespace: str, mark: ChangeMark | None) -> Changed:
+    async def changes(self, namespace: str, mark: int | None) -> Changed[int]:
         return await self.scan.changes(namespace, mark)
 
     def markers(self, topic: TopicName) -> SideRoute:

@@ -41,8 +41,8 @@ from georep.client.producer import SendReceipt
 from georep.decimal_text import parse_decimal
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as wire
+from georep.retry import Backoff, sync_policy
 from georep.snapshots.markers import encode
-from georep.subsync.backoff import Backoff
 from georep.subsync.core import WriteMarker
 from georep.subsync.ports import LastEntry, MarkerProducer, SideMarker
 from georep.topic_name import TopicName
@@ -175,7 +175,7 @@ class SideChannel:
     # -- reading --
 
     async def _run(self) -> None:
-        backoff = Backoff()
+        backoff = Backoff(sync_policy())
         while True:
             reader = None
             try:

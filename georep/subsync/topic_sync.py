@@ -51,7 +51,7 @@ from georep.client.errors import LinkError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
 from georep.client.producer import SendReceipt
 from georep.position import Position
-from georep.subsync.backoff import Backoff
+from georep.retry import Backoff, RetryPolicy, sync_policy
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.exposure import Exposure
 from georep.subsync.ports import LastEntry, SideMarker, SyncPort
@@ -69,7 +69,7 @@ class TopicSync:
         topic: str,
         core: SyncCore,
         local_link: PulsarLink,
-        port: SyncPort,
+        port: SyncPort[Any],
         connected: Callable[[str], bool],
         stored_to: Callable[[str], Position | None] = lambda remote: None,
         read_elsewhere: Callable[[], Position | None] = lambda: None,
@@ -198,7 +198,7 @@ class TopicSync:
     # -- the loop --
 
     async def _run(self) -> None:
-        backoff = Backoff()
+        backoff = Backoff(sync_policy())
         while True:
             consumer = None
             try:
@@ -292,7 +292,7 @@ class TopicSync:
             if entry.metadata.HasField("marker_type") or self.core.state_stale:
                 # A snapshot read back is reached by an MDP already past it only when
                 # the state is read again; a state that outran the reader is built again.
-                self.core.state_stale = False
+                self.core.mark_state_fresh()
                 self._read_states_soon()
             if self._clock_idle and self.core.wants_clock():
                 self._kick.set()  # something new to snapshot: the clock is wanted again
@@ -398,6 +398,9 @@ class TopicSync:
             self._own_unread = written.position  # read back by the reader in time
 
     async def _apply_loop(self) -> None:
+        # Applies are retried at the initial delay, not doubled: the reader is attached,
+        # and a state that waits holds the subscription behind its source.
+        backoff = Backoff(RetryPolicy(limits.sync_retry_s_initial, limits.sync_retry_s_initial))
         while True:
             if not self._applies:
                 self._apply_wakeup.clear()
@@ -409,13 +412,14 @@ class TopicSync:
             except LinkError as error:
                 self.apply_failures += 1
                 self.last_error = f"applying {action.subscription}: {error}"
-                if not getattr(error, "retriable", True):
+                if not error.retriable:
                     log.warning("%s: dropping a sync of %s: %s", self, action.subscription, error)
                     self._applies.popleft()
                     self._apply_room.set()
                     continue
-                await asyncio.sleep(limits.sync_retry_s_initial)
+                await backoff.wait(error)
                 continue
+            backoff.reset()
             self._applies.popleft()
             self._apply_room.set()
             self.progressed_at = self._clock()

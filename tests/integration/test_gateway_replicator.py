@@ -16,7 +16,8 @@ from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import ReceivedEntry
 from georep.client.link import PulsarLink
 from georep.replicator.origin import Origin, origin_of
-from georep.replicator.replicator import Replicator, ReplicatorSettings
+from georep.replicator.replicator import Replicator
+from georep.replicator.settings import ReplicatorSettings
 from georep.topic_name import TopicName
 from tests.integration.broker_cluster import ClusterProcess
 from tests.integration.gateway_harness import (

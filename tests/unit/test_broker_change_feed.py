@@ -192,7 +192,7 @@ def signal_page(backlogs: dict[str, int], acked_at: int = 0) -> str:
     return "\n".join(lines)
 
 
-async def next_change(scan: MetricsScan, mark) -> tuple[object, frozenset[str] | None]:
+async def next_change(scan: MetricsScan, mark: int) -> tuple[int, frozenset[str] | None]:
     answer = await within(scan.changes("t/ns", mark), 5)
     return answer.mark, answer.topics
 

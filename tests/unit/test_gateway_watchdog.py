@@ -7,6 +7,7 @@ everything again."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from types import SimpleNamespace
 from typing import Any, cast
@@ -17,7 +18,8 @@ from georep import limits
 from georep.client.producer import SendReceipt
 from georep.gateway.manager import ReplicationManager
 from georep.position import Position
-from georep.replicator.replicator import Replicator, ReplicatorSettings, State
+from georep.replicator.replicator import Replicator, State
+from georep.replicator.settings import ReplicatorSettings
 from georep.subsync.core import Apply
 from georep.subsync.topic_sync import TopicSync
 from tests.unit.test_gateway_manager import FakeStore, endpoint
@@ -152,7 +154,7 @@ async def test_a_sync_whose_applies_wait_is_restarted_and_said_apart(
     caplog.set_level(logging.INFO, logger="georep.gateway.watchdog")
     syncs = [Stalling(f"persistent://t/ns/y-partition-{i}") for i in range(3)]
     for sync in syncs:
-        manager.syncs[sync.topic] = cast(Any, sync)
+        manager.subsync.syncs[sync.topic] = cast(Any, sync)
     syncs[0].stalled_for = STUCK_S
     await manager.heal_stalled()
     (line,) = said(caplog)
@@ -319,7 +321,7 @@ def test_a_replicator_remembers_how_far_it_read_the_local_topic_for_the_sync(
     manager: ReplicationManager,
 ) -> None:
     topic = "persistent://t/ns/x-partition-0"
-    read_to = manager._read_elsewhere(topic)
+    read_to = functools.partial(manager.read_to, topic)
     assert read_to() is None
     to_b, to_c = Stalling(topic), Stalling(topic)
     manager.replicators[topic, "B"] = cast(Replicator, to_b)
@@ -335,38 +337,38 @@ def test_snapshots_timing_out_on_many_topics_are_said_in_one_line(
 ) -> None:
     """2,000 topic partitions whose snapshots time out: one INFO line a pass, counted,
     with the remotes that did not answer; nothing when none timed out since."""
-    caplog.set_level(logging.INFO, logger="georep.gateway.manager")
+    caplog.set_level(logging.INFO, logger="georep.subsync.supervisor")
     syncs = {}
     for i in range(2000):
         controller = SimpleNamespace(stats=SimpleNamespace(timed_out=1), unanswered={"B"})
         syncs[f"persistent://t/ns/x-partition-{i}"] = SimpleNamespace(
             core=SimpleNamespace(controller=controller)
         )
-    manager.syncs = cast(Any, syncs)
+    manager.subsync.syncs = cast(Any, syncs)
     try:
         said_snapshot_timeouts(manager, caplog, syncs)
     finally:
-        manager.syncs = {}  # nothing of these to stop
+        manager.subsync.syncs = {}  # nothing of these to stop
 
 
 def said_snapshot_timeouts(
     manager: ReplicationManager, caplog: pytest.LogCaptureFixture, syncs: dict[str, Any]
 ) -> None:
     def lines() -> list[str]:
-        out = [r.getMessage() for r in caplog.records if r.name == "georep.gateway.manager"]
+        out = [r.getMessage() for r in caplog.records if r.name == "georep.subsync.supervisor"]
         caplog.clear()
         return out
 
-    manager.say_snapshot_timeouts(30.0)
+    manager.subsync.say_snapshot_timeouts(30.0)
     assert lines() == [
         "2000 snapshots timed out on 2000 topic partitions in the last 30 s; not answered"
         " by B (2000)"
     ]
-    manager.say_snapshot_timeouts(30.0)
+    manager.subsync.say_snapshot_timeouts(30.0)
     assert lines() == []  # nothing new
     first = syncs["persistent://t/ns/x-partition-0"].core.controller
     first.stats.timed_out, first.unanswered = 3, {"B", "C"}
-    manager.say_snapshot_timeouts(30.0)
+    manager.subsync.say_snapshot_timeouts(30.0)
     assert lines() == [
         "2 snapshots timed out on 1 topic partitions in the last 30 s; not answered by B (1), C (1)"
     ]

@@ -17,7 +17,8 @@ from georep.client.producer import SendReceipt
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.origin import sequence_id_of
-from georep.replicator.replicator import Replicator, ReplicatorSettings
+from georep.replicator.replicator import Replicator
+from georep.replicator.settings import ReplicatorSettings
 
 TOPIC = "persistent://t/ns/x"
 
