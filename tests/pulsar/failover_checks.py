@@ -17,7 +17,7 @@ import pulsar
 
 from georep.pulsar.admin import PulsarAdmin
 from georep.pulsar.cursor_text import acknowledged, parse_cursor
-from tests.integration.gateway_harness import wait_for
+from tests.harness.waiting import wait_for
 
 
 def stamps_source_position(version: str) -> bool:

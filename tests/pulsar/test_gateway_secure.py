@@ -42,7 +42,8 @@ from georep.loopback_ca import LoopbackCa
 from georep.pulsar.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
 from georep.pulsar.security import PulsarSecurity
 from georep.pulsar.standalone import PulsarStandalone, StandaloneSpec
-from tests.integration.gateway_harness import GatewayProcess, http, wait_for
+from tests.harness.waiting import wait_for
+from tests.integration.gateway_harness import GatewayProcess, http
 from tests.pulsar.failover_checks import (
     acknowledge_all_but_every_seventh,
     drain,

@@ -37,7 +37,8 @@ import pytest
 from georep.pulsar.admin import PulsarAdmin, topic_path
 from georep.pulsar.cluster import ClusterSpec, PulsarCluster
 from georep.pulsar.standalone import PulsarStandalone, StandaloneSpec
-from tests.integration.gateway_harness import GatewayProcess, payloads_on, wait_for
+from tests.harness.waiting import wait_for
+from tests.integration.gateway_harness import GatewayProcess, payloads_on
 from tests.pulsar.failover_checks import (
     drain,
     leaves,
