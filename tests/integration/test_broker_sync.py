@@ -193,7 +193,7 @@ async def test_markers_reach_the_gateways_subscriptions_of_every_type_and_no_oth
                         admin_url(cluster), "GET", stats_path(topic, "internalStats")
                     )
                     cursor = internal["cursors"][name]
-                    return cursor["markDeletePosition"] == "{}:{}".format(*positions[-1])
+                    return cursor["markDeletePosition"] == str(positions[-1])
 
                 await eventually(acknowledged)
         finally:

@@ -63,7 +63,7 @@ def test_a_consumer_without_permits_acknowledges_exact_ids_and_takes_nothing(
 
         def acknowledged() -> dict | None:
             cursor = admin.internal_stats(geo_topic)["cursors"]["app"]
-            return cursor if cursor["markDeletePosition"] == "{}:{}".format(*targets[0]) else None
+            return cursor if cursor["markDeletePosition"] == str(targets[0]) else None
 
         cursor = wait_for(acknowledged, timeout_s=30, interval_s=0.2)
         ledger = targets[0][0]
