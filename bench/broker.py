@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import json
 import multiprocessing
 import os
 import shutil
@@ -33,11 +32,10 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import cpu_seconds, machine, percentile, quiet_logger
+from harness import cpu_seconds, http, machine, percentile, print_figures, quiet_logger
 
 from georep.processes import ManagedProcess, georep_command
 
@@ -172,14 +170,6 @@ def publish_all(service_url: str, topic: str, count: int, producers: int) -> dic
     }
 
 
-def admin(url: str, method: str, path: str, body: object | None = None) -> None:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    urllib.request.urlopen(request, timeout=30).read()
-
-
 def scenario(
     service_url: str,
     admin_url: str,
@@ -191,9 +181,7 @@ def scenario(
 ) -> dict[str, Any]:
     topic = f"persistent://public/default/{name}"
     if partitions:
-        admin(
-            admin_url, "PUT", f"/admin/v2/persistent/public/default/{name}/partitions", partitions
-        )
+        http("PUT", f"{admin_url}/admin/v2/persistent/public/default/{name}/partitions", partitions)
     context = multiprocessing.get_context("spawn")
     ready, result = context.Event(), context.Queue()
     count -= count % producers
@@ -349,4 +337,4 @@ if __name__ == "__main__":
     parser.add_argument("--write-quorum", type=int, default=1)
     parser.add_argument("--ack-quorum", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path("bench/out"))
-    print(json.dumps(main(parser.parse_args()), indent=2))
+    print_figures(main(parser.parse_args()))

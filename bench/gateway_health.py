@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+from harness import print_figures
 
 from georep.gateway.cluster_endpoint import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
@@ -83,7 +84,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(measure(args.partitions, args.repeat))))
+    print_figures(asyncio.run(measure(args.partitions, args.repeat)))
 
 
 if __name__ == "__main__":

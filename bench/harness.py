@@ -319,6 +319,11 @@ async def steady_lag(
 
 
 # --- the command line's tail -----------------------------------------------------------
+def print_figures(figures: dict[str, Any]) -> None:
+    """A bench's one JSON object, on stdout (progress goes to stderr)."""
+    print(json.dumps(figures, indent=2))
+
+
 def add_scratch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dir", default="bench/out")
     parser.add_argument("--keep", action="store_true", help="keep the data directories")
@@ -334,7 +339,7 @@ def run_in_scratch(
     base.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(dir=base))
     try:
-        print(json.dumps(asyncio.run(main(args, root)), indent=2))
+        print_figures(asyncio.run(main(args, root)))
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import json
 import logging
 import shutil
 import sys
@@ -44,6 +43,7 @@ from harness import (
     http,
     machine,
     percentile,
+    print_figures,
     progress,
     put_quietly,
     start_cluster,
@@ -328,7 +328,7 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
     print(file=sys.stderr)
     result["machine"] = machine()
-    print(json.dumps(result, indent=2))
+    print_figures(result)
 
 
 if __name__ == "__main__":

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from harness import machine, print_figures
 
 from georep.subsync.pulsar_port import subscription_signals
 from pulsar_tools.admin import PulsarAdmin
@@ -95,7 +94,7 @@ def main(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 reads.append(read)
         return {
             "bench": "pulsar_page",
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+            "machine": machine(),
             "pulsar": PULSAR_VERSION,
             "partitions": len(topics) * PER_TOPIC,
             "subscriptions_per_partition": args.subscriptions,
@@ -113,7 +112,7 @@ def cli() -> None:
     parser.add_argument("--reads", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="georep-page-") as root:
-        print(json.dumps(main(args, Path(root)), indent=2))
+        print_figures(main(args, Path(root)))
 
 
 if __name__ == "__main__":

@@ -45,12 +45,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from harness import machine
 
-from georep import limits  # noqa: E402
-from georep.spark_reconcile import job, standalone  # noqa: E402
-from georep.spark_reconcile.inputs import check_exports  # noqa: E402
+from georep import limits
+from georep.spark_reconcile import job, standalone
+from georep.spark_reconcile.inputs import check_exports
+
+#: The checkout: its ``georep`` goes on the Spark workers' import path.
+REPO = Path(__file__).resolve().parents[1]
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -535,7 +537,7 @@ def compare(args: argparse.Namespace) -> int:
                 **shape,
                 "inputs": f"{args.dir / 'in'}: a local directory, read at the same path by "
                 "the driver and every worker (one machine; on several, shared storage)",
-                "machine": {"cpus": cpus, "python": platform.python_version()},
+                "machine": {**machine(), "cpus": cpus},
                 "local": local,
                 "cluster": cluster,
                 "timings": {

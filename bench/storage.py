@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import machine, percentile
+from harness import machine, percentile, print_figures
 
 from georep.processes import start_bookie
 from georep.storage import entry as entry_format
@@ -167,4 +167,4 @@ if __name__ == "__main__":
     parser.add_argument("--dir", type=Path, default=Path("bench/out"))
     import uvloop
 
-    print(json.dumps(uvloop.run(main(parser.parse_args())), indent=2))
+    print_figures(uvloop.run(main(parser.parse_args())))

@@ -505,7 +505,7 @@ async def lag(world: World, args: argparse.Namespace) -> dict[str, Any]:
         .get("SUBSCRIPTION_ACK_RANGES"),
         "snapshots_on_a": (sync_stats or {}).get("snapshots"),
         "final": {
-            "last_copy_on_b": "{}:{}".format(*last_copy) if last_copy else None,
+            "last_copy_on_b": str(last_copy) if last_copy else None,
             "mark_delete": {
                 name: state and "{ledgerId}:{entryId}".format(**state["markDelete"])
                 for name, state in final_states.items()

@@ -331,7 +331,7 @@ class PersistentTopic:
             return after_last or first or self.ledger.tail_position
         if target == "earliest":
             return first or after_last or self.ledger.tail_position
-        position = Position(*target)
+        position = target
         if after_last is not None and position >= after_last:
             return after_last
         if first is not None and position < first:

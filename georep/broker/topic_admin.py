@@ -47,10 +47,6 @@ from georep.topic_name import TopicName
 log = logging.getLogger(__name__)
 
 
-def _text(position: Position) -> str:
-    return f"{position[0]}:{position[1]}"
-
-
 class BrokerAdmin:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
@@ -149,7 +145,7 @@ class BrokerAdmin:
                 "msgBacklog": backlog,
                 "type": type_name or "Exclusive",
                 **_rates(rate_out, "Out"),
-                "markDeletePosition": _text(cursor.mark_delete_position),
+                "markDeletePosition": str(cursor.mark_delete_position),
                 "isReplicated": is_replicated(cursor),
                 "consumers": [
                     {
@@ -201,8 +197,8 @@ class BrokerAdmin:
         cursors = {}
         for name, cursor in sorted(ledger.cursors.items()):
             cursors[name] = {
-                "markDeletePosition": _text(cursor.mark_delete_position),
-                "readPosition": _text(cursor.read_position),
+                "markDeletePosition": str(cursor.mark_delete_position),
+                "readPosition": str(cursor.read_position),
                 "individuallyDeletedMessages": _ranges(cursor.individually_deleted),
                 "messagesConsumedCounter": int(ledger_stats["entries"] - cursor.backlog),
                 "properties": {k: _int_or_zero(v) for k, v in cursor.properties.items()},
@@ -213,9 +209,9 @@ class BrokerAdmin:
             "totalSize": int(ledger_stats["bytes"]),
             "currentLedgerEntries": int(current["entries"]),
             "currentLedgerSize": current_size,
-            "lastConfirmedEntry": _text(last)
+            "lastConfirmedEntry": str(last)
             if last is not None
-            else _text(Position(ledger.tail_position.ledger_id, -1)),
+            else str(Position(ledger.tail_position.ledger_id, -1)),
             "state": "LedgerOpened" if ledger_stats["state"] == "open" else "Closed",
             "ledgers": ledgers,
             "cursors": cursors,
@@ -317,7 +313,7 @@ class BrokerAdmin:
             if cursor.is_acknowledged(position):
                 continue
             if not loaded.ledger.is_entry(position):
-                raise InvalidArgument(f"{_text(position)} is not an entry of {topic}")
+                raise InvalidArgument(f"{position!s} is not an entry of {topic}")
             wanted.append(position)
         await self._acknowledge(loaded, subscription, wanted)
 
@@ -401,7 +397,7 @@ def _checked(ledger_id: object, entry_id: object) -> Position:
 
 
 def _ranges(ranges: Iterable[tuple[Position, Position]]) -> str:
-    parts = [f"({_text(low)}..{_text(high)}]" for low, high in _open_closed(ranges)]
+    parts = [f"({low!s}..{high!s}]" for low, high in _open_closed(ranges)]
     return "[" + ", ".join(parts) + "]"
 
 

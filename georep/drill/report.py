@@ -156,10 +156,10 @@ class CursorState:
     def covers(self, position: Position) -> bool:
         """Whether ``position`` is acknowledged.
 
-        >>> CursorState((3, 4), [((3, 5), (3, 7))]).covers((3, 6))
+        >>> CursorState((3, 4), [((3, 5), (3, 7))]).covers(Position(3, 6))
         True
         """
-        return acknowledged(Position(*position), self.mark_delete, self.ranges)
+        return acknowledged(position, self.mark_delete, self.ranges)
 
 
 # --- the report -------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from georep.drill.scenarios import (
     Received,
     Scenario,
 )
+from georep.position import Position
 from georep.pulsar_text.schema_version import version_number
 from georep.replicator.origin import (
     ORIGIN_CLUSTER_PROPERTY,
@@ -107,7 +108,7 @@ def drill_id(index: int) -> str:
 
 
 def position_text(message_id: PulsarObject) -> str:
-    return f"{message_id.ledger_id()}:{message_id.entry_id()}"
+    return str(Position(message_id.ledger_id(), message_id.entry_id()))
 
 
 def produce(

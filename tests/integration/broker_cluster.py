@@ -28,7 +28,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -370,18 +369,6 @@ def send_frame(
         metadata,
         payload,
     )
-
-
-def wait_until(condition: Callable[[], Any], timeout_s: float = 10, interval_s: float = 0.05):
-    """Poll ``condition`` until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met within {timeout_s} s")
-        time.sleep(interval_s)
 
 
 def admin_call(base_url: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:

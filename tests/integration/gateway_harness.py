@@ -27,7 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -40,6 +40,7 @@ from georep.client.link import PulsarLink
 from georep.position import Position
 from georep.protocol import pulsar_wire_pb2 as pb
 from georep.replicator.origin import origin_of
+from tests.harness.waiting import wait_for
 from tests.integration.broker_cluster import ChildProcess, ClusterProcess, free_port, open_client
 
 if TYPE_CHECKING:
@@ -461,18 +462,6 @@ def payloads_on(url: str, topic: str, quiet_ms: int = 1500) -> collections.Count
                 seen[reader.read_next(timeout_millis=quiet_ms).data()] += 1
         reader.close()
     return seen
-
-
-def wait_for(condition: Callable[[], Any], timeout_s: float = 60, interval_s: float = 0.25):
-    """Poll ``condition`` until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"condition not met within {timeout_s} s")
-        time.sleep(interval_s)
 
 
 def metadata_of(entries: Iterable[ReceivedEntry]) -> list[pb.MessageMetadata]:

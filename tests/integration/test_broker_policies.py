@@ -18,13 +18,13 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from tests.harness.waiting import wait_for
 from tests.integration.broker_cluster import (
     InProcessCluster,
     admin_call,
     open_client,
     receive_none,
     service_of,
-    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(180)
@@ -80,9 +80,7 @@ def passes_after(cluster: InProcessCluster, kind: str, count: int = 2) -> None:
     """Wait until ``count`` more passes of ``kind`` ("trim" or "expiry") have run: the
     last of them started after this call, so it read the policies as they are now."""
     start = cluster.call(lambda c: service_of(c).stats[f"{kind}_passes"])
-    wait_until(
-        lambda: cluster.call(lambda c: service_of(c).stats[f"{kind}_passes"]) >= start + count
-    )
+    wait_for(lambda: cluster.call(lambda c: service_of(c).stats[f"{kind}_passes"]) >= start + count)
 
 
 def test_message_ttl_expires_messages_for_every_subscription(cluster: InProcessCluster) -> None:
@@ -114,7 +112,7 @@ def test_message_ttl_expires_messages_for_every_subscription(cluster: InProcessC
                 for name in ("idle", "cursor", "busy")
             )
 
-        wait_until(all_expired, timeout_s=60)
+        wait_for(all_expired, timeout_s=60)
         consumer = client.subscribe(topic, "idle")
         assert receive_none(consumer) == []  # nothing expired is delivered
         busy.close()
@@ -160,7 +158,7 @@ def test_retention_without_subscriptions_keeps_data_within_the_limit(
     # 1 MB: the oldest whole ledgers go at a later pass, the newest 1 MB stays
     limit = {"retentionTimeInMinutes": -1, "retentionSizeInMB": 1}
     assert call(cluster, "POST", retention, limit)[0] == 204
-    wait_until(lambda: topic_stats(cluster, topic)["storageSize"] <= MIB, timeout_s=60)
+    wait_for(lambda: topic_stats(cluster, topic)["storageSize"] <= MIB, timeout_s=60)
     internal = topic_stats(cluster, topic, "internalStats")
     kept_bytes = topic_stats(cluster, topic)["storageSize"]
     largest_ledger = max(ledger["size"] for ledger in internal["ledgers"])

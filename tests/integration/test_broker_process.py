@@ -17,6 +17,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from tests.harness.waiting import wait_for
 from tests.integration.broker_cluster import (
     ClusterProcess,
     admin_call,
@@ -24,7 +25,6 @@ from tests.integration.broker_cluster import (
     receive_all,
     receive_none,
     unique_topic,
-    wait_until,
 )
 from tests.integration.gateway_harness import admin_url
 
@@ -180,7 +180,7 @@ def test_kill_9_under_load_loses_no_acknowledged_publish(process: ClusterProcess
 
     thread = threading.Thread(target=produce, daemon=True)
     thread.start()
-    wait_until(lambda: len(confirmed) >= 2000, timeout_s=60)
+    wait_for(lambda: len(confirmed) >= 2000, timeout_s=60)
     process.kill()  # SIGKILL while the producer is still sending
     stop.set()
     thread.join(30)

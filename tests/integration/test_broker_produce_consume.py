@@ -17,6 +17,7 @@ import pytest
 
 from georep.protocol.commands import Type
 from georep.topic_name import TopicName
+from tests.harness.waiting import wait_for
 from tests.integration.broker_cluster import (
     InProcessCluster,
     RawConnection,
@@ -27,7 +28,6 @@ from tests.integration.broker_cluster import (
     receive_none,
     send_frame,
     unique_topic,
-    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -302,7 +302,7 @@ def test_markers_are_not_dispatched_and_never_hold_back_the_mdp(cluster: InProce
             receipts.extend(raw.replies(0.1)[0])
             return len(receipts) >= 7
 
-        wait_until(seven_receipts)
+        wait_for(seven_receipts)
         raw.close()
         positions = [
             (c.send_receipt.message_id.ledger_id, c.send_receipt.message_id.entry_id)
@@ -325,7 +325,7 @@ def test_markers_are_not_dispatched_and_never_hold_back_the_mdp(cluster: InProce
         (again,) = receive_all(consumer, 1)
         assert again.data() == b"m0"
         consumer.close()
-        wait_until(lambda: mdp(cluster, topic, "s") == positions[-1])
+        wait_for(lambda: mdp(cluster, topic, "s") == positions[-1])
 
 
 def acknowledged_positions(cluster: InProcessCluster, topic: str, subscription: str, positions):

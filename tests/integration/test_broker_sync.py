@@ -30,6 +30,7 @@ from georep.protocol.commands import Type
 from georep.snapshots import markers
 from georep.snapshots import markers_pb2 as markers_pb
 from georep.topic_name import TopicName
+from tests.harness.waiting import wait_for
 from tests.integration.broker_cluster import (
     ClusterProcess,
     RawConnection,
@@ -39,7 +40,6 @@ from tests.integration.broker_cluster import (
     receive_all,
     receive_none,
     unique_topic,
-    wait_until,
 )
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
@@ -193,7 +193,7 @@ async def test_markers_reach_the_gateways_subscriptions_of_every_type_and_no_oth
                         admin_url(cluster), "GET", stats_path(topic, "internalStats")
                     )
                     cursor = internal["cursors"][name]
-                    return cursor["markDeletePosition"] == "{}:{}".format(*positions[-1])
+                    return cursor["markDeletePosition"] == str(positions[-1])
 
                 await eventually(acknowledged)
         finally:
@@ -351,7 +351,7 @@ async def test_sync_acknowledges_batch_members_and_refuses_an_index_past_the_bat
                 f"b{n}".encode(), lambda _result, message_id: sent.append(message_id)
             )
         producer.flush()
-        wait_until(lambda: len(sent) == 4)
+        wait_for(lambda: len(sent) == 4)
         single = client.create_producer(topic, batching_enabled=False).send(b"after")
     batch = (sent[0].ledger_id(), sent[0].entry_id())
 

@@ -14,6 +14,7 @@ from georep.broker import subscription_sync
 from georep.position import Position
 from georep.protocol.commands import Type
 from georep.topic_name import TopicName
+from tests.harness.waiting import wait_for
 from tests.integration.broker_cluster import (
     InProcessCluster,
     RawConnection,
@@ -25,7 +26,6 @@ from tests.integration.broker_cluster import (
     receive_none,
     send_frame,
     unique_topic,
-    wait_until,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -103,7 +103,7 @@ def test_a_sync_steps_a_live_subscription_over_markers(cluster) -> None:
             receipts.extend(raw.replies(0.1)[0])
             return len([c for c in receipts if c.type == Type.SEND_RECEIPT]) >= 4
 
-        wait_until(four_receipts)
+        wait_for(four_receipts)
         raw.close()
         p = [
             (c.send_receipt.message_id.ledger_id, c.send_receipt.message_id.entry_id)

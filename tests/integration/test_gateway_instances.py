@@ -21,6 +21,7 @@ import time
 import pulsar
 import pytest
 
+from tests.harness.waiting import wait_for
 from tests.integration.gateway_harness import (
     ClusterProcess,
     GatewayProcess,
@@ -34,7 +35,6 @@ from tests.integration.gateway_harness import (
     payloads_on,
     produce,
     read_entries,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]

@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+from tests.harness.waiting import wait_for
 from tests.integration.gateway_harness import (
     ClusterProcess,
     GatewayProcess,
@@ -19,7 +20,6 @@ from tests.integration.gateway_harness import (
     payloads_on,
     produce,
     read_entries,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

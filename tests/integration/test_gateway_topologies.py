@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.harness.waiting import wait_for
 from tests.integration.gateway_harness import (
     ClusterProcess,
     World,
@@ -31,7 +32,6 @@ from tests.integration.gateway_harness import (
     payloads_on,
     produce,
     read_entries,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -20,12 +20,12 @@ import pytest
 from aiohttp import web
 
 from georep.loopback_ca import LoopbackCa
+from tests.harness.waiting import wait_for
 from tests.integration.gateway_harness import (
     ClusterProcess,
     GatewayProcess,
     create_namespace,
     produce,
-    wait_for,
 )
 
 pytestmark = pytest.mark.slow

@@ -23,7 +23,8 @@ import uuid
 
 import pytest
 
-from tests.integration.gateway_harness import metric, produce, stuck_to, wait_for
+from tests.harness.waiting import wait_for
+from tests.integration.gateway_harness import metric, produce, stuck_to
 from tests.integration.test_wan_link import NAMESPACE, across_a_link, all_once_on_b
 from tests.prometheus_tools import PrometheusProcess
 

@@ -30,8 +30,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from georep.processes import georep_command
+from tests.harness.waiting import wait_for
 from tests.integration.broker_cluster import open_client
-from tests.integration.gateway_harness import World, admin_url, http, payloads_on, wait_for
+from tests.integration.gateway_harness import World, admin_url, http, payloads_on
 
 pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]

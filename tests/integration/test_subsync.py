@@ -22,6 +22,7 @@ import time
 import pulsar
 import pytest
 
+from tests.harness.waiting import wait_for
 from tests.integration.broker_cluster import open_client
 from tests.integration.gateway_harness import (
     ClusterProcess,
@@ -32,7 +33,6 @@ from tests.integration.gateway_harness import (
     metric,
     produce,
     read_entries,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

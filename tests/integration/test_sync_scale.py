@@ -26,13 +26,13 @@ import time
 import pulsar
 import pytest
 
+from tests.harness.waiting import wait_for
 from tests.integration.gateway_harness import (
     World,
     admin_url,
     create_partitioned_topic,
     http,
     payloads_on,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]

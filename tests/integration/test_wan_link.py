@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from georep.wan.toxiproxy import Toxiproxy, WanLink
+from tests.harness.waiting import wait_for
 from tests.integration.gateway_harness import (
     ClusterProcess,
     GatewayProcess,
@@ -32,7 +33,6 @@ from tests.integration.gateway_harness import (
     payloads_on,
     produce,
     read_entries,
-    wait_for,
 )
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

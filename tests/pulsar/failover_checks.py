@@ -17,7 +17,7 @@ import pulsar
 
 from georep.pulsar_text.cursor import acknowledged, parse_cursor
 from pulsar_tools.admin import PulsarAdmin
-from tests.integration.gateway_harness import wait_for
+from tests.harness.waiting import wait_for
 
 
 def stamps_source_position(version: str) -> bool:

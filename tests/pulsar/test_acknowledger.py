@@ -14,7 +14,7 @@ from georep.client.consumer import InitialPosition, SubType
 from georep.client.link import PulsarLink
 from georep.position import Position
 from pulsar_tools.admin import PulsarAdmin
-from tests.integration.broker_cluster import wait_until
+from tests.harness.waiting import wait_for
 
 
 def position(message: pulsar.Message) -> tuple[int, int]:
@@ -63,9 +63,9 @@ def test_a_consumer_without_permits_acknowledges_exact_ids_and_takes_nothing(
 
         def acknowledged() -> dict | None:
             cursor = admin.internal_stats(geo_topic)["cursors"]["app"]
-            return cursor if cursor["markDeletePosition"] == "{}:{}".format(*targets[0]) else None
+            return cursor if cursor["markDeletePosition"] == str(targets[0]) else None
 
-        cursor = wait_until(acknowledged, timeout_s=30, interval_s=0.2)
+        cursor = wait_for(acknowledged, timeout_s=30, interval_s=0.2)
         ledger = targets[0][0]
         assert cursor["individuallyDeletedMessages"] == (
             f"[({ledger}:{targets[1][1] - 1}..{ledger}:{targets[1][1]}],"

@@ -28,7 +28,8 @@ import pytest
 
 from georep.drill import rest
 from pulsar_tools.admin import PulsarAdmin, link_geo_replication
-from tests.integration.gateway_harness import GatewayProcess, http, wait_for
+from tests.harness.waiting import wait_for
+from tests.integration.gateway_harness import GatewayProcess, http
 from tests.pulsar.failover_checks import (
     acknowledge_all_but_every_seventh,
     drain,

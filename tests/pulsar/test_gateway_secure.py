@@ -42,7 +42,8 @@ from georep.loopback_ca import LoopbackCa
 from pulsar_tools.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
 from pulsar_tools.security import PulsarSecurity
 from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
-from tests.integration.gateway_harness import GatewayProcess, http, wait_for
+from tests.harness.waiting import wait_for
+from tests.integration.gateway_harness import GatewayProcess, http
 from tests.pulsar.failover_checks import (
     acknowledge_all_but_every_seventh,
     drain,

@@ -37,7 +37,8 @@ import pytest
 from pulsar_tools.admin import PulsarAdmin, topic_path
 from pulsar_tools.cluster import ClusterSpec, PulsarCluster
 from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
-from tests.integration.gateway_harness import GatewayProcess, payloads_on, wait_for
+from tests.harness.waiting import wait_for
+from tests.integration.gateway_harness import GatewayProcess, payloads_on
 from tests.pulsar.failover_checks import (
     drain,
     leaves,

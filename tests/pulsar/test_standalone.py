@@ -11,7 +11,7 @@ import pytest
 from georep.replicator.origin import PULSAR_SOURCE_POSITION_PROPERTY
 from pulsar_tools.admin import PulsarAdmin, PulsarAdminError, topic_path
 from pulsar_tools.standalone import PulsarStandalone
-from tests.integration.broker_cluster import wait_until
+from tests.harness.waiting import wait_for
 from tests.pulsar.failover_checks import stamps_source_position
 
 
@@ -43,7 +43,7 @@ def test_standalone_serves_the_official_client_and_reports_cursor_state(pulsar_p
             cursor = PulsarAdmin(a.admin_url).internal_stats(geo_topic)["cursors"]["audit"]
             return cursor if cursor["individuallyDeletedMessages"] != "[]" else None
 
-        cursor = wait_until(acknowledged_ranges, timeout_s=60, interval_s=0.2)
+        cursor = wait_for(acknowledged_ranges, timeout_s=60, interval_s=0.2)
         first = received[1].message_id()
         assert cursor["markDeletePosition"] == f"{first.ledger_id()}:{first.entry_id()}"
         # Lower bound open, upper bound closed: (L:E-1..L:E] is the one entry L:E.
@@ -115,7 +115,7 @@ def test_replicated_subscription_syncs_the_mark_delete_position_only(pulsar_pair
             cursor = admin_b.internal_stats(geo_topic)["cursors"]["app"]
             return cursor if cursor["markDeletePosition"] != initial else None
 
-        cursor = wait_until(b_cursor_moved, timeout_s=90, interval_s=0.2)  # B's MDP moves
+        cursor = wait_for(b_cursor_moved, timeout_s=90, interval_s=0.2)  # B's MDP moves
         assert cursor["individuallyDeletedMessages"] == "[]"
     finally:
         on_a.close()

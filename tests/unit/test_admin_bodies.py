@@ -13,7 +13,6 @@ from georep.broker.admin.cluster_admin import (
     InvalidArgument,
     PersistentTopicInternalStats,
     TopicStats,
-    format_position,
     format_ranges,
 )
 from georep.position import Position
@@ -140,7 +139,7 @@ def test_names_accept_pulsar_charset() -> None:
 
 
 def test_format_helpers() -> None:
-    assert format_position(Position(3, -1)) == "3:-1"
+    assert str(Position(3, -1)) == "3:-1"
     assert format_ranges([]) == "[]"
     assert (
         format_ranges([(Position(3, 5), Position(3, 7)), (Position(3, 9), Position(3, 10))])

@@ -23,7 +23,6 @@ from georep.broker.admin.cluster_admin import (
     Conflict,
     InvalidArgument,
     NotFound,
-    format_position,
     format_ranges,
 )
 from georep.broker.change_feed import ChangeFeed
@@ -129,8 +128,8 @@ class MemoryCluster:
         for name, sub in sorted(found.subscriptions.items()):
             acked = sorted(entry for entry in sub.acknowledged if entry >= sub.next_entry)
             cursors[name] = {
-                "markDeletePosition": format_position(Position(LEDGER_ID, sub.next_entry - 1)),
-                "readPosition": format_position(Position(LEDGER_ID, sub.next_entry)),
+                "markDeletePosition": str(Position(LEDGER_ID, sub.next_entry - 1)),
+                "readPosition": str(Position(LEDGER_ID, sub.next_entry)),
                 "individuallyDeletedMessages": format_ranges(
                     (Position(LEDGER_ID, entry - 1), Position(LEDGER_ID, entry)) for entry in acked
                 ),
@@ -142,7 +141,7 @@ class MemoryCluster:
             "totalSize": 10 * found.entries,
             "currentLedgerEntries": found.entries,
             "currentLedgerSize": 10 * found.entries,
-            "lastConfirmedEntry": format_position(Position(LEDGER_ID, found.entries - 1)),
+            "lastConfirmedEntry": str(Position(LEDGER_ID, found.entries - 1)),
             "state": "LedgerOpened",
             "ledgers": [
                 {"ledgerId": LEDGER_ID, "entries": found.entries, "size": 10 * found.entries}

@@ -115,7 +115,7 @@ class LedgerInfo(TypedDict):
 
 
 class CursorStats(TypedDict):
-    #: ``"L:E"`` (:func:`format_position`).
+    #: ``"L:E"`` (``str(position)``).
     markDeletePosition: str
     readPosition: str
     #: ``"[(L:E..L:E], ...]"`` (:func:`format_ranges`).
@@ -345,15 +345,9 @@ class ClusterAdmin(Protocol):
 
 
 # --- formatting helpers for implementations -------------------------------------------
-def format_position(position: Position) -> str:
-    """``"L:E"``, Pulsar's spelling of a position in internal stats."""
-    ledger_id, entry_id = position
-    return f"{ledger_id}:{entry_id}"
-
-
 def format_ranges(ranges: Iterable[tuple[Position, Position]]) -> str:
     """Pulsar's ``individuallyDeletedMessages``: each ``(lower, upper)`` range is open below
     and closed above. Example: entries 3:6, 3:7 and 3:10 acknowledged above a mark-delete
     position of 3:4 read ``"[(3:5..3:7], (3:9..3:10]]"``; no ranges read ``"[]"``."""
-    parts = [f"({format_position(lower)}..{format_position(upper)}]" for lower, upper in ranges]
+    parts = [f"({lower}..{upper}]" for lower, upper in ranges]
     return "[" + ", ".join(parts) + "]"
