@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import cpu_seconds, http, machine, percentile, print_figures, quiet_logger
 
-from georep.processes import ManagedProcess, georep_command
+from georep.runtime.processes import ManagedProcess, georep_command
 
 if TYPE_CHECKING:
     from multiprocessing.queues import Queue

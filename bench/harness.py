@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any
 
-from georep.processes import ManagedProcess, georep_command
+from georep.runtime.processes import ManagedProcess, georep_command
 
 #: Payload of the benches' messages.
 SIZE = 1024

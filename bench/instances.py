@@ -49,8 +49,8 @@ from harness import (
     start_cluster,
 )
 
-from georep.invariant import present
-from georep.processes import ManagedProcess, georep_command
+from georep.runtime.invariant import present
+from georep.runtime.processes import ManagedProcess, georep_command
 
 #: The tenant of bench/scale.py, whose layout this bench follows.
 TENANT = "scale"

@@ -54,7 +54,7 @@ from harness import (
     steady_lag,
 )
 
-from georep.processes import ManagedProcess
+from georep.runtime.processes import ManagedProcess
 
 NAMESPACE_SATURATION = "bench/saturation"
 NAMESPACE_LAG = "bench/lag"

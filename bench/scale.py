@@ -67,13 +67,13 @@ from harness import (
 )
 
 from georep import limits
-from georep.awaiting import within
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.errors import RequestTimeout
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer
-from georep.processes import ManagedProcess, georep_command
-from georep.protocol import pulsar_wire_pb2 as wire
+from georep.runtime.awaiting import within
+from georep.runtime.processes import ManagedProcess, georep_command
+from georep.wire import pulsar_wire_pb2 as wire
 
 TENANT = "scale"
 
@@ -418,7 +418,7 @@ async def georep_run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 # --- beside real Pulsar -------------------------------------------------------------------
 def acknowledged_on(admin_url: str, topic: str, where: tuple[int, int]) -> bool:
     """Whether subscription ``s`` on a Pulsar cluster acknowledged the entry at ``where``."""
-    from georep.position import Position
+    from georep.domain.position import Position
     from georep.pulsar_text.cursor import acknowledged, parse_cursor
 
     path = topic.removeprefix("persistent://")

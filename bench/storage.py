@@ -25,9 +25,9 @@ from typing import Any
 
 from harness import machine, percentile, print_figures
 
-from georep.processes import start_bookie
+from georep.runtime.processes import start_bookie
+from georep.storage import bookie_protocol
 from georep.storage import entry as entry_format
-from georep.storage import protocol
 from georep.storage.client.bookie_client import BookieClient
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.meta.store import MetadataStore
@@ -39,8 +39,8 @@ async def journal_stats(addresses: list[str]) -> dict[str, dict[str, Any]]:
     stats: dict[str, dict[str, Any]] = {}
     for address in addresses:
         client = BookieClient(address)
-        answer = await client.request(protocol.HealthRequest(0))
-        assert isinstance(answer, protocol.HealthResponse)  # a bookie answers in kind
+        answer = await client.request(bookie_protocol.HealthRequest(0))
+        assert isinstance(answer, bookie_protocol.HealthResponse)  # a bookie answers in kind
         stats[address] = json.loads(answer.stats_json)["journal"]
         await client.close()
     return stats

@@ -96,12 +96,12 @@ from harness import (
 )
 
 from georep import limits
-from georep.awaiting import within
 from georep.client.consumer import InitialPosition
 from georep.client.link import PulsarLink
-from georep.position import Position
-from georep.processes import ManagedProcess, georep_command
+from georep.domain.position import Position
 from georep.replicator.origin import origin_of
+from georep.runtime.awaiting import within
+from georep.runtime.processes import ManagedProcess, georep_command
 
 if TYPE_CHECKING:
     from multiprocessing.sharedctypes import Synchronized

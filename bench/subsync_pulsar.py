@@ -52,9 +52,9 @@ from typing import TYPE_CHECKING, Any
 
 from harness import add_scratch_arguments, machine, percentile, run_in_scratch
 
-from georep.position import Position
-from georep.processes import ManagedProcess, georep_command
+from georep.domain.position import Position
 from georep.pulsar_text.cursor import acknowledged, parse_cursor, parse_position
+from georep.runtime.processes import ManagedProcess, georep_command
 from georep.wan.toxiproxy import Toxiproxy
 
 if TYPE_CHECKING:

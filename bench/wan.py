@@ -59,7 +59,7 @@ from harness import (
     steady_lag,
 )
 
-from georep.processes import ManagedProcess
+from georep.runtime.processes import ManagedProcess
 from georep.wan.toxiproxy import Toxiproxy, WanLink
 
 TENANT = "bench"

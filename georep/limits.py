@@ -8,7 +8,7 @@ breaks them fails at start-up rather than at 3 a.m.
 
 from __future__ import annotations
 
-from georep.invariant import invariant
+from georep.runtime.invariant import invariant
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -127,7 +127,7 @@ json_integer_chars_max = 24
 #: sent slowly) before it is closed.
 rest_connection_idle_s_max = 15.0
 
-# --- Pulsar binary protocol (protocol/) -----------------------------------------
+# --- Pulsar binary protocol (wire/) -----------------------------------------
 #: Room a frame may use beyond the payload: command, checksum, metadata (Pulsar's
 #: ``MESSAGE_SIZE_FRAME_PADDING``).
 pulsar_frame_padding_bytes = 10 * KIB
@@ -476,10 +476,10 @@ sync_pulsar_hot_requests_per_s = 50.0
 sync_pulsar_hot_requests_per_s_ceiling = 10_000.0
 sync_pulsar_hot_requests_in_flight = 8
 #: Seconds a sync whose reader or writer cannot attach waits before trying again, at
-#: first and at most (doubling in between, with jitter: ``georep/retry.py``).
+#: first and at most (doubling in between, with jitter: ``georep/runtime/retry.py``).
 sync_retry_s_initial = 1.0
 sync_retry_s_max = 30.0
-#: The random part of every retry wait of a long-lived loop (``georep/retry.py``): 0.5
+#: The random part of every retry wait of a long-lived loop (``georep/runtime/retry.py``): 0.5
 #: draws each wait from the upper half of its delay.
 retry_jitter_fraction = 0.5
 #: States waiting to be applied on the local cluster per topic partition; the reader
@@ -555,7 +555,7 @@ replicator_pending_sends_bytes_max = 32 * MIB
 replicator_buffered_entries_max = 2_000
 replicator_buffered_bytes_max = 64 * MIB
 #: Retry backoff on remote and local faults: exponential from the initial delay, with
-#: jitter, capped at the maximum (``georep/retry.py``). Retries never stop while the
+#: jitter, capped at the maximum (``georep/runtime/retry.py``). Retries never stop while the
 #: policy says replicate.
 replicator_retry_backoff_s_initial = 0.2
 replicator_retry_backoff_s_max = 30.0

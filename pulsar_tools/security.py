@@ -2,7 +2,7 @@
 authentication and authorization.
 
 :class:`PulsarSecurity` holds what a secured standalone and its clients share: the CA
-(``ca.pem`` of a :class:`~georep.loopback_ca.LoopbackCa`), the broker's certificate,
+(``ca.pem`` of a :class:`~georep.runtime.loopback_ca.LoopbackCa`), the broker's certificate,
 and an HS256 secret key from which tokens are minted (``sub`` is the role, which is what
 Pulsar's ``AuthenticationProviderToken`` takes). :meth:`PulsarSecurity.broker_settings`
 is the part of ``standalone.conf`` that turns it on; each key was checked on 4.0.7:
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import jwt
 
-from georep.loopback_ca import LoopbackCa
-from georep.tls_files import TlsFiles
+from georep.runtime.loopback_ca import LoopbackCa
+from georep.runtime.tls_files import TlsFiles
 
 #: The role every secured standalone treats as its superuser (its own clients use it).
 SUPERUSER_ROLE = "pulsar-superuser"

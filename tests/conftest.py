@@ -57,7 +57,7 @@ for _variable in ("SPARK_DAEMON_JAVA_OPTS", "PULSAR_EXTRA_OPTS"):
     os.environ.setdefault(_variable, SHORT_LIVED_JVM)
 
 #: Hypothesis's default 200 ms deadline per example is a timing assertion: on two cores
-#: beside the session's JVMs an example of tests/unit/test_ack_sync.py once took longer
+#: beside the session's JVMs an example of tests/unit/test_subsync_ack_sync.py once took longer
 #: and failed. Properties are about outcomes; how long they take is bench/'s business.
 hypothesis_settings.register_profile("georep", deadline=None)
 hypothesis_settings.load_profile("georep")

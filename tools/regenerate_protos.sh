@@ -3,7 +3,7 @@
 # in grpcio-tools (dev extra). The generated modules are committed; their gencode
 # version must stay within the `protobuf` runtime range pinned in pyproject.toml
 # (protoc 35.x writes gencode 7.35.x, which needs protobuf >= 7.35 and < 8).
-# tests/unit/test_pulsar_schema.py and test_markers.py fail when a module is stale.
+# tests/unit/test_wire_schema.py and test_snapshots_markers.py fail when a module is stale.
 #
 # Usage: tools/regenerate_protos.sh [python]   (default: .venv/bin/python)
 set -euo pipefail
@@ -11,7 +11,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 python="${1:-$repo/.venv/bin/python}"
 protos=(
-    georep/protocol/pulsar_wire.proto
+    georep/wire/pulsar_wire.proto
     georep/snapshots/markers.proto
 )
 

@@ -24,8 +24,8 @@ from georep import limits
 from georep.broker.errors import BrokerError, NotAllowed, TopicExists, TopicNotFound
 from georep.broker.meta.catalog import CatalogOutcome
 from georep.broker.ports import BrokerMetadata, TopicLogFactory
+from georep.domain.topic_name import TopicName
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
-from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

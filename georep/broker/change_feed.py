@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.awaiting import within
+from georep.runtime.awaiting import within
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,14 +37,14 @@ from georep.broker.ports import TopicLogFactory
 from georep.broker.schema_registry import SchemaRegistry
 from georep.broker.server import BrokerServer
 from georep.broker.service import BrokerConfig, BrokerService
-from georep.invariant import present
+from georep.runtime.invariant import present
+from georep.runtime.tls_files import TlsFiles
 from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import NotEnoughBookies
 from georep.storage.meta.bookies import BookieRepository
 from georep.storage.meta.managed_ledgers import ManagedLedgerInfo, ManagedLedgerRepository
 from georep.storage.meta.store import MetadataStore
-from georep.tls_files import TlsFiles
 
 if TYPE_CHECKING:
     from georep.broker.admin import AdminServer, AdminSettings

@@ -62,18 +62,18 @@ from georep.broker.errors import (
 )
 from georep.broker.message_id import position_of
 from georep.broker.producer import Producer
-from georep.invariant import InvariantViolation, invariant
-from georep.position import Position
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import REGISTRY, Sender, Type
-from georep.protocol.errors import (
+from georep.domain.position import Position
+from georep.domain.topic_name import InvalidTopicName, TopicName
+from georep.runtime.invariant import InvariantViolation, invariant
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import REGISTRY, Sender, Type
+from georep.wire.errors import (
     ChecksumMismatch,
     FrameContentError,
     PulsarProtocolError,
     UnknownCommand,
 )
-from georep.topic_name import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from georep.broker.service import BrokerService

@@ -23,9 +23,9 @@ from georep import limits
 from georep.broker.entry import Entry
 from georep.broker.message_id import message_id, words_from_bits
 from georep.broker.rate_meter import RateMeter
-from georep.position import Position
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.position import Position
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
 
 log = logging.getLogger(__name__)
 

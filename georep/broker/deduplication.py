@@ -38,7 +38,7 @@ from collections.abc import Callable
 from georep import limits
 from georep.broker.entry import parse_metadata
 from georep.broker.ports import SubscriptionCursor, TopicLog
-from georep.position import Position
+from georep.domain.position import Position
 
 log = logging.getLogger(__name__)
 

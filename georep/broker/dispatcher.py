@@ -37,9 +37,9 @@ from georep import limits
 from georep.broker.consumer import Consumer
 from georep.broker.entry import Entry
 from georep.broker.ports import SubscriptionCursor, TopicLog
-from georep.invariant import InvariantViolation, invariant
-from georep.position import Position
-from georep.topic_name import TopicName
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.runtime.invariant import InvariantViolation, invariant
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A topic entry as the broker sees it: its position, the stored bytes, their metadata.
 
 The stored bytes are the message's *headers and payload* exactly as the producer sent
-them behind its SEND (see ``protocol/frames.py``)::
+them behind its SEND (see ``wire/frames.py``)::
 
     [u16 0x0e01][u32 crc32c][u32 metadata size][MessageMetadata][payload]
 
@@ -24,9 +24,9 @@ import binascii
 import struct
 from dataclasses import dataclass
 
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.frames import CHECKSUM_MAGIC, parse_untrusted
+from georep.domain.position import Position
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.frames import CHECKSUM_MAGIC, parse_untrusted
 
 _MAGIC_AND_CRC = struct.Struct(">HI")
 _U32 = struct.Struct(">I")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.topic_name import InvalidTopicName
+from georep.domain.topic_name import InvalidTopicName
+from georep.wire import pulsar_wire_pb2 as pb
 
 
 class BrokerError(Exception):
@@ -24,7 +24,7 @@ class BrokerError(Exception):
 def server_error_of(error: BrokerError | InvalidTopicName) -> pb.ServerError:
     """The ``ServerError`` a client is answered with for ``error``.
 
-    A topic, tenant or namespace name the broker cannot accept (``georep/topic_name.py``
+    A topic, tenant or namespace name the broker cannot accept (``georep/domain/topic_name.py``
     refuses it) is answered TOPIC_NOT_FOUND (with the reason in the message), not
     INVALID_TOPIC_NAME: the C++ client retries InvalidTopicName until its operation
     timeout, while no topic of such a name can ever be found, so the client should fail at

@@ -28,8 +28,8 @@ from georep.broker.entry import Entry
 from georep.broker.errors import ConsumerAssignError
 from georep.broker.hash_ranges import AutoSplitRanges, StickyRanges, key_hash
 from georep.broker.shared_dispatcher import SharedDispatcher
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.position import Position
+from georep.wire import pulsar_wire_pb2 as pb
 
 
 class KeySharedDispatcher(SharedDispatcher):

@@ -11,7 +11,7 @@ from the environment or files, never from a flag's value (``rest/tokens.py``).
 SIGTERM and SIGINT stop it cleanly: connections closed, acknowledgements and
 deduplication state persisted, ledgers closed, bookies checkpointed.
 
-Before anything starts it checks what it was told (``console.py``): a bad flag, a host
+Before anything starts it checks what it was told (``runtime/console.py``): a bad flag, a host
 that is not an address here, a port in use or given twice, a metadata URL it cannot
 use, and a listener beyond loopback without admin tokens (unless ``--insecure``;
 ``rest/access.py``), and TLS files that make no server context, are one line on stderr
@@ -30,15 +30,15 @@ import os
 import ssl
 from pathlib import Path
 
-from georep import console
 from georep.broker.admin import AdminSettings
 from georep.broker.cluster import Cluster, ClusterConfig
-from georep.invariant import InvariantViolation
-from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.rest.access import ExposureError, check_exposure
+from georep.runtime import console
+from georep.runtime.invariant import InvariantViolation
+from georep.runtime.processes import exit_on_invariant, serve_until_signalled
+from georep.runtime.tls_files import TlsFiles
 from georep.storage.errors import InvalidArgument
 from georep.storage.meta.migrate import database_url
-from georep.tls_files import TlsFiles
 
 log = logging.getLogger(__name__)
 

@@ -36,9 +36,9 @@ from typing import Protocol
 from georep import limits
 from georep.broker.entry import parse_metadata
 from georep.broker.ports import SubscriptionCursor, TopicLog
-from georep.position import Position
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from georep.storage.errors import StorageError
-from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from georep.position import ID_MAX, Position
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.position import ID_MAX, Position
+from georep.wire import pulsar_wire_pb2 as pb
 
 _U64 = 2**64
 _I64_MAX = ID_MAX

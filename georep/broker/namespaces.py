@@ -20,7 +20,7 @@ from collections.abc import Callable
 from georep import limits
 from georep.broker.ports import NamespaceCatalog
 from georep.broker.topic_policies import TopicPolicies
-from georep.topic_name import check_namespace
+from georep.domain.topic_name import check_namespace
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "public/default"

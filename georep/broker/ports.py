@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from georep.broker.meta.catalog import CatalogOutcome, NamespaceRecord
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.range_set import RangeSet
 from georep.storage.meta.managed_ledgers import ManagedLedgerInfo

@@ -47,13 +47,13 @@ from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
 from georep.broker.errors import BrokerError, MessageNeverStored, NotAllowed, PersistenceError
 from georep.broker.message_id import message_id
 from georep.broker.rate_meter import RateMeter
-from georep.position import Position
-from georep.protocol import commands
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.topic_name import TopicName
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.wire import commands
+from georep.wire import pulsar_wire_pb2 as pb
 
 if TYPE_CHECKING:
-    from georep.protocol.frames import Frame
+    from georep.wire.frames import Frame
 
 log = logging.getLogger(__name__)
 

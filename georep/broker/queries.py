@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 from georep.broker import schema_registry
 from georep.broker.errors import BrokerError
 from georep.broker.message_id import message_id
-from georep.protocol import commands
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.topic_name import TopicName
+from georep.domain.topic_name import TopicName
+from georep.wire import commands
+from georep.wire import pulsar_wire_pb2 as pb
 
 if TYPE_CHECKING:
     from georep.broker.consumer import Consumer

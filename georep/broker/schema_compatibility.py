@@ -36,7 +36,7 @@ import fastavro
 
 from georep.broker.errors import BrokerError
 from georep.broker.meta.schemas import SchemaRecord
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.wire import pulsar_wire_pb2 as pb
 
 
 class IncompatibleSchema(BrokerError):

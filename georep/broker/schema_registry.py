@@ -43,9 +43,9 @@ from georep.broker.schema_compatibility import (
     check_compatible,
     parse_strategy,
 )
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.topic_name import TopicName
 from georep.storage.errors import InvalidArgument
-from georep.topic_name import TopicName
+from georep.wire import pulsar_wire_pb2 as pb
 
 __all__ = [
     "IncompatibleSchema",

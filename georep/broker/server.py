@@ -29,9 +29,9 @@ import typing
 from collections.abc import Callable
 
 from georep import limits
-from georep.awaiting import within
 from georep.broker.connection import ServerConnection
 from georep.broker.service import BrokerService
+from georep.runtime.awaiting import within
 
 log = logging.getLogger(__name__)
 

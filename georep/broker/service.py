@@ -40,8 +40,8 @@ from georep.broker.namespaces import Namespaces
 from georep.broker.ports import BrokerMetadata, TopicLogFactory
 from georep.broker.schema_registry import SchemaRegistry
 from georep.broker.topic import PersistentTopic
+from georep.domain.topic_name import TopicName
 from georep.storage.managed_ledger import ManagedLedgerConfig
-from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from georep import limits
 from georep.broker.consumer import Consumer
 from georep.broker.dispatcher import Dispatcher, DispatcherSubscription
 from georep.broker.entry import Entry
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.errors import NoSuchEntry
 
 log = logging.getLogger(__name__)

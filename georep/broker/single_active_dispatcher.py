@@ -25,7 +25,7 @@ from georep import limits
 from georep.broker.consumer import Consumer, SubType
 from georep.broker.dispatcher import Dispatcher, DispatcherSubscription
 from georep.broker.errors import ConsumerBusy
-from georep.position import Position
+from georep.domain.position import Position
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):

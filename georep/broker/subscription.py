@@ -60,8 +60,8 @@ from georep.broker.errors import ConsumerBusy, NotAllowed
 from georep.broker.message_id import position_of, unacknowledged_bits
 from georep.broker.ports import SubscriptionCursor, TopicLog
 from georep.broker.rate_meter import RateMeter
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from georep.storage.errors import (
     InvalidArgument,
     ManagedLedgerClosed,
@@ -70,7 +70,7 @@ from georep.storage.errors import (
     StorageError,
 )
 from georep.storage.managed_ledger import RangeSet
-from georep.topic_name import TopicName
+from georep.wire import pulsar_wire_pb2 as pb
 
 log = logging.getLogger(__name__)
 

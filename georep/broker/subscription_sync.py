@@ -61,7 +61,7 @@ from georep.broker.message_id import all_bits
 from georep.broker.ports import SubscriptionCursor, TopicLog
 from georep.broker.subscription import Subscription, is_replicated, mark_replicated
 from georep.broker.topic import PersistentTopic, SeekTarget, is_system_cursor
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.errors import InvalidArgument
 from georep.storage.managed_ledger import RangeSet
 

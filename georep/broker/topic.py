@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Literal
 
-from georep import limits, names
+from georep import limits
 from georep.broker.consumer import Consumer
 from georep.broker.deduplication import CURSOR_NAME as DEDUP_CURSOR
 from georep.broker.deduplication import MessageDeduplication
@@ -44,12 +44,13 @@ from georep.broker.producer import Producer
 from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription, asks_replicated, mark_replicated
 from georep.broker.topic_policies import TopicPolicies
-from georep.invariant import invariant
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain import names
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.runtime.invariant import invariant
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
 from georep.storage.managed_ledger import ManagedLedgerConfig
-from georep.topic_name import TopicName
+from georep.wire import pulsar_wire_pb2 as pb
 
 log = logging.getLogger(__name__)
 

@@ -40,9 +40,9 @@ from georep.broker.rate_meter import RateMeter
 from georep.broker.service import BrokerService
 from georep.broker.subscription import is_replicated
 from georep.broker.topic import PersistentTopic, SeekTarget, is_system_cursor
-from georep.position import InvalidPosition, Position
+from georep.domain.position import InvalidPosition, Position
+from georep.domain.topic_name import TopicName
 from georep.storage.errors import InvalidArgument
-from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ Top to bottom (imports point down)::
     link (PulsarLink: one connection per cluster, lookups, producers and consumers)
         → producer (LinkProducer), consumer (LinkConsumer)
             → connection (LinkConnection: the state machine over one socket)
-                → georep/protocol (the wire codec, no I/O)
+                → georep/wire (the wire codec, no I/O)
     admin (ClusterAdminClient: the admin REST, aiohttp)
     errors (LinkError and its kinds, each saying whether a retry may help)
 

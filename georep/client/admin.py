@@ -39,9 +39,9 @@ from georep import limits
 from georep.client import tls
 from georep.client.errors import REFUSING_STATUSES, AdminRequestFailed
 from georep.client.refusals import Refusals
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.topic_name import TopicName
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.wire import pulsar_wire_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ GEOREP_V1 = "/admin/georep/v1"
 def _segment(name: str) -> str:
     """One path segment holding ``name``: every character that could change the path's
     shape (``/``, ``?``, ``#``, ``%``) encoded. Names are never ``.`` or ``..``
-    (``georep/names.py``), which no encoding could keep from being collapsed."""
+    (``georep/domain/names.py``), which no encoding could keep from being collapsed."""
     return quote(name, safe="")
 
 

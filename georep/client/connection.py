@@ -1,6 +1,6 @@
 """One client connection of the gateway to a Pulsar broker, on asyncio.
 
-The wire format is ``georep/protocol`` (sans-I/O); this module adds the socket, the
+The wire format is ``georep/wire`` (sans-I/O); this module adds the socket, the
 handshake, request/response matching and keep-alive. Producers and consumers
 (``producer.py``, ``consumer.py``) register here by id and get the frames
 addressed to them; ``link.py`` on top does lookups and pools connections.
@@ -55,15 +55,15 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from georep import limits
-from georep.awaiting import within
 from georep.client import tls
 from georep.client.errors import ConnectFailed, LinkClosed, LinkError, RequestTimeout, ServerError
-from georep.decimal_text import parse_decimal
-from georep.invariant import invariant, present
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import REGISTRY, Sender, Type
-from georep.protocol.errors import PulsarProtocolError
+from georep.domain.decimal_text import parse_decimal
+from georep.runtime.awaiting import within
+from georep.runtime.invariant import invariant, present
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import REGISTRY, Sender, Type
+from georep.wire.errors import PulsarProtocolError
 
 log = logging.getLogger(__name__)
 

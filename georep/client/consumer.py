@@ -31,11 +31,11 @@ from typing import Any
 from georep import limits
 from georep.client.connection import LinkConnection
 from georep.client.errors import LinkClosed, LinkError, ServerError
-from georep.invariant import invariant, present
-from georep.position import Position
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
+from georep.domain.position import Position
+from georep.runtime.invariant import invariant, present
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
 
 SubType = pb.Subscribe.SubType
 InitialPosition = pb.Subscribe.InitialPosition

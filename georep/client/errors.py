@@ -1,11 +1,11 @@
 """Operating errors of the client: a link to a cluster (binary protocol or admin REST) is
 unreachable, slow, or refused a request. ``retriable`` says whether trying again later
 may help; a replicator retries those with backoff and records the rest as its last
-error. A broken invariant is a bug and stops the process (``georep.invariant``)."""
+error. A broken invariant is a bug and stops the process (``georep.runtime.invariant``)."""
 
 from __future__ import annotations
 
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.wire import pulsar_wire_pb2 as pb
 
 #: Server errors after which the same request may succeed later.
 _RETRIABLE_SERVER_ERRORS = frozenset(

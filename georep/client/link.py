@@ -7,7 +7,7 @@ reach the replicator later (docs/ARCHITECTURE.md, "Snapshots"). So the gateway t
 clusters only over their public interfaces (this binary protocol and the admin REST) with
 this small client.
 
-Layers: ``protocol/`` (codec, no I/O) → ``connection`` (socket, handshake,
+Layers: ``wire/`` (codec, no I/O) → ``connection`` (socket, handshake,
 requests, keep-alive) → ``producer`` / ``consumer`` → this module, which
 looks topics up and keeps one connection per broker, shared by every producer and
 consumer on it (as Pulsar's clients do)::
@@ -52,9 +52,9 @@ from georep.client.consumer import InitialPosition, LinkConsumer, SubType
 from georep.client.errors import ConnectFailed, LinkError, ServerError
 from georep.client.producer import LinkProducer
 from georep.client.refusals import Refusals
-from georep.protocol import commands
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
+from georep.wire import commands
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

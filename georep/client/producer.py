@@ -30,12 +30,12 @@ from typing import Any
 from georep import limits
 from georep.client.connection import LinkConnection
 from georep.client.errors import LinkClosed, LinkError, MessageTooLarge, ServerError
-from georep.invariant import invariant
-from georep.position import Position
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
-from georep.protocol.errors import FrameTooLarge
+from georep.domain.position import Position
+from georep.runtime.invariant import invariant
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
+from georep.wire.errors import FrameTooLarge
 
 log = logging.getLogger(__name__)
 

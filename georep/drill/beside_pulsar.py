@@ -37,8 +37,8 @@ from georep.drill.pulsar_tooling import require_pulsar_tools
 from georep.drill.pulsar_topology import pulsar_admin, start_standalones
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.drill.topology import A, AtFailure, B, Topology, fail_beside_gateways, start_all
-from georep.processes import ManagedProcess, ProcessFailed, georep_command
-from georep.up import ReadyLineError, gateway_port
+from georep.runtime.processes import ManagedProcess, ProcessFailed, georep_command
+from georep.up.supervisor import ReadyLineError, gateway_port
 
 if TYPE_CHECKING:
     from pulsar_tools.standalone import PulsarStandalone

@@ -72,8 +72,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from georep import limits
-from georep.awaiting import within
-from georep.drill import rest
+from georep.drill import admin_client
 from georep.drill.delivery_log import AFTER, BEFORE, RETURN, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
 from georep.drill.failback import FailbackFacts, classify_failback, failback_report
@@ -90,6 +89,7 @@ from georep.drill.traffic import (
     produce,
     read_origins,
 )
+from georep.runtime.awaiting import within
 
 log = logging.getLogger(__name__)
 
@@ -280,8 +280,8 @@ class DrillOp:
             if self.topology.has_gateways:
                 stats = await asyncio.to_thread(self.topology.gateway_stats, B, self.topic)
                 if stats is not None:
-                    _, block = rest.sync_of(stats, self.topic, self.subscription)
-                    lag = rest.sync_lag_ms(block, A)
+                    _, block = admin_client.sync_of(stats, self.topic, self.subscription)
+                    lag = admin_client.sync_lag_ms(block, A)
             backlog = await asyncio.to_thread(self.topology.replication_backlog, self.topic)
             at_ms = int(time.time() * 1000)
             if self.topology.has_gateways:
@@ -327,10 +327,10 @@ class DrillOp:
         if stats is None:
             return [f"stats from {cluster}'s gateway"]
         missing = []
-        if not any(r.get("connected") for r in rest.replicators_of(stats, self.topic)):
+        if not any(r.get("connected") for r in admin_client.replicators_of(stats, self.topic)):
             missing.append(f"connected replicator on {cluster}'s gateway")
         if isinstance(stats.get("subscriptionSync"), dict):
-            entry = rest.sync_topic(stats, self.topic)
+            entry = admin_client.sync_topic(stats, self.topic)
             if entry is None:
                 missing.append(f"sync of the topic on {cluster}'s gateway")
             elif cluster == A:
@@ -349,7 +349,7 @@ class DrillOp:
             if stats is None:
                 self.facts.warnings.append(f"no stats from {cluster}'s gateway")
                 continue
-            mode, blocks[cluster] = rest.sync_of(stats, self.topic, self.subscription)
+            mode, blocks[cluster] = admin_client.sync_of(stats, self.topic, self.subscription)
             if mode is None:
                 self.facts.warnings.append(f"{cluster}'s gateway reports no subscriptionSync")
             elif mode != self.mode:
@@ -359,10 +359,13 @@ class DrillOp:
             if cluster == A or self.facts.gateway_sync_mode is None:
                 self.facts.gateway_sync_mode = mode
         self.facts.sync_stats = blocks or None
-        self.facts.sync_lag_ms = rest.sync_lag_ms(blocks.get(B), A)
+        self.facts.sync_lag_ms = admin_client.sync_lag_ms(blocks.get(B), A)
         try:
             self.facts.a_cursor = await asyncio.to_thread(
-                rest.cursor_of, self.topology.urls[A].admin_url, self.topic, self.subscription
+                admin_client.cursor_of,
+                self.topology.urls[A].admin_url,
+                self.topic,
+                self.subscription,
             )
         except DrillError as error:
             self.facts.warnings.append(f"A's cursor at the failure unknown: {error}")
@@ -379,14 +382,14 @@ class DrillOp:
         deadline = time.monotonic() + limits.drill_source_read_wait_s_max
         while time.monotonic() < deadline:
             stats = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
-            entry = rest.sync_topic(stats or {}, self.topic) or {}
+            entry = admin_client.sync_topic(stats or {}, self.topic) or {}
             told, read = entry.get("toldAt"), entry.get("statesReadAt")
-            _, block = rest.sync_of(stats or {}, self.topic, self.subscription)
+            _, block = admin_client.sync_of(stats or {}, self.topic, self.subscription)
             if (
                 isinstance(told, int | float)
                 and isinstance(read, int | float)
                 and read >= told
-                and rest.source_is_cursor((block or {}).get("source"), self.facts.a_cursor)
+                and admin_client.source_is_cursor((block or {}).get("source"), self.facts.a_cursor)
             ):
                 return
             await asyncio.sleep(0.02)
@@ -407,10 +410,10 @@ class DrillOp:
         last: object = object()  # no read yet
         while True:
             stats = await asyncio.to_thread(self.topology.gateway_stats, A, namespace) or {}
-            _, block = rest.sync_of(stats, self.topic, self.subscription)
-            exposure = rest.exposure_of(block, B)
+            _, block = admin_client.sync_of(stats, self.topic, self.subscription)
+            exposure = admin_client.exposure_of(block, B)
             messages = None if exposure is None else exposure["messages"]
-            quiet = rest.in_flight_to(stats, B) == 0 and messages == last
+            quiet = admin_client.in_flight_to(stats, B) == 0 and messages == last
             if quiet or time.monotonic() >= deadline:
                 break
             last = messages
@@ -434,7 +437,7 @@ class DrillOp:
         said: object = None
         while time.monotonic() < deadline:
             try:
-                said = await asyncio.to_thread(rest.caught_up, url, self.topic)
+                said = await asyncio.to_thread(admin_client.caught_up, url, self.topic)
             except DrillError as error:
                 said = str(error)
             else:
@@ -525,7 +528,10 @@ class DrillOp:
             unreadable = ""
             try:
                 seen = await asyncio.to_thread(
-                    rest.cursor_of, self.topology.urls[A].admin_url, self.topic, self.subscription
+                    admin_client.cursor_of,
+                    self.topology.urls[A].admin_url,
+                    self.topic,
+                    self.subscription,
                 )
             except DrillError as error:  # A still opening the topic: not settled
                 seen, unreadable = None, f"A's cursor ({error})"
@@ -548,7 +554,7 @@ class DrillOp:
         if self.topology.has_gateways:
             stats = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
             if stats is not None:
-                _, failback.sync_stats = rest.sync_of(stats, self.topic, self.subscription)
+                _, failback.sync_stats = admin_client.sync_of(stats, self.topic, self.subscription)
         self._lap("sync_back")
         self.progress.close()
 
@@ -565,8 +571,8 @@ class DrillOp:
         stats_a = await asyncio.to_thread(self.topology.gateway_stats, A, self.topic)
         if stats_a is None or stats_b is None:
             return "both gateways' stats"
-        _, on_b = rest.sync_of(stats_b, self.topic, self.subscription)
-        _, on_a = rest.sync_of(stats_a, self.topic, self.subscription)
+        _, on_b = admin_client.sync_of(stats_b, self.topic, self.subscription)
+        _, on_a = admin_client.sync_of(stats_a, self.topic, self.subscription)
         sent = ((on_b or {}).get("source") or {}).get("lastSequence")
         applied = ((on_a or {}).get("applied") or {}).get(B) or {}
         if sent is None:

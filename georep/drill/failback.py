@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from georep import limits
+from georep.domain.shares import percent, share
 from georep.drill.delivery_log import AFTER, BEFORE, RETURN, Delivery
 from georep.drill.report import Produced
-from georep.shares import percent, share
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ import html
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from georep.domain.shares import percent
 from georep.drill.failback import failback_verdict
 from georep.reports.html_page import figure_text
-from georep.shares import percent
 
 #: (key in the failback block, label, whether a non-zero value is a problem).
 _ROWS = (

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from georep import limits
+from georep.drill.admin_client import count_or_none
 from georep.drill.errors import DrillError
 from georep.drill.pulsar_tooling import require_pulsar_tools
-from georep.drill.rest import count_or_none
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
 from georep.drill.topology import A, AtFailure, B, Topology
 

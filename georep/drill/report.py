@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from georep import limits
+from georep.domain.position import Position
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
-from georep.position import Position
 from georep.pulsar_text.cursor import acknowledged, parse_cursor, parse_position
 
 

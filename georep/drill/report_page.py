@@ -28,6 +28,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from georep.domain.shares import percent
 from georep.drill.delivery_log import Delivery
 from georep.drill.failback_page import failback_section
 from georep.drill.report_charts import (
@@ -42,7 +43,6 @@ from georep.drill.report_charts import (
 )
 from georep.drill.verdict import Verdict, verdict
 from georep.reports.html_page import document_head, figure_text
-from georep.shares import percent
 
 #: What each target is called on the page (unknown ones by their own name).
 TARGET_LABELS = {

@@ -1,14 +1,14 @@
 """Clusters A and B and their gateways: stood up by the drill, or running ones by URL.
 
 **Managed** (:class:`ManagedTopology`): ``georep up``'s own pieces — an
-:class:`~georep.up_config.UpConfig` with clusters A and B (``fsync = false``: a process crash
+:class:`~georep.up.config.UpConfig` with clusters A and B (``fsync = false``: a process crash
 loses nothing, only a power loss would) and gateways replicating the drill's namespace
 A→B and B→A, each with ``subscription_sync = {mode = <mode>, ...}``; processes and
 gateway TOML files made by ``up.cluster_process`` and ``up.gateway_process``. Every
 process listens on port 0 and its port is read from its ready line, as ``up`` does
 (``up.with_cluster_ports``, ``up.with_gateway_port``): the gateways' files are written
 once both clusters are ready. The processes run as plain
-:class:`~georep.processes.ManagedProcess` children, not ``up``'s supervised ones: a drill
+:class:`~georep.runtime.processes.ManagedProcess` children, not ``up``'s supervised ones: a drill
 wants a crash to show, not to be restarted, and ``up``'s status lines would mix with
 ``--json`` on stdout. A start that fails is tried again in a fresh data directory, up to
 ``limits.drill_start_attempts_max`` times; each failed attempt
@@ -45,13 +45,14 @@ from typing import Any
 from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed
-from georep.drill import rest
+from georep.domain.topic_name import InvalidTopicName, TopicName
+from georep.drill import admin_client
 from georep.drill.errors import DrillError
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
-from georep.invariant import present
-from georep.processes import ManagedProcess, ProcessFailed
-from georep.topic_name import InvalidTopicName, TopicName
-from georep.up import (
+from georep.runtime.invariant import present
+from georep.runtime.processes import ManagedProcess, ProcessFailed
+from georep.up.config import ClusterSpec, GatewaySpec, UpConfig
+from georep.up.supervisor import (
     ReadyLineError,
     Supervised,
     cluster_process,
@@ -59,7 +60,6 @@ from georep.up import (
     with_cluster_ports,
     with_gateway_port,
 )
-from georep.up_config import ClusterSpec, GatewaySpec, UpConfig
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class Topology:
         if not url:
             return None
         try:
-            return rest.gateway_stats(url, topic)
+            return admin_client.gateway_stats(url, topic)
         except DrillError as error:
             log.debug("gateway %s stats: %s", cluster, error)
             return None
@@ -134,16 +134,16 @@ class Topology:
         ``replicationBacklog`` of its replicator to B (refreshed by the gateway every
         ``limits.replicator_stats_interval_s_default`` while it replicates); None when
         unknown."""
-        return rest.replication_backlog(self.gateway_stats(A, topic), topic, B)
+        return admin_client.replication_backlog(self.gateway_stats(A, topic), topic, B)
 
     def return_backlog(self, topic: str) -> int | None:
         """Entries of ``topic`` B has not replicated to A yet (a failback waits for 0):
         B's gateway's ``replicationBacklog`` of its replicator to A, once that replicator
         is connected again; None before, or when unknown."""
         stats = self.gateway_stats(B, topic) or {}
-        for replicator in rest.replicators_of(stats, topic):
+        for replicator in admin_client.replicators_of(stats, topic):
             if replicator.get("remoteCluster") == A and replicator.get("connected"):
-                return rest.count_or_none(replicator.get("replicationBacklog"))
+                return admin_client.count_or_none(replicator.get("replicationBacklog"))
         return None
 
 
@@ -320,7 +320,9 @@ async def ensure_namespace(admin_url: str, namespace: str, cluster: str) -> None
     """The namespace and its tenant on ``cluster``, made as a gateway makes them on a
     remote (:meth:`ClusterAdminClient.ensure_topic` of no partitions)."""
     client = ClusterAdminClient(
-        admin_url, cluster_name=cluster, token=rest.client_token_of(rest.ADMIN_TOKEN_ENV)
+        admin_url,
+        cluster_name=cluster,
+        token=admin_client.client_token_of(admin_client.ADMIN_TOKEN_ENV),
     )
     try:
         await client.ensure_topic(TopicName.of(namespace, "drill"), 0)
@@ -339,10 +341,10 @@ class RunningTopology(Topology):
         for name, urls in self.urls.items():
             try:
                 await asyncio.to_thread(
-                    rest.request_json,
+                    admin_client.request_json,
                     "GET",
                     f"{urls.admin_url}/admin/v2/clusters",
-                    token_env=rest.ADMIN_TOKEN_ENV,
+                    token_env=admin_client.ADMIN_TOKEN_ENV,
                 )
             except DrillError as error:
                 raise DrillError(f"cluster {name} does not answer: {error}") from None
@@ -357,13 +359,15 @@ class RunningTopology(Topology):
             await at_failure()
         self._cut_topics.append(topic)
         for name in (A, B):
-            await asyncio.to_thread(rest.set_topic_policy, self._gateway_url(name), topic, [])
+            await asyncio.to_thread(
+                admin_client.set_topic_policy, self._gateway_url(name), topic, []
+            )
         deadline = time.monotonic() + limits.drill_cut_link_wait_s_max
         while time.monotonic() < deadline:
             live = []
             for name in (A, B):
                 stats = await asyncio.to_thread(self.gateway_stats, name, topic) or {}
-                live += rest.replicators_of(stats, topic)
+                live += admin_client.replicators_of(stats, topic)
             if not live:
                 return
             await asyncio.sleep(0.1)
@@ -375,12 +379,14 @@ class RunningTopology(Topology):
             raise DrillError("running clusters can only be restored after a cut-link")
         self._cut_topics.remove(topic)
         for name in (A, B):
-            await asyncio.to_thread(rest.set_topic_policy, self._gateway_url(name), topic, None)
+            await asyncio.to_thread(
+                admin_client.set_topic_policy, self._gateway_url(name), topic, None
+            )
 
     async def stop(self) -> None:
         for topic in self._cut_topics:
             for name in (A, B):
                 with contextlib.suppress(DrillError):
                     await asyncio.to_thread(
-                        rest.set_topic_policy, self._gateway_url(name), topic, None
+                        admin_client.set_topic_policy, self._gateway_url(name), topic, None
                     )

@@ -30,7 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from georep import limits
-from georep.decimal_text import parse_decimal
+from georep.domain.decimal_text import parse_decimal
+from georep.domain.position import Position
 from georep.drill import avro_records
 from georep.drill.delivery_log import BEFORE, RETURN, Delivery, DeliveryLog
 from georep.drill.errors import DrillError
@@ -47,7 +48,6 @@ from georep.drill.scenarios import (
     Received,
     Scenario,
 )
-from georep.position import Position
 from georep.pulsar_text.schema_version import version_number
 from georep.replicator.origin import (
     ORIGIN_CLUSTER_PROPERTY,

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from georep.shares import percent, share
+from georep.domain.shares import percent, share
 
 
 @dataclass(frozen=True)

@@ -13,5 +13,5 @@ Process, top to bottom (imports point down)::
 
 Policies, remote clusters and the cluster's gateway instances live in the gateway's own
 metadata (``gateway/meta``: its repositories over storage's metadata engine). ``georep
-up`` (``georep/up.py``) runs clusters and gateways together from one file.
+up`` (``georep/up/supervisor.py``) runs clusters and gateways together from one file.
 """

@@ -30,12 +30,13 @@ from typing import Any
 
 import yarl
 
-from georep import limits, names
+from georep import limits
 from georep.client.tls import ClientTls, TlsSettingsError, uses_tls
-from georep.console import ConfigError, check_keys
+from georep.domain import names
 from georep.gateway import config_values as values
 from georep.rest import tokens as token_sources
 from georep.rest.tokens import ADMIN_TOKENS_ENV, Token, TokenError
+from georep.runtime.console import ConfigError, check_keys
 
 #: The file's warnings (a literal token, TLS half off) under the name an operator knows
 #: them by: the configuration's.

@@ -89,8 +89,8 @@ from pathlib import Path
 from typing import Any
 
 from georep import limits
-from georep.console import ConfigError, check_keys
-from georep.decimal_text import parse_decimal
+from georep.domain.decimal_text import parse_decimal
+from georep.domain.topic_name import InvalidTopicName, TopicName, check_namespace
 from georep.gateway import config_values as values
 from georep.gateway.cluster_endpoint import ClusterEndpoint, ClusterKind, parse_endpoint, same_place
 from georep.rest import tokens as token_sources
@@ -101,9 +101,9 @@ from georep.rest.tokens import (
     Token,
     TokenError,
 )
+from georep.runtime.console import ConfigError, check_keys
+from georep.runtime.tls_files import TlsFiles
 from georep.subsync.settings import SyncMode, SyncSettings, parse_sync
-from georep.tls_files import TlsFiles
-from georep.topic_name import InvalidTopicName, TopicName, check_namespace
 
 log = logging.getLogger(__name__)
 

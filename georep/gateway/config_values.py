@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from georep.console import ConfigError
+from georep.runtime.console import ConfigError
 
 
 def table(document: Mapping[str, Any], key: str, *, required: bool = False) -> Mapping[str, Any]:

@@ -11,7 +11,7 @@ Several instances for one cluster run from one file and one metadata store
 (``ownership.py``): ``--listen`` and ``--instance`` give each its own address and name.
 
 Exit code 2 means the configuration is unusable, said in one line on stderr
-(``console.py``): the file, a host that is not an address here, a port in use, a
+(``runtime/console.py``): the file, a host that is not an address here, a port in use, a
 metadata URL it cannot use, or a REST listening beyond loopback without tokens unless
 ``--insecure`` (``rest/access.py``).
 """
@@ -23,12 +23,12 @@ import asyncio
 import logging
 from pathlib import Path
 
-from georep import console
-from georep.console import ConfigError
 from georep.gateway.config import GatewayConfig, load, with_overrides
 from georep.gateway.gateway import Gateway
-from georep.processes import exit_on_invariant, serve_until_signalled
 from georep.rest.access import ExposureError, check_exposure
+from georep.runtime import console
+from georep.runtime.console import ConfigError
+from georep.runtime.processes import exit_on_invariant, serve_until_signalled
 from georep.storage.errors import InvalidArgument, StorageError
 from georep.storage.meta.migrate import database_url
 

@@ -53,9 +53,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from georep import limits
-from georep.awaiting import awaiting, within
 from georep.client.errors import LinkError, said_once_per_cluster
 from georep.client.refusals import RIGHTS_DOCUMENT, Refusal
+from georep.domain.position import Position
+from georep.domain.topic_name import InvalidTopicName, TopicName
 from georep.gateway.cluster_endpoint import ClusterEndpoint, ClusterKind
 from georep.gateway.clusters import ClusterLinks
 from georep.gateway.errors import GatewayError
@@ -64,13 +65,12 @@ from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolic
 from georep.gateway.ownership import Shares, Sole
 from georep.gateway.sync_choice import SyncChoices
 from georep.gateway.watchdog import Watch
-from georep.position import Position
 from georep.replicator.origin import REPLICATION_NAME_PREFIX
 from georep.replicator.replicator import Replicator
 from georep.replicator.settings import ReplicatorSettings
+from georep.runtime.awaiting import awaiting, within
 from georep.storage.errors import StorageError
 from georep.subsync import DesiredSyncs, SyncSettings, SyncSupervisor, TopicSync
-from georep.topic_name import InvalidTopicName, TopicName
 
 log = logging.getLogger(__name__)
 

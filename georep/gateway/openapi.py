@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 document of the gateway's REST admin, built by ``rest/openapi.py`` from
-the route table it is given (``gateway/rest.py`` gives its ``ROUTES``) with the gateway's
+the route table it is given (``gateway/admin_app.py`` gives its ``ROUTES``) with the gateway's
 schemas. Statuses it adds to the toolkit's: 409 for
 mutations, 400 where the path holds a name, 404 where a policy is looked up.
 """

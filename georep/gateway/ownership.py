@@ -53,8 +53,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from georep.awaiting import within
 from georep.gateway.meta.members import GatewayMember
+from georep.runtime.awaiting import within
 from georep.storage.errors import StorageError
 
 log = logging.getLogger(__name__)

@@ -22,10 +22,10 @@ import logging
 import re
 from collections.abc import Iterable
 
+from georep.domain.names import InvalidName, check_subscription_pattern
+from georep.domain.topic_name import InvalidTopicName, TopicName
 from georep.gateway.meta.subscription_sync_policies import SubscriptionSyncPolicyRecord
-from georep.names import InvalidName, check_subscription_pattern
 from georep.subsync import NamespaceSync, Selection, SyncSettings
-from georep.topic_name import InvalidTopicName, TopicName
 
 log = logging.getLogger(__name__)
 

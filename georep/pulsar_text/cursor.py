@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from georep.position import Position
+from georep.domain.position import Position
 
 Range = tuple[Position, Position]
 

@@ -55,13 +55,13 @@ import enum
 from dataclasses import dataclass
 
 from georep import limits
-from georep.decimal_text import parse_decimal
-from georep.invariant import invariant
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.decimal_text import parse_decimal
+from georep.domain.position import Position
 from georep.replicator.errors import ReplicationStalled
+from georep.runtime.invariant import invariant
 from georep.snapshots.markers import BROADCAST_KINDS, MarkerKind
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
+from georep.wire import pulsar_wire_pb2 as pb
 
 REPLICATION_NAME_PREFIX = "georep.repl."
 ORIGIN_CLUSTER_PROPERTY = "georep.origin.cluster"

@@ -31,7 +31,7 @@ producer itself at most ``limits.replicator_pending_sends_*`` unanswered sends
 (backpressure: a slow remote slows the reading, the backlog stays on the local topic).
 
 Faults: the local side (consumer) and the remote side (producer) reconnect separately,
-each with exponential backoff and jitter (``georep/retry.py``, tenacity), capped at
+each with exponential backoff and jitter (``georep/runtime/retry.py``, tenacity), capped at
 ``limits.replicator_retry_backoff_s_max``, never giving up while the replicator runs.
 When the remote fails, what was in flight goes back to the front of ``_unsent`` and is
 sent again to the next producer (deduplication keeps it once); the local consumer keeps
@@ -73,15 +73,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from georep import limits
-from georep.awaiting import stopped_within, within
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, ServerError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer, SendReceipt
-from georep.invariant import InvariantViolation, invariant
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from georep.replicator.counters import Counters, Rates
 from georep.replicator.errors import ReplicationStalled
 from georep.replicator.origin import (
@@ -94,8 +92,10 @@ from georep.replicator.origin import (
 )
 from georep.replicator.rate_limiter import RateLimiter
 from georep.replicator.settings import ReplicatorSettings
-from georep.retry import RetryPolicy
-from georep.topic_name import TopicName
+from georep.runtime.awaiting import stopped_within, within
+from georep.runtime.invariant import InvariantViolation, invariant
+from georep.runtime.retry import RetryPolicy
+from georep.wire import pulsar_wire_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ class Replicator:
         #: Partition count of the topic's base name (0: not partitioned).
         self.partitions = partitions
         self.settings = settings or ReplicatorSettings()
-        #: How the local and remote sides wait between attempts (``georep/retry.py``).
+        #: How the local and remote sides wait between attempts (``georep/runtime/retry.py``).
         self.retry_policy = RetryPolicy(
             self.settings.backoff_s_initial, self.settings.backoff_s_max
         )
@@ -555,7 +555,7 @@ class Replicator:
     # -- retries and errors --
 
     async def _retrying(self, side: str, operation: Callable[[], Awaitable[_T]]) -> _T:
-        """``operation`` until it succeeds (retry.py: exponential with jitter, capped; at
+        """``operation`` until it succeeds (runtime/retry.py: exponential with jitter, capped; at
         once the cap for what retrying soon cannot fix, a stalled entry or a refusal)."""
 
         def failed(error: BaseException | None) -> None:

@@ -1,5 +1,5 @@
 """The REST toolkit both admin servers share: the cluster's (``broker/admin``) and the
-gateway's (``gateway/rest.py``). Each owns its route table and handlers; this package
+gateway's (``gateway/admin_app.py``). Each owns its route table and handlers; this package
 owns what every route of either goes through, so that both behave the same:
 
 - ``routes``: :class:`Route`, one row of a route table;

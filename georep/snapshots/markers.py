@@ -30,11 +30,11 @@ from collections.abc import Iterable
 from google.protobuf.message import DecodeError, Message
 
 from georep import limits
-from georep.invariant import InvariantViolation
-from georep.position import Position
-from georep.protocol.frames import missing_fields
+from georep.domain.position import Position
+from georep.runtime.invariant import InvariantViolation
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.errors import MarkerError
+from georep.wire.frames import missing_fields
 
 
 class MarkerKind(enum.IntEnum):

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.invariant import invariant, present
-from georep.position import Position
+from georep.domain.position import Position
+from georep.runtime.invariant import invariant, present
 
 #: Distance counted for a step between ledgers: later ledgers are further than any
 #: entry offset inside one.

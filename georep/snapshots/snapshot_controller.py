@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.position import Position
+from georep.domain.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import key, position
 

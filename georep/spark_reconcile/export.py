@@ -85,12 +85,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from georep import limits
-from georep.awaiting import within
 from georep.client.tls import ClientTls, TlsSettingsError, uses_tls
-from georep.position import Position
+from georep.domain.position import Position
 from georep.pulsar_text.cursor import parse_cursor, parse_position
 from georep.pulsar_text.schema_version import version_number
 from georep.rest.tokens import ADMIN_TOKENS_ENV, TokenError, client_token
+from georep.runtime.awaiting import within
 from georep.spark_reconcile import schema
 from georep.spark_reconcile.errors import ExportError
 

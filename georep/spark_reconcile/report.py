@@ -35,9 +35,9 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from georep.domain.shares import percent, share
 from georep.reports.html_page import document_head, escape
 from georep.reports.svg_axis import nice_step, nice_ticks, tick_label, value_labels
-from georep.shares import percent, share
 
 SERIES_COLORS = {
     "replication_gap": "#d62728",

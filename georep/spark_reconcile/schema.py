@@ -50,7 +50,7 @@ import json
 
 import pyarrow as pa
 
-from georep.decimal_text import parse_decimal
+from georep.domain.decimal_text import parse_decimal
 
 SCHEMA_VERSION = 3
 #: Versions this georep reads: 1 is version 2 without ``batch_acks``, 2 is version 3

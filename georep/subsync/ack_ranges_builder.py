@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from georep import limits
-from georep.position import Position
+from georep.domain.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import batch_words, position
 from georep.subsync.range_mapping import OriginIndex, Range, merge

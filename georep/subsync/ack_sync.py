@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from georep.position import Position
+from georep.domain.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import batch_indexes, key
 from georep.subsync.range_mapping import OriginIndex, Range, merge

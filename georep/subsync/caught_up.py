@@ -25,9 +25,9 @@ from typing import Any
 from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError
-from georep.position import Position
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from georep.subsync.topic_sync import TopicSync
-from georep.topic_name import TopicName
 
 
 class TooManyTopics(ValueError):

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Generic, Protocol
 
 from georep.client.errors import LinkError
-from georep.retry import Backoff, sync_policy
+from georep.runtime.retry import Backoff, sync_policy
 from georep.subsync.ports import Mark, SyncPort
 
 log = logging.getLogger(__name__)

@@ -66,8 +66,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from georep import limits
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
+from georep.domain.position import Position
 from georep.replicator.origin import origin_of
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.errors import MarkerError
@@ -79,6 +78,7 @@ from georep.subsync.ack_sync import AckPlan, AckRangesReceiver
 from georep.subsync.exposure import Acked, Exposure, ExposureBook, Indexes
 from georep.subsync.range_mapping import OriginIndex, Range
 from georep.subsync.settings import NamespaceSync, SyncMode, SyncSettings
+from georep.wire import pulsar_wire_pb2 as wire
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from georep import limits
-from georep.position import Position
+from georep.domain.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import key
 from georep.snapshots.snapshot_cache import CachedSnapshot

@@ -35,11 +35,11 @@ from georep.client.admin import ClusterAdminClient
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer, SendReceipt
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from georep.snapshots.markers import encode
 from georep.subsync.core import Apply, SubscriptionState, WriteMarker
-from georep.topic_name import TopicName
+from georep.wire import pulsar_wire_pb2 as wire
 
 #: The in-band marker producer's name is this and the local cluster's.
 WRITER_PREFIX = "georep.sync."

@@ -59,14 +59,14 @@ from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.errors import LinkError, ServerError
 from georep.client.link import PulsarLink
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from georep.pulsar_text.cursor import acknowledged, parse_cursor
-from georep.retry import Backoff, sync_policy
+from georep.runtime.retry import Backoff, sync_policy
 from georep.subsync.core import Apply, SubscriptionState
 from georep.subsync.ports import Applied, Changed
 from georep.subsync.side_channel import SideChannel, SideRoute, is_side_topic
-from georep.topic_name import TopicName
+from georep.wire import pulsar_wire_pb2 as wire
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ An acknowledged origin range (7,2)..(7,6) then maps to local (3,12)..(3,14) and
 (3,16)..(3,17). The part of a range beyond the last replicated entry has not arrived
 yet: :meth:`OriginIndex.map_range` returns it as *pending*, to be applied when it does.
 
-Positions are :class:`~georep.position.Position`. Within one ledger entry ids are
+Positions are :class:`~georep.domain.position.Position`. Within one ledger entry ids are
 consecutive; across ledgers nothing is assumed except order, so a range is kept as its
 two ends, and "the entry after (l, e)" is only known inside a run.
 """
@@ -25,8 +25,8 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from georep.invariant import invariant
-from georep.position import Position
+from georep.domain.position import Position
+from georep.runtime.invariant import invariant
 
 Range = tuple[Position, Position]
 

@@ -54,9 +54,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from georep import limits
-from georep.console import ConfigError, check_keys
-from georep.names import InvalidName, check_subscription_pattern
-from georep.topic_name import InvalidTopicName, check_namespace
+from georep.domain.names import InvalidName, check_subscription_pattern
+from georep.domain.topic_name import InvalidTopicName, check_namespace
+from georep.runtime.console import ConfigError, check_keys
 
 
 class SyncMode(enum.Enum):

@@ -38,14 +38,14 @@ from georep.client.consumer import InitialPosition, LinkConsumer
 from georep.client.errors import LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import SendReceipt
-from georep.decimal_text import parse_decimal
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
-from georep.retry import Backoff, sync_policy
+from georep.domain.decimal_text import parse_decimal
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.runtime.retry import Backoff, sync_policy
 from georep.snapshots.markers import encode
 from georep.subsync.core import WriteMarker
 from georep.subsync.ports import LastEntry, MarkerProducer, SideMarker
-from georep.topic_name import TopicName
+from georep.wire import pulsar_wire_pb2 as wire
 
 log = logging.getLogger(__name__)
 

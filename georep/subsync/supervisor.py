@@ -34,7 +34,8 @@ from typing import Any, Protocol
 
 from georep.client.admin import ClusterAdminClient
 from georep.client.link import PulsarLink
-from georep.position import Position
+from georep.domain.position import Position
+from georep.domain.topic_name import InvalidTopicName, TopicName
 from georep.subsync.change_watch import ChangeWatch
 from georep.subsync.core import SyncCore
 from georep.subsync.ports import GeorepPort, SyncPort
@@ -42,7 +43,6 @@ from georep.subsync.pulsar_port import PulsarPort
 from georep.subsync.settings import NamespaceSync, SyncSettings
 from georep.subsync.side_channel import is_side_topic, side_topic
 from georep.subsync.topic_sync import TopicSync
-from georep.topic_name import InvalidTopicName, TopicName
 
 log = logging.getLogger(__name__)
 

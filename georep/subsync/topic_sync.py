@@ -45,17 +45,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from georep import limits
-from georep.awaiting import stopped_within, within
 from georep.client.consumer import InitialPosition, LinkConsumer, ReceivedEntry
 from georep.client.errors import LinkError, moved, said_once_per_cluster
 from georep.client.link import PulsarLink
 from georep.client.producer import SendReceipt
-from georep.position import Position
-from georep.retry import Backoff, RetryPolicy, sync_policy
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.runtime.awaiting import stopped_within, within
+from georep.runtime.retry import Backoff, RetryPolicy, sync_policy
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.exposure import Exposure
 from georep.subsync.ports import LastEntry, SideMarker, SyncPort
-from georep.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from tests.containers.test_sidecars import (
     free_port,
     gateway_json,
 )
-from tests.prometheus_tools import CONFIG, active_alerts, firing, rules_holding_for
+from tests.harness.prometheus import CONFIG, active_alerts, firing, rules_holding_for
 
 #: Every rule's ``for`` in this topology's Prometheus (see the module's docstring).
 RULE_FOR_S = 3

@@ -1,6 +1,6 @@
 import pytest
 
-from tests.integration.storage_cluster import StorageCluster
+from tests.harness.storage_cluster import StorageCluster
 
 
 @pytest.fixture

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from georep.storage import protocol
+from georep.storage import bookie_protocol
+from georep.storage.bookie_protocol import Status
 from georep.storage.client.placement import EnsemblePlacementPolicy
 from georep.storage.entry import verify
 from georep.storage.errors import NotEnoughBookies
 from georep.storage.meta.store import MetadataStore
-from georep.storage.protocol import Status
-from tests.bookie_harness import (
+from tests.harness.bookie import (
     BookieProcess,
     RawClient,
     add_request,
@@ -29,7 +29,7 @@ from tests.bookie_harness import (
     running_bookie,
     set_faults,
 )
-from tests.integration.broker_cluster import free_port
+from tests.harness.broker_cluster import free_port
 
 LEDGER = 9
 #: Generous: the bookie retries every 0.2 s here; a loaded CI machine may be slow.
@@ -38,8 +38,8 @@ FAST = ("--checkpoint-interval-s", "0.2", "--disk-check-interval-s", "0.2")
 
 
 async def _stats(address: str) -> dict:
-    response = await request(address, protocol.HealthRequest(1))
-    assert isinstance(response, protocol.HealthResponse)
+    response = await request(address, bookie_protocol.HealthRequest(1))
+    assert isinstance(response, bookie_protocol.HealthResponse)
     return json.loads(response.stats_json)
 
 
@@ -58,7 +58,7 @@ class Writer:
         payload = (b"%d:" % entry_id).ljust(self.payload_bytes, b"z")
         data = make_entry(LEDGER, entry_id, payload, lac=entry_id - 1)
         response = await self.client.request(
-            protocol.AddRequest(self.client.next_id(), LEDGER, entry_id, False, data)
+            bookie_protocol.AddRequest(self.client.next_id(), LEDGER, entry_id, False, data)
         )
         if response.status == Status.OK:
             self.acked[entry_id] = data
@@ -88,10 +88,10 @@ async def _check_all_readable(address: str, acked: dict[int, bytes]) -> None:
     async with RawClient(address) as client:
         for entry_id, data in acked.items():
             response = await client.request(
-                protocol.ReadRequest(client.next_id(), LEDGER, entry_id)
+                bookie_protocol.ReadRequest(client.next_id(), LEDGER, entry_id)
             )
             assert response.status == Status.OK, (entry_id, response)
-            assert isinstance(response, protocol.ReadResponse)
+            assert isinstance(response, bookie_protocol.ReadResponse)
             verify(response.data, LEDGER, entry_id)
             assert response.data == data
     stats = await _stats(address)

@@ -8,21 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from georep.storage import protocol
+from georep.storage import bookie_protocol
 from georep.storage.bookie import journal as journal_module
-from georep.storage.protocol import Status
-from tests.bookie_harness import BookieProcess, RawClient, add_request, make_entry, request
+from georep.storage.bookie_protocol import Status
+from tests.harness.bookie import BookieProcess, RawClient, add_request, make_entry, request
 
 
 async def _stats(address: str) -> dict:
-    response = await request(address, protocol.HealthRequest(1))
-    assert isinstance(response, protocol.HealthResponse)
+    response = await request(address, bookie_protocol.HealthRequest(1))
+    assert isinstance(response, bookie_protocol.HealthResponse)
     return json.loads(response.stats_json)
 
 
-async def _read(client: RawClient, ledger: int, entry: int) -> protocol.ReadResponse:
-    response = await client.request(protocol.ReadRequest(client.next_id(), ledger, entry))
-    assert isinstance(response, protocol.ReadResponse)  # a bookie answers in kind
+async def _read(client: RawClient, ledger: int, entry: int) -> bookie_protocol.ReadResponse:
+    response = await client.request(bookie_protocol.ReadRequest(client.next_id(), ledger, entry))
+    assert isinstance(response, bookie_protocol.ReadResponse)  # a bookie answers in kind
     return response
 
 
@@ -40,7 +40,7 @@ async def test_every_acknowledged_add_survives_kill_9(tmp_path):
     bookie.start()
     acked: dict[tuple[int, int], bytes] = {}
     sent: dict[int, tuple[int, int, bytes]] = {}
-    fence = protocol.ReadLacRequest(1_000_000, 3, fence=True)
+    fence = bookie_protocol.ReadLacRequest(1_000_000, 3, fence=True)
     fenced = False
     try:
         async with RawClient(bookie.address) as client:
@@ -50,7 +50,9 @@ async def test_every_acknowledged_add_survives_kill_9(tmp_path):
                     ledger, entry_id = 1 + n % 3, n // 3
                     data = make_entry(ledger, entry_id, b"durable-%d" % n, lac=entry_id - 1)
                     sent[n + 1] = (ledger, entry_id, data)
-                    await client.send(protocol.AddRequest(n + 1, ledger, entry_id, False, data))
+                    await client.send(
+                        bookie_protocol.AddRequest(n + 1, ledger, entry_id, False, data)
+                    )
                     if n == 300:  # fenced while adds keep flowing (ledger 3 refuses later)
                         await client.send(fence)
 
@@ -91,9 +93,13 @@ async def test_restart_after_fence_before_checkpoint_keeps_the_fence(tmp_path):
     try:
         async with RawClient(bookie.address) as client:
             assert (await _add(client, 5, 0)).status == Status.OK
-            response = await client.request(protocol.ReadLacRequest(client.next_id(), 5, True))
+            response = await client.request(
+                bookie_protocol.ReadLacRequest(client.next_id(), 5, True)
+            )
             assert response.status == Status.OK
-            response = await client.request(protocol.ReadRequest(client.next_id(), 6, 0, True))
+            response = await client.request(
+                bookie_protocol.ReadRequest(client.next_id(), 6, 0, True)
+            )
             assert response.status == Status.NO_SUCH_ENTRY  # fenced, so known, but empty
         assert (await _stats(bookie.address))["storage"]["checkpoints"] == 1  # start-up only
         bookie.kill()

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from georep import limits
-from georep.storage import protocol
+from georep.storage import bookie_protocol
 from georep.storage.bookie.bookie import Bookie, BookieConfig
-from georep.storage.protocol import Status
-from tests.bookie_harness import add_request, make_entry
+from georep.storage.bookie_protocol import Status
+from tests.harness.bookie import add_request, make_entry
 
 STORED = {
     (ledger, entry): make_entry(ledger, entry, b"keep-%d-%d" % (ledger, entry))
@@ -76,7 +76,9 @@ class LiveBookie:
         return host, int(port)
 
 
-def exchange(address: tuple[str, int], data: bytes, chunk: int = 0) -> list[protocol.Message]:
+def exchange(
+    address: tuple[str, int], data: bytes, chunk: int = 0
+) -> list[bookie_protocol.Message]:
     """Send ``data`` (in ``chunk``-sized pieces if given), half-close, read until EOF.
 
     Every byte the bookie sends back must decode as response frames.
@@ -97,7 +99,7 @@ def exchange(address: tuple[str, int], data: bytes, chunk: int = 0) -> list[prot
                 received.append(block)
         except ConnectionResetError:
             pass
-    decoder = protocol.FrameDecoder(responses=True)
+    decoder = bookie_protocol.FrameDecoder(responses=True)
     answers = decoder.feed(b"".join(received))
     assert decoder.buffered_bytes == 0, "a partial response frame"
     return answers
@@ -108,7 +110,7 @@ def live(tmp_path_factory) -> Iterator[LiveBookie]:
     directory = tmp_path_factory.mktemp("fuzz-bookie")
     bookie = LiveBookie(BookieConfig(data_dir=directory, fsync=False)).start()
     frames = b"".join(
-        protocol.encode(protocol.AddRequest(n, ledger, entry, False, data))
+        bookie_protocol.encode(bookie_protocol.AddRequest(n, ledger, entry, False, data))
         for n, ((ledger, entry), data) in enumerate(STORED.items(), 1)
     )
     answers = exchange(bookie.address, frames)
@@ -118,15 +120,15 @@ def live(tmp_path_factory) -> Iterator[LiveBookie]:
 
 
 def assert_alive_and_unchanged(live: LiveBookie) -> None:
-    answers = exchange(live.address, protocol.encode(protocol.HealthRequest(1)))
-    assert isinstance(answers[0], protocol.HealthResponse)
+    answers = exchange(live.address, bookie_protocol.encode(bookie_protocol.HealthRequest(1)))
+    assert isinstance(answers[0], bookie_protocol.HealthResponse)
     assert answers[0].status == Status.OK
     json.loads(answers[0].stats_json)
 
 
 def assert_stored_unchanged(live: LiveBookie) -> None:
     frames = b"".join(
-        protocol.encode(protocol.ReadRequest(n, ledger, entry))
+        bookie_protocol.encode(bookie_protocol.ReadRequest(n, ledger, entry))
         for n, (ledger, entry) in enumerate(STORED, 1)
     )
     answers = exchange(live.address, frames)
@@ -145,7 +147,7 @@ def valid_frames() -> st.SearchStrategy[bytes]:
     entries = st.integers(-2, 6)
     requests = st.one_of(
         st.builds(
-            lambda ledger, e, r: protocol.encode(
+            lambda ledger, e, r: bookie_protocol.encode(
                 add_request(ledger, e, b"fz", recovery=r, request_id=7)
             ),
             add_ledgers,
@@ -153,19 +155,21 @@ def valid_frames() -> st.SearchStrategy[bytes]:
             st.booleans(),
         ),
         st.builds(
-            lambda ledger, e, f: protocol.encode(protocol.ReadRequest(8, ledger, e, f)),
+            lambda ledger, e, f: bookie_protocol.encode(
+                bookie_protocol.ReadRequest(8, ledger, e, f)
+            ),
             ledgers,
             entries,
             st.booleans(),
         ),
         st.builds(
-            lambda ledger, f: protocol.encode(protocol.ReadLacRequest(9, ledger, f)),
+            lambda ledger, f: bookie_protocol.encode(bookie_protocol.ReadLacRequest(9, ledger, f)),
             ledgers,
             st.booleans(),
         ),
-        st.just(protocol.encode(protocol.HealthRequest(10))),
+        st.just(bookie_protocol.encode(bookie_protocol.HealthRequest(10))),
         st.builds(
-            lambda b: protocol.encode(protocol.FaultRequest(11, b)),
+            lambda b: bookie_protocol.encode(bookie_protocol.FaultRequest(11, b)),
             st.sampled_from([b"{}", b'{"drop_adds": true}', b"nope"]),
         ),
     )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from georep.storage import protocol
-from georep.storage.protocol import Status
-from tests.bookie_harness import RawClient, add_request, running_bookie
+from georep.storage import bookie_protocol
+from georep.storage.bookie_protocol import Status
+from tests.harness.bookie import RawClient, add_request, running_bookie
 
 
 async def _create(store, address: str) -> int:
@@ -25,7 +25,9 @@ async def _fill(client: RawClient, ledger: int, count: int = 5) -> None:
 
 
 async def _status(client: RawClient, ledger: int, entry: int = 0) -> Status:
-    return (await client.request(protocol.ReadRequest(client.next_id(), ledger, entry))).status
+    return (
+        await client.request(bookie_protocol.ReadRequest(client.next_id(), ledger, entry))
+    ).status
 
 
 async def test_gc_removes_deleted_ledgers_and_their_entry_logs(tmp_path, metadata_store):

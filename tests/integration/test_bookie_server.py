@@ -9,10 +9,10 @@ import socket
 import pytest
 
 from georep import limits
-from georep.storage import protocol
+from georep.storage import bookie_protocol
 from georep.storage.bookie import entry_log
-from georep.storage.protocol import Status
-from tests.bookie_harness import (
+from georep.storage.bookie_protocol import Status
+from tests.harness.bookie import (
     RawClient,
     add_request,
     make_entry,
@@ -30,25 +30,25 @@ async def _add(
     *,
     lac: int = -1,
     recovery: bool = False,
-) -> protocol.AddResponse:
+) -> bookie_protocol.AddResponse:
     response = await client.request(
         add_request(ledger, entry, payload, lac=lac, recovery=recovery, request_id=client.next_id())
     )
-    assert isinstance(response, protocol.AddResponse)  # a bookie answers in kind
+    assert isinstance(response, bookie_protocol.AddResponse)  # a bookie answers in kind
     return response
 
 
 async def _read(client: RawClient, ledger: int, entry: int, *, fence: bool = False):
-    return await client.request(protocol.ReadRequest(client.next_id(), ledger, entry, fence))
+    return await client.request(bookie_protocol.ReadRequest(client.next_id(), ledger, entry, fence))
 
 
 async def _read_lac(client: RawClient, ledger: int, *, fence: bool = False):
-    return await client.request(protocol.ReadLacRequest(client.next_id(), ledger, fence))
+    return await client.request(bookie_protocol.ReadLacRequest(client.next_id(), ledger, fence))
 
 
 async def _health(address: str) -> dict:
-    response = await request(address, protocol.HealthRequest(1))
-    assert isinstance(response, protocol.HealthResponse)
+    response = await request(address, bookie_protocol.HealthRequest(1))
+    assert isinstance(response, bookie_protocol.HealthResponse)
     return json.loads(response.stats_json)
 
 
@@ -133,16 +133,16 @@ async def test_corrupt_adds_are_refused_and_not_stored(tmp_path):
         data = bytearray(make_entry(5, 0, b"payload"))
         data[-1] ^= 0x01  # payload no longer matches the CRC
         response = await client.request(
-            protocol.AddRequest(client.next_id(), 5, 0, False, bytes(data))
+            bookie_protocol.AddRequest(client.next_id(), 5, 0, False, bytes(data))
         )
         assert response.status == Status.CORRUPT
         # Right CRC, wrong ids for the request.
         response = await client.request(
-            protocol.AddRequest(client.next_id(), 5, 1, False, make_entry(5, 2))
+            bookie_protocol.AddRequest(client.next_id(), 5, 1, False, make_entry(5, 2))
         )
         assert response.status == Status.CORRUPT
         response = await client.request(
-            protocol.AddRequest(client.next_id(), 5, 0, False, b"short")
+            bookie_protocol.AddRequest(client.next_id(), 5, 0, False, b"short")
         )
         assert response.status == Status.CORRUPT
         assert (await _read(client, 5, 0)).status == Status.NO_SUCH_LEDGER
@@ -191,7 +191,7 @@ async def test_connection_limit(tmp_path, monkeypatch):
             assert (await _add(second, 1, 1)).status == Status.OK
             async with RawClient(bookie.address) as third:
                 with pytest.raises(ConnectionError):
-                    await third.request(protocol.HealthRequest(1))
+                    await third.request(bookie_protocol.HealthRequest(1))
         assert bookie.stats()["server"]["connections_refused"] == 1
         assert (await _health(bookie.address))["server"]["connections_open"] == 1
 
@@ -221,7 +221,9 @@ async def test_bad_frame_closes_only_that_connection(tmp_path, bad):
 async def test_half_closed_peer_still_gets_its_answers(tmp_path):
     async with running_bookie(tmp_path / "b") as bookie:
         host, port = bookie.address.rsplit(":", 1)
-        frames = b"".join(protocol.encode(add_request(1, i, request_id=i + 1)) for i in range(50))
+        frames = b"".join(
+            bookie_protocol.encode(add_request(1, i, request_id=i + 1)) for i in range(50)
+        )
 
         def exchange() -> bytes:
             with socket.create_connection((host, int(port)), timeout=10) as sock:
@@ -232,9 +234,11 @@ async def test_half_closed_peer_still_gets_its_answers(tmp_path):
                     chunks.append(chunk)
                 return b"".join(chunks)
 
-        answers = protocol.FrameDecoder(responses=True).feed(await asyncio.to_thread(exchange))
+        answers = bookie_protocol.FrameDecoder(responses=True).feed(
+            await asyncio.to_thread(exchange)
+        )
         assert [a.request_id for a in answers] == list(range(1, 51))
-        responses = [a for a in answers if isinstance(a, protocol.Response)]
+        responses = [a for a in answers if isinstance(a, bookie_protocol.Response)]
         assert len(responses) == len(answers) and {a.status for a in responses} == {Status.OK}
 
 
@@ -276,7 +280,7 @@ async def test_bad_fault_spec(tmp_path, spec):
 async def _assert_unanswered_then_clear(client: RawClient, address: str, dropped_id: int) -> None:
     """Clear faults, then prove the next answer is to a fresh request, not the dropped one."""
     assert (await set_faults(address, "{}")).status == Status.OK
-    probe = protocol.HealthRequest(client.next_id())
+    probe = bookie_protocol.HealthRequest(client.next_id())
     await client.send(probe)
     response = await client.receive()
     assert response.request_id == probe.request_id != dropped_id
@@ -316,7 +320,7 @@ async def test_fault_reads(tmp_path):
         assert (await _read(client, 1, 0)).status == Status.ERROR
         assert (await _read_lac(client, 1, fence=True)).status == Status.ERROR
         await set_faults(address, '{"drop_reads": true}')
-        dropped = protocol.ReadRequest(client.next_id(), 1, 0)
+        dropped = bookie_protocol.ReadRequest(client.next_id(), 1, 0)
         await client.send(dropped)
         await _assert_unanswered_then_clear(client, address, dropped.request_id)
         # Neither fault set a fence.
@@ -363,7 +367,7 @@ async def test_checkpoint_then_restart_reads_from_entry_log(tmp_path):
     async with running_bookie(directory) as bookie, RawClient(bookie.address) as client:
         for (ledger, entry_id), data in entries.items():
             response = await client.request(
-                protocol.AddRequest(client.next_id(), ledger, entry_id, False, data)
+                bookie_protocol.AddRequest(client.next_id(), ledger, entry_id, False, data)
             )
             assert response.status == Status.OK
         await _read_lac(client, 2, fence=True)

@@ -18,7 +18,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.integration.broker_cluster import (
+from tests.harness.broker_cluster import (
     InProcessCluster,
     open_client,
     receive_all,

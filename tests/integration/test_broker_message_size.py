@@ -15,9 +15,9 @@ import pulsar
 import pytest
 
 from georep import limits
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
-from tests.integration.broker_cluster import (
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
+from tests.harness.broker_cluster import (
     InProcessCluster,
     RawConnection,
     connect_frame,

@@ -18,14 +18,14 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from tests.harness.waiting import wait_for
-from tests.integration.broker_cluster import (
+from tests.harness.broker_cluster import (
     InProcessCluster,
     admin_call,
     open_client,
     receive_none,
     service_of,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 

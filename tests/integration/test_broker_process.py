@@ -17,8 +17,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.harness.waiting import wait_for
-from tests.integration.broker_cluster import (
+from tests.harness.broker_cluster import (
     ClusterProcess,
     admin_call,
     open_client,
@@ -26,7 +25,8 @@ from tests.integration.broker_cluster import (
     receive_none,
     unique_topic,
 )
-from tests.integration.gateway_harness import admin_url
+from tests.harness.gateway import admin_url
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
@@ -93,7 +93,7 @@ async def test_external_bookies_and_metadata_url(tmp_path) -> None:
     """--metadata and --bookies: the cluster runs no bookie of its own."""
     import asyncio
 
-    from georep.processes import start_bookie
+    from georep.runtime.processes import start_bookie
 
     url = f"sqlite:///{tmp_path / 'shared-metadata.db'}"
     bookies = [

@@ -15,10 +15,9 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
-from georep.protocol.commands import Type
-from georep.topic_name import TopicName
-from tests.harness.waiting import wait_for
-from tests.integration.broker_cluster import (
+from georep.domain.topic_name import TopicName
+from georep.wire.commands import Type
+from tests.harness.broker_cluster import (
     InProcessCluster,
     RawConnection,
     connect_frame,
@@ -29,6 +28,7 @@ from tests.integration.broker_cluster import (
     send_frame,
     unique_topic,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,10 +23,10 @@ from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String
 
 from georep.client.errors import ServerError
 from georep.client.link import PulsarLink
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
-from tests.integration.broker_cluster import InProcessCluster, open_client, receive_all
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
+from tests.harness.broker_cluster import InProcessCluster, open_client, receive_all
 
 
 def _reading_v1() -> type[Record]:

@@ -11,7 +11,7 @@ import pulsar
 import pytest
 
 from georep.broker.hash_ranges import key_hash
-from tests.integration.broker_cluster import (
+from tests.harness.broker_cluster import (
     InProcessCluster,
     open_client,
     receive_all,

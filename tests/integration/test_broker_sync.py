@@ -18,20 +18,19 @@ from collections.abc import Iterator, Sequence
 import pulsar
 import pytest
 
-from georep.awaiting import within
 from georep.client.admin import ClusterAdminClient, SubscriptionState
 from georep.client.consumer import SubType
 from georep.client.errors import AdminRequestFailed, ServerError
 from georep.client.link import PulsarLink
-from georep.position import Position
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.runtime.awaiting import within
 from georep.snapshots import markers
 from georep.snapshots import markers_pb2 as markers_pb
-from georep.topic_name import TopicName
-from tests.harness.waiting import wait_for
-from tests.integration.broker_cluster import (
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
+from tests.harness.broker_cluster import (
     ClusterProcess,
     RawConnection,
     admin_call,
@@ -41,6 +40,7 @@ from tests.integration.broker_cluster import (
     receive_none,
     unique_topic,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 

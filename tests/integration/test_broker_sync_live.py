@@ -11,11 +11,10 @@ import pulsar
 import pytest
 
 from georep.broker import subscription_sync
-from georep.position import Position
-from georep.protocol.commands import Type
-from georep.topic_name import TopicName
-from tests.harness.waiting import wait_for
-from tests.integration.broker_cluster import (
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.wire.commands import Type
+from tests.harness.broker_cluster import (
     InProcessCluster,
     RawConnection,
     admin_call,
@@ -27,6 +26,7 @@ from tests.integration.broker_cluster import (
     send_frame,
     unique_topic,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,13 +17,13 @@ import pulsar
 import pytest
 
 from georep.storage.bookie.disk_io import DiskFault
-from tests.integration.broker_cluster import (
+from tests.harness.broker_cluster import (
     ClusterProcess,
     InProcessCluster,
     open_client,
     unique_topic,
 )
-from tests.integration.gateway_harness import admin_url, http
+from tests.harness.gateway import admin_url, http
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -29,7 +29,7 @@ from georep.drill import main
 from georep.drill.progress import Progress
 from georep.drill.scenarios import SCENARIOS
 from georep.drill.settings import settings_from_args
-from georep.processes import georep_command
+from georep.runtime.processes import georep_command
 
 pytest.importorskip("pulsar")
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from georep.drill import main, rest
+from georep.drill import admin_client, main
 from georep.drill.progress import Progress
 from georep.drill.topology import ManagedTopology
 from tests.integration.test_drill import assert_sound, drill, settings_of
@@ -51,7 +51,7 @@ def test_failback_in_full_mode_after_kill_brings_nothing_twice_to_a(tmp_path):
     assert back["sync_settled"], block["warnings"]
     assert back["twice"]["count"] == 0, (back["twice"], block["warnings"])
     assert back["lost"]["count"] == 0, back["lost"]
-    # B acknowledged part of its drain: the rest, and only it, came home
+    # B acknowledged part of its drain: the admin_client, and only it, came home
     assert 0 < back["acked_on_B"] < block["delivered_on_B"]
     assert back["delivered_on_return"] == back["expected_on_return"] > 0
     # the return is kept out of the reconcile input, in a file of its own
@@ -87,10 +87,10 @@ async def test_running_clusters_cut_link_over_the_gateways_rest(tmp_path):
         block = report["modes"]["full"]
         for cluster in ("A", "B"):
             policies = await asyncio.to_thread(
-                rest.request_json,
+                admin_client.request_json,
                 "GET",
                 f"{urls[cluster].gateway_url}/admin/georep/v1/policies",
-                token_env=rest.GATEWAY_TOKEN_ENV,
+                token_env=admin_client.GATEWAY_TOKEN_ENV,
             )
             assert block["topic"] not in (policies.get("topics") or {}), policies
     finally:

@@ -23,10 +23,10 @@ from pulsar.schema import AvroSchema
 
 from georep.client.link import PulsarLink
 from georep.drill.avro_records import SCHEMA_V1, SCHEMA_V2
-from georep.protocol import batch as batch_format
-from georep.protocol import pulsar_wire_pb2 as pb
 from georep.spark_reconcile import schema
-from tests.integration.broker_cluster import ClusterProcess, open_client
+from georep.wire import batch as batch_format
+from georep.wire import pulsar_wire_pb2 as pb
+from tests.harness.broker_cluster import ClusterProcess, open_client
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 

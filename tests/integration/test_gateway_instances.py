@@ -21,8 +21,7 @@ import time
 import pulsar
 import pytest
 
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import (
+from tests.harness.gateway import (
     ClusterProcess,
     GatewayProcess,
     admin_url,
@@ -36,6 +35,7 @@ from tests.integration.gateway_harness import (
     produce,
     read_entries,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 

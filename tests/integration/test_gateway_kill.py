@@ -10,8 +10,7 @@ import threading
 
 import pytest
 
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import (
+from tests.harness.gateway import (
     ClusterProcess,
     GatewayProcess,
     create_namespace,
@@ -21,6 +20,7 @@ from tests.integration.gateway_harness import (
     produce,
     read_entries,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from georep.awaiting import within
 from georep.client.consumer import SubType
 from georep.client.errors import LinkClosed, LinkError, ServerError
 from georep.client.link import PulsarLink
-from georep.protocol import batch, commands
-from georep.protocol import pulsar_wire_pb2 as pb
-from tests.integration.broker_cluster import ClusterProcess, unique_topic
-from tests.integration.gateway_harness import produce
+from georep.runtime.awaiting import within
+from georep.wire import batch, commands
+from georep.wire import pulsar_wire_pb2 as pb
+from tests.harness.broker_cluster import ClusterProcess, unique_topic
+from tests.harness.gateway import produce
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
@@ -136,7 +136,7 @@ async def test_lookup_of_a_missing_namespace_fails_clearly(cluster) -> None:
 
 
 async def test_unreachable_broker_is_a_link_error() -> None:
-    from tests.integration.broker_cluster import free_port
+    from tests.harness.broker_cluster import free_port
 
     link = PulsarLink(f"pulsar://127.0.0.1:{free_port()}", connect_timeout_s=2)
     with pytest.raises(LinkError):

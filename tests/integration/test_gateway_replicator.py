@@ -15,12 +15,12 @@ import pytest
 from georep.client.admin import ClusterAdminClient
 from georep.client.consumer import ReceivedEntry
 from georep.client.link import PulsarLink
+from georep.domain.topic_name import TopicName
 from georep.replicator.origin import Origin, origin_of
 from georep.replicator.replicator import Replicator
 from georep.replicator.settings import ReplicatorSettings
-from georep.topic_name import TopicName
-from tests.integration.broker_cluster import ClusterProcess
-from tests.integration.gateway_harness import (
+from tests.harness.broker_cluster import ClusterProcess
+from tests.harness.gateway import (
     admin_url,
     create_namespace,
     http,

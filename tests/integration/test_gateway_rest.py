@@ -10,8 +10,8 @@ import json
 import pytest
 from openapi_spec_validator import validate
 
-from georep.gateway.rest import ROUTES
-from tests.integration.gateway_harness import ClusterProcess, GatewayProcess, http
+from georep.gateway.admin_app import ROUTES
+from tests.harness.gateway import ClusterProcess, GatewayProcess, http
 
 pytestmark = [pytest.mark.timeout(120)]
 

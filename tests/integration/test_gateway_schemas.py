@@ -16,9 +16,9 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, Record, String
 
+from tests.harness.broker_cluster import open_client
+from tests.harness.gateway import World, admin_url, endpoint_urls, http, payloads_on
 from tests.harness.waiting import wait_for
-from tests.integration.broker_cluster import open_client
-from tests.integration.gateway_harness import World, admin_url, endpoint_urls, http, payloads_on
 
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 

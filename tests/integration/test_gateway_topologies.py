@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import (
+from tests.harness.gateway import (
     ClusterProcess,
     World,
     admin_url,
@@ -33,6 +32,7 @@ from tests.integration.gateway_harness import (
     produce,
     read_entries,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from georep.loopback_ca import LoopbackCa
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import (
+from georep.runtime.loopback_ca import LoopbackCa
+from tests.harness.gateway import (
     ClusterProcess,
     GatewayProcess,
     create_namespace,
     produce,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -23,10 +23,10 @@ import uuid
 
 import pytest
 
+from tests.harness.gateway import metric, produce, stuck_to
+from tests.harness.prometheus import PrometheusProcess
 from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import metric, produce, stuck_to
 from tests.integration.test_wan_link import NAMESPACE, across_a_link, all_once_on_b
-from tests.prometheus_tools import PrometheusProcess
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

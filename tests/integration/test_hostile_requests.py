@@ -19,9 +19,9 @@ import pulsar
 import pytest
 
 from georep.broker.admin.routes import ROUTES as CLUSTER_ROUTES
-from georep.gateway.rest import ROUTES as GATEWAY_ROUTES
+from georep.gateway.admin_app import ROUTES as GATEWAY_ROUTES
 from georep.rest.auth import Role
-from tests.integration.gateway_harness import ClusterProcess, GatewayProcess, admin_url
+from tests.harness.gateway import ClusterProcess, GatewayProcess, admin_url
 
 pytestmark = [pytest.mark.timeout(180)]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from georep.awaiting import within
+from georep.runtime.awaiting import within
 from georep.storage.errors import InvalidArgument, ManagedLedgerClosed, NoSuchCursor
 from georep.storage.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
 

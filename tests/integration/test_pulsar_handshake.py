@@ -33,10 +33,10 @@ import pulsar
 import pytest
 
 from georep import limits
-from georep.protocol import batch, commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
-from georep.protocol.errors import PulsarProtocolError
+from georep.wire import batch, commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
+from georep.wire.errors import PulsarProtocolError
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -29,10 +29,10 @@ import pulsar
 import pyarrow.parquet as pq
 import pytest
 
-from georep.processes import georep_command
+from georep.runtime.processes import georep_command
+from tests.harness.broker_cluster import open_client
+from tests.harness.gateway import World, admin_url, http, payloads_on
 from tests.harness.waiting import wait_for
-from tests.integration.broker_cluster import open_client
-from tests.integration.gateway_harness import World, admin_url, http, payloads_on
 
 pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]

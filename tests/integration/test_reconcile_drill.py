@@ -71,11 +71,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from georep import limits
-from georep.drill import rest
-from georep.position import Position
-from georep.processes import georep_command
+from georep.domain.position import Position
+from georep.drill import admin_client
 from georep.pulsar_text.cursor import parse_position
-from tests.integration.gateway_harness import (
+from georep.runtime.processes import georep_command
+from tests.harness.gateway import (
     ClusterProcess,
     GatewayProcess,
     admin_url,
@@ -196,7 +196,7 @@ class World:
 
     def _replicates(self, gateway: str, topic: str) -> bool:
         status, stats = http("GET", f"{self.gateways[gateway].url}/admin/georep/v1/stats")
-        return status != 200 or bool(rest.replicators_of(stats, _full_name(topic)))
+        return status != 200 or bool(admin_client.replicators_of(stats, _full_name(topic)))
 
     def export(self, cluster: str, topic: str, out: Path) -> dict:
         process = georep(

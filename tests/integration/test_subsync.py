@@ -22,9 +22,8 @@ import time
 import pulsar
 import pytest
 
-from tests.harness.waiting import wait_for
-from tests.integration.broker_cluster import open_client
-from tests.integration.gateway_harness import (
+from tests.harness.broker_cluster import open_client
+from tests.harness.gateway import (
     ClusterProcess,
     World,
     admin_url,
@@ -34,6 +33,7 @@ from tests.integration.gateway_harness import (
     produce,
     read_entries,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

@@ -26,14 +26,14 @@ import time
 import pulsar
 import pytest
 
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import (
+from tests.harness.gateway import (
     World,
     admin_url,
     create_partitioned_topic,
     http,
     payloads_on,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 
@@ -109,7 +109,7 @@ def world(tmp_path_factory):
         world.topics = topics
         produce_once(world.a.url, topics, "first")
         world.gateways = {}
-        from tests.integration.gateway_harness import GatewayProcess
+        from tests.harness.gateway import GatewayProcess
 
         for name, remote in (("A", world.b), ("B", world.a)):
             limit = f"\n[limits]\nsync_topics_max = {len(topics) - 1}\n" if name == "B" else ""

@@ -19,12 +19,12 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from georep.loopback_ca import LoopbackCa
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
-from georep.up import load_config
-from tests.integration.broker_cluster import (
+from georep.runtime.loopback_ca import LoopbackCa
+from georep.up.supervisor import load_config
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
+from tests.harness.broker_cluster import (
     InProcessCluster,
     RawConnection,
     connect_frame,

@@ -22,8 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from georep.wan.toxiproxy import Toxiproxy, WanLink
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import (
+from tests.harness.gateway import (
     ClusterProcess,
     GatewayProcess,
     admin_url,
@@ -34,6 +33,7 @@ from tests.integration.gateway_harness import (
     produce,
     read_entries,
 )
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 

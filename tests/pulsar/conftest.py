@@ -35,7 +35,7 @@ from pulsar_tools.standalone import (
 )
 from pulsar_tools.standalone import pulsar_version as chosen_version
 from tests.conftest import mark_items_under
-from tests.pulsar.failover_checks import stamps_source_position
+from tests.harness.failover_checks import stamps_source_position
 
 TENANT = "georep"
 NAMESPACE = "geo"

@@ -12,7 +12,7 @@ import pulsar
 
 from georep.client.consumer import InitialPosition, SubType
 from georep.client.link import PulsarLink
-from georep.position import Position
+from georep.domain.position import Position
 from pulsar_tools.admin import PulsarAdmin
 from tests.harness.waiting import wait_for
 

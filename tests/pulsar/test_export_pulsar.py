@@ -12,7 +12,7 @@ import subprocess
 import pulsar
 import pyarrow.parquet as pq
 
-from georep.processes import georep_command
+from georep.runtime.processes import georep_command
 
 
 def test_export_of_a_real_pulsar_cluster_has_entries_but_no_batch_indexes(

@@ -14,8 +14,8 @@ import pulsar
 import pytest
 
 from pulsar_tools.admin import PulsarAdmin
+from tests.harness.gateway import GatewayProcess, ownership_agreed
 from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import GatewayProcess, ownership_agreed
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 

@@ -26,11 +26,9 @@ import uuid
 
 import pytest
 
-from georep.drill import rest
+from georep.drill import admin_client
 from pulsar_tools.admin import PulsarAdmin, link_geo_replication
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import GatewayProcess, http
-from tests.pulsar.failover_checks import (
+from tests.harness.failover_checks import (
     acknowledge_all_but_every_seventh,
     drain,
     leaves,
@@ -40,6 +38,8 @@ from tests.pulsar.failover_checks import (
     unacknowledged_on,
     wait_until_synced,
 )
+from tests.harness.gateway import GatewayProcess, http
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.kills_shared_pulsar]
 
@@ -89,8 +89,8 @@ def exposure_on_a(gateway: GatewayProcess, topic: str) -> int | None:
     """Messages of subscription ``s`` of ``topic`` a failover to B would deliver again, as
     A's gateway reports them (None: not known)."""
     stats = gateway.get(f"/admin/georep/v1/stats?topic={urllib.parse.quote(topic, safe='')}")
-    _, block = rest.sync_of(stats, topic, "s")
-    figure = rest.exposure_of(block, "B")
+    _, block = admin_client.sync_of(stats, topic, "s")
+    figure = admin_client.exposure_of(block, "B")
     return None if figure is None else int(figure["messages"])
 
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from pulsar_tools.admin import PulsarAdmin
-from tests.integration.gateway_harness import GatewayProcess, http
+from tests.harness.gateway import GatewayProcess, http
 from tests.integration.test_gateway_schemas import (
     V1,
     V2,

@@ -38,19 +38,19 @@ import pytest
 from georep.client.errors import ServerError
 from georep.client.link import PulsarLink
 from georep.client.refusals import Refusals
-from georep.loopback_ca import LoopbackCa
+from georep.runtime.loopback_ca import LoopbackCa
 from pulsar_tools.admin import PulsarAdmin, PulsarAdminError, link_geo_replication
 from pulsar_tools.security import PulsarSecurity
 from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import GatewayProcess, http
-from tests.pulsar.failover_checks import (
+from tests.harness.failover_checks import (
     acknowledge_all_but_every_seventh,
     drain,
     quiet_client,
     stamps_source_position,
     wait_until_synced,
 )
+from tests.harness.gateway import GatewayProcess, http
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 

@@ -23,9 +23,9 @@ import pytest
 
 from pulsar_tools.admin import PulsarAdmin
 from pulsar_tools.cluster import BrokerPorts, ClusterSpec, PulsarCluster
+from tests.harness.failover_checks import positions_and_payloads, quiet_client
+from tests.harness.gateway import GatewayProcess, keepalive_close
 from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import GatewayProcess, keepalive_close
-from tests.pulsar.failover_checks import positions_and_payloads, quiet_client
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 

@@ -37,15 +37,15 @@ import pytest
 from pulsar_tools.admin import PulsarAdmin, topic_path
 from pulsar_tools.cluster import ClusterSpec, PulsarCluster
 from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
-from tests.harness.waiting import wait_for
-from tests.integration.gateway_harness import GatewayProcess, payloads_on
-from tests.pulsar.failover_checks import (
+from tests.harness.failover_checks import (
     drain,
     leaves,
     positions_and_payloads,
     quiet_client,
     unacknowledged_on,
 )
+from tests.harness.gateway import GatewayProcess, payloads_on
+from tests.harness.waiting import wait_for
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
 

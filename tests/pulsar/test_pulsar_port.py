@@ -10,13 +10,13 @@ import asyncio
 import pulsar
 import pytest
 
-from georep.awaiting import within
 from georep.client.admin import ClusterAdminClient
 from georep.client.link import PulsarLink
-from georep.position import Position
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
+from georep.runtime.awaiting import within
 from georep.subsync.core import Apply
 from georep.subsync.pulsar_port import ApplyRefused, PulsarPort
-from georep.topic_name import TopicName
 
 
 def quiet_client(url: str) -> pulsar.Client:

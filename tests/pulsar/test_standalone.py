@@ -11,8 +11,8 @@ import pytest
 from georep.replicator.origin import PULSAR_SOURCE_POSITION_PROPERTY
 from pulsar_tools.admin import PulsarAdmin, PulsarAdminError, topic_path
 from pulsar_tools.standalone import PulsarStandalone
+from tests.harness.failover_checks import stamps_source_position
 from tests.harness.waiting import wait_for
-from tests.pulsar.failover_checks import stamps_source_position
 
 
 def client(standalone: PulsarStandalone) -> pulsar.Client:

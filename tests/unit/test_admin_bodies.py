@@ -15,7 +15,7 @@ from georep.broker.admin.cluster_admin import (
     TopicStats,
     format_ranges,
 )
-from georep.position import Position
+from georep.domain.position import Position
 from georep.rest import json_io
 from georep.rest.errors import RestError
 

@@ -26,8 +26,8 @@ from georep.broker.admin.cluster_admin import (
     format_ranges,
 )
 from georep.broker.change_feed import ChangeFeed
-from georep.position import Position
-from georep.topic_name import TopicName
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
 READ_TOKEN = "read-only-token-0123456789abcdef"

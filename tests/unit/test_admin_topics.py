@@ -7,8 +7,8 @@ import pytest
 
 from georep.broker import errors as broker_errors
 from georep.broker.admin.cluster_admin import Unavailable
-from georep.position import Position
-from georep.topic_name import InvalidTopicName, TopicName
+from georep.domain.position import Position
+from georep.domain.topic_name import InvalidTopicName, TopicName
 from tests.unit.test_admin_support import LEDGER_ID, MemoryCluster, running_admin
 
 P = "/admin/v2/persistent/public/default"

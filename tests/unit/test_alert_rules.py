@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from georep.gateway import metrics
-from tests.prometheus_tools import CONFIG, RULE_TESTS, RULES, RULES_DIR, tool
+from tests.harness.prometheus import CONFIG, RULE_TESTS, RULES, RULES_DIR, tool
 
 
 def promtool(*args: str) -> str:

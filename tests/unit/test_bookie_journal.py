@@ -19,7 +19,7 @@ from georep.storage.bookie.journal import (
     replay,
 )
 from georep.storage.errors import JournalFailed
-from tests.bookie_harness import make_entry
+from tests.harness.bookie import make_entry
 
 _START = JournalOffset(0, 0)
 

@@ -15,7 +15,7 @@ from georep.storage.bookie.ledger_index import from_sql, to_sql
 from georep.storage.bookie.ledger_storage import LedgerStorage
 from georep.storage.bookie.write_cache import WriteCache
 from georep.storage.entry import verify
-from tests.bookie_harness import make_entry
+from tests.harness.bookie import make_entry
 
 
 def test_write_cache_generations():

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georep import limits
-from georep.storage import protocol as p
+from georep.storage import bookie_protocol as p
 from georep.storage.errors import ProtocolError
 
 requests = st.one_of(

@@ -12,8 +12,8 @@ from georep.broker.catalog import LEGACY_LEDGER_NAME, Catalog, CatalogCorrupt
 from georep.broker.cluster import BrokerStore
 from georep.broker.errors import NotAllowed, TopicExists, TopicNotFound
 from georep.broker.meta.catalog import CatalogRepository
+from georep.domain.topic_name import TopicName
 from georep.storage.meta.store import MetadataStore
-from georep.topic_name import TopicName
 
 ORDERS = TopicName.parse("persistent://public/default/orders")
 OTHER = TopicName.parse("persistent://public/default/other")

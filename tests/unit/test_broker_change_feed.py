@@ -9,10 +9,10 @@ from typing import cast
 import pytest
 
 from georep import limits
-from georep.awaiting import within
 from georep.broker.change_feed import ChangeFeed
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed, LinkError
+from georep.runtime.awaiting import within
 from georep.subsync.pulsar_port import MetricsScan, subscription_signals
 
 A, B, C = (f"persistent://t/ns/{name}" for name in "abc")

@@ -18,10 +18,10 @@ from georep import limits
 from georep.broker.connection import HANDLERS, PROTOCOL_VERSION, ServerConnection, State
 from georep.broker.errors import NamespaceNotFound
 from georep.broker.service import BrokerConfig, BrokerService
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import REGISTRY, Sender, Type
-from georep.topic_name import TopicName
+from georep.domain.topic_name import TopicName
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import REGISTRY, Sender, Type
 
 SERVICE_URL = "pulsar://127.0.0.1:6650"
 

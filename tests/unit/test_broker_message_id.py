@@ -12,7 +12,7 @@ from georep.broker.message_id import (
     unacknowledged_bits,
     words_from_bits,
 )
-from georep.position import Position
+from georep.domain.position import Position
 
 
 def test_negative_ids_travel_as_uint64() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from georep.broker.deduplication import DupStatus, MessageDeduplication, highest_sequence_id
 from georep.broker.ports import TopicLog
-from georep.protocol import frames
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.wire import frames
+from georep.wire import pulsar_wire_pb2 as pb
 
 
 @pytest.mark.parametrize(

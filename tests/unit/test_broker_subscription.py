@@ -12,7 +12,7 @@ import pytest
 from georep import limits
 from georep.broker.rate_meter import RateMeter
 from georep.broker.subscription import Subscription, SubscriptionTopic
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.managed_ledger.cursor import ManagedCursor
 from tests.unit.test_managed_cursor_persistence import FakeLog, new_cursor
 

@@ -15,8 +15,8 @@ from georep.broker.admin.cluster_admin import (
     SubscriptionSyncResult,
     SyncState,
 )
-from georep.position import Position
-from georep.topic_name import TopicName
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from tests.unit.test_admin_support import LEDGER_ID, READ_TOKEN, running_admin
 
 _I64_MAX = 2**63 - 1

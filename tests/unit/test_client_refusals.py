@@ -10,7 +10,7 @@ import pytest
 
 from georep.client.errors import AdminRequestFailed, ServerError, said_once_per_cluster
 from georep.client.refusals import Refusals
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.wire import pulsar_wire_pb2 as pb
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

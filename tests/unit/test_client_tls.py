@@ -2,7 +2,7 @@
 handshake fails named clearly, with no fallback to plaintext.
 
 The server side is a real TLS server on loopback (Python's ssl, the certificates of
-georep/loopback_ca.py) that answers the Pulsar handshake with georep's own codec; the
+georep/runtime/loopback_ca.py) that answers the Pulsar handshake with georep's own codec; the
 whole broker over TLS is tested in tests/integration/test_tls.py.
 """
 
@@ -24,12 +24,12 @@ from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed, ConnectFailed, LinkError
 from georep.client.link import PulsarLink
 from georep.client.tls import ClientTls
-from georep.console import ConfigError
 from georep.gateway.config import load
-from georep.loopback_ca import LoopbackCa
-from georep.protocol import commands, frames
-from georep.protocol import pulsar_wire_pb2 as pb
-from georep.protocol.commands import Type
+from georep.runtime.console import ConfigError
+from georep.runtime.loopback_ca import LoopbackCa
+from georep.wire import commands, frames
+from georep.wire import pulsar_wire_pb2 as pb
+from georep.wire.commands import Type
 
 
 @pytest.fixture(scope="module")
@@ -389,7 +389,7 @@ def test_what_is_said_once_per_cluster_and_what_is_a_topic_moving() -> None:
     """The replicators and syncs leave these to one line elsewhere, or to none."""
     from georep.client.errors import LinkClosed, RequestTimeout, ServerError, moved
     from georep.client.errors import said_once_per_cluster as once
-    from georep.protocol import pulsar_wire_pb2 as wire
+    from georep.wire import pulsar_wire_pb2 as wire
 
     assert once(ConnectFailed("x")) and once(AdminRequestFailed("x", unreachable=True))
     assert not once(AdminRequestFailed("x", 500)) and not once(LinkClosed("x"))

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from georep.console import ConfigError
 from georep.drill import main
 from georep.drill.beside_pulsar import BesidePulsarTopology
 from georep.drill.errors import DrillUsageError
 from georep.drill.report_page import render, target_label
 from georep.drill.settings import settings_from_args
 from georep.gateway import config as gateway_config
+from georep.runtime.console import ConfigError
 from georep.subsync.settings import SyncMode
 from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from georep import limits
+from georep.domain.position import Position
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.report import (
     CursorState,
@@ -16,7 +17,6 @@ from georep.drill.report import (
     classify,
     mode_report,
 )
-from georep.position import Position
 from georep.pulsar_text.cursor import parse_ranges
 
 

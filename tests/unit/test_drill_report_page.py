@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from georep.domain.shares import percent
 from georep.drill.delivery_log import AFTER, BEFORE, Delivery
 from georep.drill.main import keep_start_failures
 from georep.drill.progress import Progress
@@ -18,7 +19,6 @@ from georep.drill.report_page import render
 from georep.drill.topology import StartFailure
 from georep.drill.traffic import DeliveryCounter
 from georep.drill.verdict import verdict
-from georep.shares import percent
 
 
 def delivery(index: int, phase: str, acked: bool) -> Delivery:

@@ -10,14 +10,14 @@ from collections.abc import Callable
 from typing import Any
 
 from georep import limits
-from georep.awaiting import within
-from georep.drill import pulsar_topology, rest
+from georep.drill import admin_client, pulsar_topology
 from georep.drill.drill_op import DrillOp
 from georep.drill.progress import Progress
 from georep.drill.pulsar_topology import PulsarTopology
 from georep.drill.report import classify, mode_report
 from georep.drill.settings import ClusterUrls, DrillSettings
 from georep.drill.topology import A, B, Topology
+from georep.runtime.awaiting import within
 from pulsar_tools.admin import PulsarAdminError
 
 TOPIC = "persistent://public/default/drill-t"
@@ -39,12 +39,12 @@ def gateway_b(lag: float) -> dict[str, Any]:
 
 
 def test_the_backlog_is_the_gateway_s_replicator_to_b_of_the_topic():
-    assert rest.replication_backlog(gateway_a(12), TOPIC, B) == 12
-    assert rest.replication_backlog(gateway_a(0), TOPIC, B) == 0
-    assert rest.replication_backlog(gateway_a(None), TOPIC, B) is None  # not sampled yet
-    assert rest.replication_backlog(gateway_a(True), TOPIC, B) is None
-    assert rest.replication_backlog(gateway_a(12, remote="C"), TOPIC, B) is None
-    assert rest.replication_backlog(None, TOPIC, B) is None  # the gateway did not answer
+    assert admin_client.replication_backlog(gateway_a(12), TOPIC, B) == 12
+    assert admin_client.replication_backlog(gateway_a(0), TOPIC, B) == 0
+    assert admin_client.replication_backlog(gateway_a(None), TOPIC, B) is None  # not sampled yet
+    assert admin_client.replication_backlog(gateway_a(True), TOPIC, B) is None
+    assert admin_client.replication_backlog(gateway_a(12, remote="C"), TOPIC, B) is None
+    assert admin_client.replication_backlog(None, TOPIC, B) is None  # the gateway did not answer
 
 
 def test_pulsar_s_backlog_is_its_replicator_s_to_b_in_a_s_topic_stats(monkeypatch, tmp_path):
@@ -148,7 +148,7 @@ def test_the_drill_s_topic_is_found_by_either_name():
     # the gateways list a topic by its full name or without the scheme
     stats = {"replicators": [{"topic": TOPIC.partition("://")[2], "remoteCluster": B,
                               "replicationBacklog": 5}]}  # fmt: skip
-    assert rest.replication_backlog(stats, TOPIC, B) == 5
+    assert admin_client.replication_backlog(stats, TOPIC, B) == 5
 
 
 def test_the_gateway_has_read_the_cursor_when_its_source_says_the_same():
@@ -158,9 +158,9 @@ def test_the_gateway_has_read_the_cursor_when_its_source_says_the_same():
         "markDeletePosition": "7:4",
         "individuallyDeletedMessages": "[(7:5..7:7],(7:9..7:12]]",
     }
-    assert rest.source_is_cursor({"lastMarkDelete": "7:4", "ranges": 2}, cursor)
-    assert not rest.source_is_cursor({"lastMarkDelete": "7:4", "ranges": 1}, cursor)
-    assert not rest.source_is_cursor({"lastMarkDelete": "7:3", "ranges": 2}, cursor)
-    assert not rest.source_is_cursor(None, cursor)  # not read as a source yet
-    assert rest.source_is_cursor(None, None)  # A's cursor not known: nothing to wait for
-    assert rest.source_is_cursor({}, {"markDeletePosition": "junk"})  # nor when unreadable
+    assert admin_client.source_is_cursor({"lastMarkDelete": "7:4", "ranges": 2}, cursor)
+    assert not admin_client.source_is_cursor({"lastMarkDelete": "7:4", "ranges": 1}, cursor)
+    assert not admin_client.source_is_cursor({"lastMarkDelete": "7:3", "ranges": 2}, cursor)
+    assert not admin_client.source_is_cursor(None, cursor)  # not read as a source yet
+    assert admin_client.source_is_cursor(None, None)  # A's cursor not known: nothing to wait for
+    assert admin_client.source_is_cursor({}, {"markDeletePosition": "junk"})  # nor when unreadable

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from georep import limits
-from georep.console import ConfigError
 from georep.gateway.cluster_endpoint import ClusterKind
 from georep.gateway.config import load, parse
+from georep.runtime.console import ConfigError
 
 GOOD = """
 [gateway]

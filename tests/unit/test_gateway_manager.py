@@ -12,6 +12,7 @@ import pytest
 from georep import limits
 from georep.client.admin import ClusterAdminClient
 from georep.client.errors import AdminRequestFailed
+from georep.domain.topic_name import TopicName
 from georep.gateway.cluster_endpoint import ClusterEndpoint
 from georep.gateway.manager import ReplicationManager
 from georep.gateway.meta.replication_policies import (
@@ -19,7 +20,6 @@ from georep.gateway.meta.replication_policies import (
     ReplicationPolicyRepository,
 )
 from georep.replicator.replicator import Replicator
-from georep.topic_name import TopicName
 
 NS = "t/ns"
 X0, X1, Y = (f"persistent://{NS}/{n}" for n in ("x-partition-0", "x-partition-1", "y"))

@@ -181,8 +181,8 @@ async def test_an_instance_alone_that_cannot_renew_keeps_running() -> None:
 
 @pytest.mark.parametrize("lease_s", [0.5, 301])
 def test_lease_outside_its_bounds_is_refused(lease_s) -> None:
-    from georep.console import ConfigError
     from georep.gateway.config import parse
+    from georep.runtime.console import ConfigError
 
     document = {
         "gateway": {"lease_s": lease_s},
@@ -193,8 +193,8 @@ def test_lease_outside_its_bounds_is_refused(lease_s) -> None:
 
 
 def test_heartbeat_longer_than_a_quarter_lease_and_bad_instance_names_are_refused() -> None:
-    from georep.console import ConfigError
     from georep.gateway.config import parse
+    from georep.runtime.console import ConfigError
 
     local = {"name": "A", "service_url": "pulsar://127.0.0.1:1", "admin_url": "http://x:1"}
     with pytest.raises(ConfigError, match="heartbeat_s"):
@@ -206,8 +206,8 @@ def test_heartbeat_longer_than_a_quarter_lease_and_bad_instance_names_are_refuse
 
 
 def test_command_line_gives_an_instance_its_own_address_and_name() -> None:
-    from georep.console import ConfigError
     from georep.gateway.config import parse, with_overrides
+    from georep.runtime.console import ConfigError
 
     local = {"name": "A", "service_url": "pulsar://127.0.0.1:1", "admin_url": "http://x:1"}
     config = parse({"gateway": {"instance": "a1"}, "local": local})

@@ -16,8 +16,8 @@ import pytest
 
 from georep import limits
 from georep.client.producer import SendReceipt
+from georep.domain.position import Position
 from georep.gateway.manager import ReplicationManager
-from georep.position import Position
 from georep.replicator.replicator import Replicator, State
 from georep.replicator.settings import ReplicatorSettings
 from georep.subsync.core import Apply

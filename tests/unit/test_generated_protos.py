@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from google.protobuf import descriptor_pb2
 
-from georep.protocol import pulsar_wire_pb2
 from georep.snapshots import markers_pb2
+from georep.wire import pulsar_wire_pb2
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize(
     ("proto", "module"),
     [
-        ("georep/protocol/pulsar_wire.proto", pulsar_wire_pb2),
+        ("georep/wire/pulsar_wire.proto", pulsar_wire_pb2),
         ("georep/snapshots/markers.proto", markers_pb2),
     ],
 )

@@ -12,7 +12,7 @@ from typing import cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from georep.storage import protocol
+from georep.storage import bookie_protocol
 from georep.storage.client.client_context import ClientContext
 from georep.storage.client.distribution_schedule import Quorums
 from georep.storage.client.ledger_handle import LedgerHandle
@@ -24,8 +24,8 @@ class ScriptedClient:
         self.pool, self.bookie = pool, bookie
 
     def send_frame(self, request_id, frame, complete):
-        (message,) = protocol.FrameDecoder(responses=False).feed(frame)
-        assert isinstance(message, protocol.AddRequest)
+        (message,) = bookie_protocol.FrameDecoder(responses=False).feed(frame)
+        assert isinstance(message, bookie_protocol.AddRequest)
         self.pool.sent.append((self.bookie, message.entry_id, request_id, complete))
 
 
@@ -75,7 +75,9 @@ async def _scenario(e, qw, qa, entries, data):
     lac_seen = [handle.last_add_confirmed]
     for position in order[:keep]:
         bookie, entry_id, request_id, complete = sent[position]
-        complete(protocol.AddResponse(request_id, protocol.Status.OK, "", 7, entry_id))
+        complete(
+            bookie_protocol.AddResponse(request_id, bookie_protocol.Status.OK, "", 7, entry_id)
+        )
         acked[entry_id].add(bookie)
         lac = handle.last_add_confirmed
         assert lac >= lac_seen[-1], "LAC moved backwards"

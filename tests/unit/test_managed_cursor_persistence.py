@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 
 from georep import limits
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.errors import BookieUnavailable, LedgerFenced, ManagedLedgerFenced
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor import ManagedCursor

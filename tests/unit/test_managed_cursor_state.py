@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from georep import limits
-from georep.position import InvalidPosition, Position
+from georep.domain.position import InvalidPosition, Position
 from georep.storage.errors import CorruptEntry, InvalidArgument
 from georep.storage.managed_ledger import cursor_state
 from georep.storage.managed_ledger.config import ManagedLedgerConfig

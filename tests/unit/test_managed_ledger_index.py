@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.managed_ledger import retention
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.ledger_index import LedgerIndex

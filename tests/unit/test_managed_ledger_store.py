@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.errors import BadVersion, InvalidArgument, NoSuchCursor, NoSuchManagedLedger
 from georep.storage.meta.store import LedgerInfo, ManagedLedgerInfo, MetadataStore
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.errors import InvalidArgument
 from georep.storage.managed_ledger.ack_state import AckState
 from georep.storage.managed_ledger.range_set import RangeSet

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from georep import limits
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.position import Position
 from georep.replicator.errors import ReplicationStalled
 from georep.replicator.origin import (
     Origin,
@@ -18,6 +17,7 @@ from georep.replicator.origin import (
     sequence_id_of,
     verdict,
 )
+from georep.wire import pulsar_wire_pb2 as pb
 
 ENTRY_MAX = 2**limits.replication_entry_id_bits - 1
 

@@ -9,16 +9,16 @@ from typing import Any, cast
 
 import pytest
 
-from georep.awaiting import within
 from georep.client.consumer import ReceivedEntry
 from georep.client.errors import LinkClosed, LinkError
 from georep.client.link import PulsarLink
 from georep.client.producer import SendReceipt
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.position import Position
 from georep.replicator.origin import sequence_id_of
 from georep.replicator.replicator import Replicator
 from georep.replicator.settings import ReplicatorSettings
+from georep.runtime.awaiting import within
+from georep.wire import pulsar_wire_pb2 as pb
 
 TOPIC = "persistent://t/ns/x"
 

@@ -9,8 +9,8 @@ import logging
 import pytest
 from aiohttp import web
 
-from georep.awaiting import within
 from georep.rest.server import RestRunner
+from georep.runtime.awaiting import within
 
 TOKEN = "s3cret-token-0123456789abcdef"
 

@@ -12,7 +12,7 @@ from georep import limits
 from georep.client.admin import ClusterAdminClient, last_entry
 from georep.client.errors import AdminRequestFailed
 from georep.client.link import PulsarLink
-from georep.position import Position
+from georep.domain.position import Position
 from georep.subsync.caught_up import TooManyTopics, caught_up
 from georep.subsync.core import Apply
 from georep.subsync.ports import SideMarker, SyncPort

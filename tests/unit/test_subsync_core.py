@@ -7,12 +7,12 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
+from georep.domain.position import Position
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, encode, position
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.settings import NamespaceSync, SyncSettings
+from georep.wire import pulsar_wire_pb2 as wire
 
 _M = TypeVar("_M", bound=Message)
 

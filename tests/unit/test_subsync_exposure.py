@@ -9,13 +9,13 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
+from georep.domain.position import Position
 from georep.snapshots.markers import MarkerKind
 from georep.subsync.core import SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.exposure import Acked, Interval, difference, exposed, union
 from georep.subsync.range_mapping import OriginIndex
 from georep.subsync.settings import NamespaceSync, SyncMode, SyncSettings
+from georep.wire import pulsar_wire_pb2 as wire
 
 LEDGERS = (3, 5)
 ENTRIES = 12

@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 from typing import cast
 
-from georep.awaiting import within
 from georep.client.admin import ClusterAdminClient
 from georep.client.link import PulsarLink
+from georep.domain.topic_name import TopicName
+from georep.runtime.awaiting import within
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.markers import MarkerKind, decode
 from georep.subsync import side_channel
@@ -18,7 +19,6 @@ from georep.subsync.ports import GeorepPort, SideMarker, SyncPort
 from georep.subsync.pulsar_port import PulsarPort
 from georep.subsync.settings import NamespaceSync, SyncSettings
 from georep.subsync.topic_sync import TopicSync
-from georep.topic_name import TopicName
 
 TOPIC = TopicName.parse("persistent://t/ns/orders-partition-0")
 OTHER = TopicName.parse("persistent://t/ns/orders-partition-1")

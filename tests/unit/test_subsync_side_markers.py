@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
+from georep.domain.position import Position
 from georep.replicator.origin import PULSAR_SOURCE_POSITION_PROPERTY
 from georep.snapshots.markers import MarkerKind, encode
 from georep.subsync import pulsar_port, side_channel
 from georep.subsync.core import Apply, SubscriptionState, SyncCore
 from georep.subsync.settings import NamespaceSync, SyncSettings
+from georep.wire import pulsar_wire_pb2 as wire
 
 
 def core(name: str) -> SyncCore:

@@ -22,12 +22,12 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from georep.position import Position
-from georep.protocol import pulsar_wire_pb2 as wire
+from georep.domain.position import Position
 from georep.replicator.origin import Verdict, origin_of, replicated_metadata, verdict
 from georep.snapshots.markers import encode
 from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.settings import NamespaceSync, SyncMode, SyncSettings
+from georep.wire import pulsar_wire_pb2 as wire
 
 
 class Cluster:

@@ -11,11 +11,11 @@ import pytest
 
 from georep.client.admin import ClusterAdminClient
 from georep.client.link import PulsarLink
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from georep.gateway.sync_choice import SyncChoices
-from georep.position import Position
 from georep.subsync import DesiredSyncs, SyncSettings, SyncSupervisor
 from georep.subsync.side_channel import side_topic
-from georep.topic_name import TopicName
 
 NS = "t/ns"
 X0, X1, Y = (f"persistent://{NS}/{n}" for n in ("x-partition-0", "x-partition-1", "y"))

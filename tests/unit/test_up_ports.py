@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from georep.up import (
+from georep.up.config import ClusterSpec, GatewaySpec, UpConfig
+from georep.up.supervisor import (
     ReadyLineError,
     Supervised,
     Supervision,
@@ -19,7 +20,6 @@ from georep.up import (
     with_cluster_ports,
     with_gateway_port,
 )
-from georep.up_config import ClusterSpec, GatewaySpec, UpConfig
 
 
 def topology(tmp_path: Path, *, a_broker_port: int = 0) -> UpConfig:

@@ -42,8 +42,8 @@ from georep.broker.meta.store import BrokerRepositories
 from georep.broker.schema_registry import SchemaRegistry
 from georep.rest.middleware import application, register
 from georep.rest.server import RestRunner
+from georep.runtime.tls_files import TlsFiles
 from georep.storage.meta.store import MetadataStore
-from georep.tls_files import TlsFiles
 
 log = logging.getLogger("georep.broker.admin")
 

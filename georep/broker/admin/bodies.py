@@ -36,8 +36,8 @@ from typing import Any
 from georep import limits
 from georep.broker.admin import names
 from georep.broker.admin.cluster_admin import InvalidArgument
-from georep.decimal_text import parse_decimal
-from georep.position import ID_MAX, Position
+from georep.domain.decimal_text import parse_decimal
+from georep.domain.position import ID_MAX, Position
 
 _I64_MAX = ID_MAX  # the wire protocol's int64 ids
 

@@ -7,11 +7,11 @@ implements it; the app never reaches into the broker otherwise.
 Contract, for every method:
 
 - names arrive already validated: a ``namespace`` is ``"tenant/name"`` of an existing
-  namespace, a ``topic`` a :class:`~georep.topic_name.TopicName`, a ``subscription``
+  namespace, a ``topic`` a :class:`~georep.domain.topic_name.TopicName`, a ``subscription``
   a non-empty name of at most ``limits.subscription_name_chars_max`` printable characters
   without ``/``;
 - a position is ``(ledger_id, entry_id)``; `Position.EARLIEST` and `Position.LATEST` are the
-  client's ``MessageId.earliest`` / ``MessageId.latest`` (``georep/position.py``);
+  client's ``MessageId.earliest`` / ``MessageId.latest`` (``georep/domain/position.py``);
 - refusals are the typed errors below, which the app answers with the status in
   parentheses: :class:`NotFound` (404) for a topic or subscription that does not exist,
   :class:`Conflict` (409) for one that already exists or is busy (a subscription with
@@ -34,9 +34,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, NotRequired, Protocol, TypedDict, runtime_checkable
 
-from georep.position import Position
+from georep.domain.position import Position
+from georep.domain.topic_name import TopicName
 from georep.rest.errors import RestError
-from georep.topic_name import TopicName
 
 
 # --- errors ---------------------------------------------------------------------------

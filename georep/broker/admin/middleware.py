@@ -5,7 +5,7 @@ statuses of the broker's and the store's own errors, and the admin metrics.
 raised                                     status  note
 =========================================  ======  =========================================
 ``AdminError`` subclasses                  its own 400/404/409/503 (a ``RestError``)
-``InvalidTopicName`` (topic_name.py)       400
+``InvalidTopicName`` (domain/topic_name.py)       400
 broker ``TopicNotFound``,                  404
 ``SubscriptionNotFound``
 broker ``TopicExists``, ``ConsumerBusy``,  409
@@ -27,10 +27,10 @@ from aiohttp import web
 
 from georep.broker import errors as broker_errors
 from georep.broker.admin.state import METRICS
+from georep.domain.topic_name import InvalidTopicName
 from georep.rest.middleware import answering
 from georep.storage.errors import BadVersion, MetadataUnavailable
 from georep.storage.errors import InvalidArgument as StorageInvalidArgument
-from georep.topic_name import InvalidTopicName
 
 log = logging.getLogger("georep.broker.admin")
 

@@ -1,6 +1,6 @@
 """Names taken from admin paths and bodies, checked once here.
 
-Every name follows ``georep/names.py`` (the one place naming rules live); this module
+Every name follows ``georep/domain/names.py`` (the one place naming rules live); this module
 only turns their failures into the admin's ``InvalidArgument`` (400), and adds one rule
 of creation: a partitioned topic may not be *created* with ``-partition-`` in its name,
 a suffix reserved for its partitions (``orders-partition-0`` names partition 0 of
@@ -9,9 +9,9 @@ a suffix reserved for its partitions (``orders-partition-0`` names partition 0 o
 
 from __future__ import annotations
 
-from georep import names as names_rules
 from georep.broker.admin.cluster_admin import InvalidArgument
-from georep.topic_name import (
+from georep.domain import names as names_rules
+from georep.domain.topic_name import (
     PARTITION_SUFFIX,
     InvalidTopicName,
     TopicName,

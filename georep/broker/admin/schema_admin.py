@@ -20,9 +20,9 @@ from georep.broker.admin.cluster_admin import InvalidArgument, NotFound
 from georep.broker.admin.state import CATALOG, SCHEMAS
 from georep.broker.meta.schemas import SchemaRecord
 from georep.broker.schema_compatibility import IncompatibleSchema
-from georep.protocol import pulsar_wire_pb2 as pb
+from georep.domain.topic_name import TopicName
 from georep.rest.json_io import json_response, read_json
-from georep.topic_name import TopicName
+from georep.wire import pulsar_wire_pb2 as pb
 
 #: Types a schema may be posted with (the protocol's, less what only a client names).
 _POSTABLE_TYPES = frozenset(pb.Schema.Type.keys()) - {"NONE", "AUTO_CONSUME", "EXTERNAL"}

@@ -14,7 +14,7 @@ from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from georep import limits
 from georep.broker.admin import cluster_admin, schema_admin, shapes
-from georep.position import ID_MAX
+from georep.domain.position import ID_MAX
 
 Schema = dict[str, Any]
 

@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from georep import limits, names
+from georep import limits
+from georep.domain import names
 from georep.rest import tokens as token_sources
 from georep.rest.access import ALLOWED_HOSTS_ENV, Access, allowed_hosts
 from georep.rest.tokens import (

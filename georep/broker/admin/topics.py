@@ -22,9 +22,9 @@ from georep.broker.admin.cluster_admin import (
 )
 from georep.broker.admin.state import CATALOG, CLUSTER
 from georep.broker.entry import GEOREP_NAME_PREFIX, is_georep_name
-from georep.decimal_text import parse_decimal
+from georep.domain.decimal_text import parse_decimal
+from georep.domain.topic_name import TopicName
 from georep.rest.json_io import NO_BODY, json_response, no_content, read_json
-from georep.topic_name import TopicName
 
 #: Milliseconds since the epoch up to the year 9999.
 _TIMESTAMP_MS_MAX = 253_402_300_799_999
@@ -146,7 +146,7 @@ async def sync_changes(request: web.Request) -> web.Response:
 
 
 def _query_count(text: str, what: str, count_max: int) -> int:
-    """A query parameter that is a count (``decimal_text.py``), at most ``count_max``."""
+    """A query parameter that is a count (``domain/decimal_text.py``), at most ``count_max``."""
     value = parse_decimal(text)
     if value is None or value > count_max:
         raise InvalidArgument(f"{what} must be a whole number from 0 to {count_max}")

@@ -57,8 +57,8 @@ from typing import Any
 from crc32c import crc32c
 
 from georep import limits
-from georep.decimal_text import parse_decimal
-from georep.invariant import invariant
+from georep.domain.decimal_text import parse_decimal
+from georep.runtime.invariant import invariant
 from georep.storage.bookie.disk_io import DiskWriter, cut_back
 from georep.storage.errors import JournalFailed
 

@@ -12,8 +12,9 @@ import asyncio
 import logging
 from pathlib import Path
 
-from georep import console, limits
-from georep.processes import exit_on_invariant, serve_until_signalled
+from georep import limits
+from georep.runtime import console
+from georep.runtime.processes import exit_on_invariant, serve_until_signalled
 from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.errors import InvalidArgument
 

@@ -1,7 +1,7 @@
-"""The bookie's network face: an asyncio Protocol speaking :mod:`georep.storage.protocol`.
+"""The bookie's network face: an asyncio Protocol speaking :mod:`georep.storage.bookie_protocol`.
 
 No task per request. ``data_received`` decodes every whole frame with
-:class:`~georep.storage.protocol.FrameDecoder` and handles it at once: reads are
+:class:`~georep.storage.bookie_protocol.FrameDecoder` and handles it at once: reads are
 answered from storage in the same call; adds and fences are appended to the journal with
 the connection as waiter, and answered from the journal's group callback. Replies are
 collected per connection and written with one ``transport.write`` at the end of each
@@ -36,15 +36,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from georep import limits
-from georep.invariant import InvariantViolation
-from georep.storage import protocol
+from georep.runtime.invariant import InvariantViolation
+from georep.storage import bookie_protocol
 from georep.storage.bookie.faults import NO_FAULTS, Faults, FaultSpecError
 from georep.storage.bookie.journal import Journal
 from georep.storage.bookie.ledger_dirs_monitor import Availability, DiskState, DiskThresholds
 from georep.storage.bookie.ledger_storage import LedgerStorage
+from georep.storage.bookie_protocol import Status
 from georep.storage.entry import peek_ids, verify
 from georep.storage.errors import CorruptEntry, ProtocolError
-from georep.storage.protocol import Status
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,8 @@ IN_FLIGHT = 1
 WRITE_BUFFER = 2
 PRESSURE = 4
 
-_encode = protocol.encode
-_error_response = protocol.error_response
+_encode = bookie_protocol.encode
+_error_response = bookie_protocol.error_response
 
 
 @dataclass(slots=True)
@@ -82,7 +82,7 @@ class BookieConnection(asyncio.Protocol):
 
     def __init__(self, server: BookieServer) -> None:
         self._server = server
-        self._decoder = protocol.FrameDecoder(responses=False)
+        self._decoder = bookie_protocol.FrameDecoder(responses=False)
         self._out: list[bytes] = []
         self._paused = 0
         self._eof = False
@@ -210,11 +210,11 @@ class BookieConnection(asyncio.Protocol):
 
     # -- journal waiters --
 
-    def add_synced(self, request: protocol.AddRequest, error: BaseException | None) -> None:
+    def add_synced(self, request: bookie_protocol.AddRequest, error: BaseException | None) -> None:
         if error is None:
             self.reply(
                 _encode(
-                    protocol.AddResponse(
+                    bookie_protocol.AddResponse(
                         request.request_id, Status.OK, "", request.ledger_id, request.entry_id
                     )
                 )
@@ -224,7 +224,9 @@ class BookieConnection(asyncio.Protocol):
         self.request_done()
 
     def fence_synced(
-        self, request: protocol.ReadRequest | protocol.ReadLacRequest, error: BaseException | None
+        self,
+        request: bookie_protocol.ReadRequest | bookie_protocol.ReadLacRequest,
+        error: BaseException | None,
     ) -> None:
         if error is None:
             self.reply(self._server.answer_read(request))
@@ -260,12 +262,14 @@ class BookieServer:
         self._on_checkpoint_wanted = on_checkpoint_wanted
         self._server: asyncio.AbstractServer | None = None
         #: Request class -> its handler, which takes requests of that class (hence Any).
-        self._handlers: dict[type[protocol.Message], Callable[[BookieConnection, Any], None]] = {
-            protocol.AddRequest: self._add,
-            protocol.ReadRequest: self._read,
-            protocol.ReadLacRequest: self._read,
-            protocol.HealthRequest: self._health,
-            protocol.FaultRequest: self._fault,
+        self._handlers: dict[
+            type[bookie_protocol.Message], Callable[[BookieConnection, Any], None]
+        ] = {
+            bookie_protocol.AddRequest: self._add,
+            bookie_protocol.ReadRequest: self._read,
+            bookie_protocol.ReadLacRequest: self._read,
+            bookie_protocol.HealthRequest: self._health,
+            bookie_protocol.FaultRequest: self._fault,
         }
         journal.group_done_hooks.append(self._group_done)
 
@@ -295,7 +299,7 @@ class BookieServer:
 
     # -- dispatch --
 
-    def handle(self, connection: BookieConnection, request: protocol.Message) -> None:
+    def handle(self, connection: BookieConnection, request: bookie_protocol.Message) -> None:
         try:
             self._handlers[type(request)](connection, request)
         except InvariantViolation:
@@ -307,7 +311,7 @@ class BookieServer:
                 _encode(_error_response(request, Status.ERROR, f"{type(exc).__name__}: {exc}"))
             )
 
-    def _add(self, connection: BookieConnection, request: protocol.AddRequest) -> None:
+    def _add(self, connection: BookieConnection, request: bookie_protocol.AddRequest) -> None:
         faults = self.faults
         if faults is not NO_FAULTS:
             if faults.drops_add(request.entry_id, request.recovery):
@@ -367,7 +371,9 @@ class BookieServer:
             self._on_checkpoint_wanted()
 
     def _read(
-        self, connection: BookieConnection, request: protocol.ReadRequest | protocol.ReadLacRequest
+        self,
+        connection: BookieConnection,
+        request: bookie_protocol.ReadRequest | bookie_protocol.ReadLacRequest,
     ) -> None:
         faults = self.faults
         if faults is not NO_FAULTS:
@@ -379,7 +385,7 @@ class BookieServer:
                     _encode(_error_response(request, Status.ERROR, "injected read failure"))
                 )
                 return
-        if isinstance(request, protocol.ReadRequest) and request.entry_id < 0:
+        if isinstance(request, bookie_protocol.ReadRequest) and request.entry_id < 0:
             connection.reply(
                 _encode(
                     _error_response(
@@ -402,7 +408,9 @@ class BookieServer:
             return
         connection.reply(self.answer_read(request))
 
-    def answer_read(self, request: protocol.ReadRequest | protocol.ReadLacRequest) -> bytes:
+    def answer_read(
+        self, request: bookie_protocol.ReadRequest | bookie_protocol.ReadLacRequest
+    ) -> bytes:
         storage = self.storage
         ledger_id = request.ledger_id
         state = storage.state(ledger_id)
@@ -412,10 +420,10 @@ class BookieServer:
                     request, Status.NO_SUCH_LEDGER, f"no ledger {ledger_id} on this bookie"
                 )
             )
-        if isinstance(request, protocol.ReadLacRequest):
+        if isinstance(request, bookie_protocol.ReadLacRequest):
             self.stats.read_lacs += 1
             return _encode(
-                protocol.ReadLacResponse(
+                bookie_protocol.ReadLacResponse(
                     request.request_id, Status.OK, "", state.lac, state.last_entry
                 )
             )
@@ -435,13 +443,15 @@ class BookieServer:
             self.stats.corrupt_out += 1
             log.error("stored entry %d/%d is corrupt: %s", ledger_id, request.entry_id, exc)
             return _encode(_error_response(request, Status.CORRUPT, f"stored entry: {exc}"))
-        return _encode(protocol.ReadResponse(request.request_id, Status.OK, "", data))
+        return _encode(bookie_protocol.ReadResponse(request.request_id, Status.OK, "", data))
 
-    def _health(self, connection: BookieConnection, request: protocol.Request) -> None:
+    def _health(self, connection: BookieConnection, request: bookie_protocol.Request) -> None:
         body = json.dumps(self._stats(), sort_keys=True).encode()
-        connection.reply(_encode(protocol.HealthResponse(request.request_id, Status.OK, "", body)))
+        connection.reply(
+            _encode(bookie_protocol.HealthResponse(request.request_id, Status.OK, "", body))
+        )
 
-    def _fault(self, connection: BookieConnection, request: protocol.FaultRequest) -> None:
+    def _fault(self, connection: BookieConnection, request: bookie_protocol.FaultRequest) -> None:
         if not self.fault_injection:
             connection.reply(
                 _encode(
@@ -460,7 +470,7 @@ class BookieServer:
         self.faults = faults if faults.any else NO_FAULTS
         self.storage.disk.fault = faults.disk_fault
         # The FAULT answer itself is never delayed, so a test can always clear a delay.
-        connection._out.append(_encode(protocol.FaultResponse(request.request_id)))
+        connection._out.append(_encode(bookie_protocol.FaultResponse(request.request_id)))
         self.dirty.add(connection)
 
     # -- flushing and backpressure --

@@ -20,11 +20,11 @@ import builtins
 from typing import TypeAlias
 
 from georep import limits
-from georep.invariant import invariant
+from georep.runtime.invariant import invariant
 
 EntryKey: TypeAlias = tuple[int, int]
 """An entry as the bookie keys it: (ledger id, entry id). A plain tuple, not
-:class:`georep.position.Position`, because one is built on every add and every read the
+:class:`georep.domain.position.Position`, because one is built on every add and every read the
 cache serves: building a Position costs about as much again as the rest of
 ``LedgerStorage.add`` (measured ~0.5 µs against ~0.5 µs per entry), while a literal
 tuple is free, and a Position's meaning (where in a topic's log) is not needed here."""

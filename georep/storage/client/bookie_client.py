@@ -24,15 +24,15 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from georep import limits
-from georep.awaiting import within
-from georep.invariant import InvariantViolation, invariant, present
-from georep.storage import protocol
+from georep.runtime.awaiting import within
+from georep.runtime.invariant import InvariantViolation, invariant, present
+from georep.storage import bookie_protocol
 from georep.storage.errors import BookieUnavailable, ProtocolError
 
 log = logging.getLogger(__name__)
 
 #: Called once per request with its response or a BookieUnavailable.
-Completion = Callable[[protocol.Response | BaseException], None]
+Completion = Callable[[bookie_protocol.Response | BaseException], None]
 
 
 class State(enum.Enum):
@@ -61,7 +61,7 @@ def split_address(address: str) -> tuple[str, int]:
 class _Connection(asyncio.Protocol):
     def __init__(self, owner: BookieClient) -> None:
         self._owner = owner
-        self._decoder = protocol.FrameDecoder(responses=True)
+        self._decoder = bookie_protocol.FrameDecoder(responses=True)
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -169,21 +169,25 @@ class BookieClient:
     def next_request_id(self) -> int:
         return next(self._ids)
 
-    async def request(self, message: protocol.Request) -> protocol.Response:
+    async def request(self, message: bookie_protocol.Request) -> bookie_protocol.Response:
         """Send one request and wait for its response (or BookieUnavailable)."""
         return await self.submit(message)
 
-    def submit(self, message: protocol.Request) -> asyncio.Future[protocol.Response]:
+    def submit(self, message: bookie_protocol.Request) -> asyncio.Future[bookie_protocol.Response]:
         """Send one request; the future resolves with its response or
         :class:`BookieUnavailable`. Never raises itself."""
         if message.request_id == 0:
             message.request_id = self.next_request_id()
-        return self.submit_frame(message.request_id, protocol.encode(message))
+        return self.submit_frame(message.request_id, bookie_protocol.encode(message))
 
-    def submit_frame(self, request_id: int, frame: bytes) -> asyncio.Future[protocol.Response]:
+    def submit_frame(
+        self, request_id: int, frame: bytes
+    ) -> asyncio.Future[bookie_protocol.Response]:
         """Send an encoded request. The same frame may go to several bookies (an add to
         its write set) when ``request_id`` comes from the pool's shared counter."""
-        future: asyncio.Future[protocol.Response] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[bookie_protocol.Response] = (
+            asyncio.get_running_loop().create_future()
+        )
         self.send_frame(request_id, frame, functools.partial(_settle, future))
         return future
 
@@ -254,8 +258,8 @@ class BookieClient:
         if self._pending:
             self._arm_sweeper()
 
-    def _on_response(self, message: protocol.Message) -> None:
-        if not isinstance(message, protocol.Response):  # the decoder reads responses only
+    def _on_response(self, message: bookie_protocol.Message) -> None:
+        if not isinstance(message, bookie_protocol.Response):  # the decoder reads responses only
             raise InvariantViolation(f"bookie {self.address}: {message!r} is no response")
         entry = self._pending.pop(message.request_id, None)
         if entry is None:
@@ -291,7 +295,8 @@ class BookieClient:
 
 
 def _settle(
-    future: asyncio.Future[protocol.Response], outcome: protocol.Response | BaseException
+    future: asyncio.Future[bookie_protocol.Response],
+    outcome: bookie_protocol.Response | BaseException,
 ) -> None:
     if future.done():
         return

@@ -29,9 +29,9 @@ import logging
 from collections import deque
 
 from georep import limits
-from georep.invariant import invariant
+from georep.runtime.invariant import invariant
+from georep.storage import bookie_protocol
 from georep.storage import entry as entry_format
-from georep.storage import protocol
 from georep.storage.client.client_context import ClientContext
 from georep.storage.client.distribution_schedule import AckSet, Quorums
 from georep.storage.errors import (
@@ -181,8 +181,8 @@ class LedgerHandle:
         self.stats["add_bytes"] += payload_bytes
         ensemble = self.metadata.last_ensemble
         request_id = self._context.clients.next_request_id()
-        frame = protocol.encode(
-            protocol.AddRequest(request_id, self.ledger_id, entry_id, self._recovery, data)
+        frame = bookie_protocol.encode(
+            bookie_protocol.AddRequest(request_id, self.ledger_id, entry_id, self._recovery, data)
         )
         for index in op.write_set:
             if index not in self._failed:
@@ -199,8 +199,8 @@ class LedgerHandle:
     ) -> None:
         if frame is None or request_id is None:  # a re-send after an ensemble change
             request_id = self._context.clients.next_request_id()
-            frame = protocol.encode(
-                protocol.AddRequest(
+            frame = bookie_protocol.encode(
+                bookie_protocol.AddRequest(
                     request_id, self.ledger_id, op.entry_id, self._recovery, op.data
                 )
             )
@@ -213,7 +213,7 @@ class LedgerHandle:
         op: PendingAddOp,
         index: int,
         bookie: str,
-        outcome: protocol.Response | BaseException,
+        outcome: bookie_protocol.Response | BaseException,
     ) -> None:
         if self.metadata.last_ensemble[index] != bookie:
             return  # the bookie was replaced meanwhile: its answer no longer counts
@@ -224,13 +224,13 @@ class LedgerHandle:
             return
         response = outcome
         status = response.status
-        if status == protocol.Status.FENCED:
+        if status == bookie_protocol.Status.FENCED:
             self._fail_all(
                 LedgerFenced(
                     f"ledger {self.ledger_id} was fenced (bookie {bookie}): a reader recovered it"
                 )
             )
-        elif status != protocol.Status.OK:
+        elif status != bookie_protocol.Status.OK:
             self._on_bookie_failed(index, bookie, f"{status.name}: {response.error}")
         elif op.future.done() or index in self._failed:
             return  # already confirmed, or the replacement bookie will be asked

@@ -33,8 +33,8 @@ import asyncio
 import logging
 
 from georep import limits
+from georep.storage import bookie_protocol
 from georep.storage import entry as entry_format
-from georep.storage import protocol
 from georep.storage.client.client_context import ClientContext
 from georep.storage.client.distribution_schedule import Quorums
 from georep.storage.client.ledger_handle import LedgerHandle
@@ -106,7 +106,7 @@ class LedgerRecoveryOp:
         coverage = quorums.coverage_set()
         futures = {
             self._context.clients.get(bookie).submit(
-                protocol.ReadLacRequest(0, self._ledger_id, fence=True)
+                bookie_protocol.ReadLacRequest(0, self._ledger_id, fence=True)
             ): index
             for index, bookie in enumerate(ensemble)
         }
@@ -122,7 +122,7 @@ class LedgerRecoveryOp:
                         errors.append(f"{ensemble[index]}: {future.exception()}")
                         continue
                     answer = future.result()
-                    if answer.status != protocol.Status.OK:
+                    if answer.status != bookie_protocol.Status.OK:
                         errors.append(f"{ensemble[index]}: {answer.status.name}")
                         continue
                     highest = max(highest, answer.last_add_confirmed)  # type: ignore[attr-defined]  # READ_LAC answers
@@ -151,7 +151,7 @@ class LedgerRecoveryOp:
         bookies = replicas(metadata, quorums, entry_id)
         futures = [
             self._context.clients.get(bookie).submit(
-                protocol.ReadRequest(0, self._ledger_id, entry_id, fence=True)
+                bookie_protocol.ReadRequest(0, self._ledger_id, entry_id, fence=True)
             )
             for bookie in bookies
         ]
@@ -169,14 +169,14 @@ class LedgerRecoveryOp:
                         continue
                     answer = future.result()
                     if answer.status in (
-                        protocol.Status.NO_SUCH_ENTRY,
-                        protocol.Status.NO_SUCH_LEDGER,
+                        bookie_protocol.Status.NO_SUCH_ENTRY,
+                        bookie_protocol.Status.NO_SUCH_LEDGER,
                     ):
                         missing += 1
                         if missing >= quorums.missing_quorum:
                             return None
                         continue
-                    if answer.status != protocol.Status.OK:
+                    if answer.status != bookie_protocol.Status.OK:
                         errors.append(f"{bookie}: {answer.status.name} {answer.error}")
                         continue
                     data = answer.data  # type: ignore[attr-defined]  # a READ is answered by a ReadResponse

@@ -15,8 +15,8 @@ import asyncio
 import logging
 
 from georep import limits
+from georep.storage import bookie_protocol
 from georep.storage import entry as entry_format
-from georep.storage import protocol
 from georep.storage.client.client_context import ClientContext
 from georep.storage.client.distribution_schedule import Quorums
 from georep.storage.errors import (
@@ -58,13 +58,13 @@ class ReadEntryOp:
     async def run(self) -> tuple[entry_format.Entry, bytes]:
         errors: list[str] = []
         missing = 0
-        in_flight: set[asyncio.Future[protocol.Response]] = set()
-        owner: dict[asyncio.Future[protocol.Response], str] = {}
+        in_flight: set[asyncio.Future[bookie_protocol.Response]] = set()
+        owner: dict[asyncio.Future[bookie_protocol.Response], str] = {}
         untried = list(self._bookies)
 
         def ask_next() -> None:
             bookie = untried.pop(0)
-            request = protocol.ReadRequest(0, self._ledger_id, self._entry_id)
+            request = bookie_protocol.ReadRequest(0, self._ledger_id, self._entry_id)
             future = self._context.clients.get(bookie).submit(request)
             in_flight.add(future)
             owner[future] = bookie
@@ -101,14 +101,17 @@ class ReadEntryOp:
         )
 
     def _accept(
-        self, future: asyncio.Future[protocol.Response], bookie: str
+        self, future: asyncio.Future[bookie_protocol.Response], bookie: str
     ) -> tuple[entry_format.Entry, bytes] | str:
         if future.exception() is not None:
             return str(future.exception())
         response = future.result()
-        if response.status in (protocol.Status.NO_SUCH_ENTRY, protocol.Status.NO_SUCH_LEDGER):
+        if response.status in (
+            bookie_protocol.Status.NO_SUCH_ENTRY,
+            bookie_protocol.Status.NO_SUCH_LEDGER,
+        ):
             return "missing"
-        if response.status != protocol.Status.OK:
+        if response.status != bookie_protocol.Status.OK:
             return f"{response.status.name}: {response.error}"
         data = response.data  # type: ignore[attr-defined]  # a READ is answered by a ReadResponse
         try:
@@ -172,11 +175,14 @@ class ReadHandle:
             return self.last_add_confirmed
         ensemble = self.metadata.last_ensemble
         futures = [
-            self._context.clients.get(b).submit(protocol.ReadLacRequest(0, self.ledger_id))
+            self._context.clients.get(b).submit(bookie_protocol.ReadLacRequest(0, self.ledger_id))
             for b in ensemble
         ]
         answers = await asyncio.gather(*futures, return_exceptions=True)
         for answer in answers:
-            if isinstance(answer, protocol.ReadLacResponse) and answer.status == protocol.Status.OK:
+            if (
+                isinstance(answer, bookie_protocol.ReadLacResponse)
+                and answer.status == bookie_protocol.Status.OK
+            ):
                 self.last_add_confirmed = max(self.last_add_confirmed, answer.last_add_confirmed)
         return self.last_add_confirmed

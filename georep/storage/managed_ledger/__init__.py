@@ -10,7 +10,7 @@ and ``ack_state`` are the pure arithmetic under them, ``cursor_state`` the persi
 format, ``config`` the settings.
 """
 
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor import ManagedCursor
 from georep.storage.managed_ledger.factory import ManagedLedgerFactory

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from georep import limits
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.managed_ledger.range_set import RangeSet
 
 

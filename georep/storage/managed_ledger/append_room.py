@@ -20,8 +20,8 @@ import collections
 from collections.abc import Callable
 
 from georep import limits
-from georep.invariant import invariant
-from georep.position import Position
+from georep.domain.position import Position
+from georep.runtime.invariant import invariant
 
 
 class PendingAppendOp:

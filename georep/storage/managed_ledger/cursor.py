@@ -50,8 +50,8 @@ from collections.abc import Generator, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 from georep import limits
-from georep.invariant import present
-from georep.position import Position
+from georep.domain.position import Position
+from georep.runtime.invariant import present
 from georep.storage.errors import (
     InvalidArgument,
     ManagedLedgerClosed,

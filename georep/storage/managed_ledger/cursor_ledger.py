@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.client.read_handle import ReadHandle
 from georep.storage.errors import (

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.errors import CorruptEntry, InvalidArgument
 
 FORMAT_VERSION = 2

@@ -18,8 +18,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from georep.invariant import invariant
-from georep.position import Position
+from georep.domain.position import Position
+from georep.runtime.invariant import invariant
 from georep.storage.meta.managed_ledgers import LedgerInfo
 
 

@@ -22,8 +22,8 @@ import bisect
 from collections.abc import Iterator
 
 from georep import limits
-from georep.invariant import invariant
-from georep.position import Position
+from georep.domain.position import Position
+from georep.runtime.invariant import invariant
 from georep.storage.errors import InvalidArgument
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from georep.position import Position
+from georep.domain.position import Position
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.ledger_index import LedgerIndex
 from georep.storage.meta.managed_ledgers import LedgerInfo

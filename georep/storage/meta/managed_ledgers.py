@@ -15,8 +15,8 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
 from georep import limits
-from georep.invariant import invariant
-from georep.position import Position
+from georep.domain.position import Position
+from georep.runtime.invariant import invariant
 from georep.storage.errors import (
     BadVersion,
     InvalidArgument,

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.awaiting import within
+from georep.runtime.awaiting import within
 from georep.storage.errors import NoSuchLedger, StorageError
 from georep.storage.meta.bookies import BookieRepository
 from georep.storage.meta.leases import LeaseRepository

@@ -25,8 +25,8 @@ import time
 from collections.abc import Callable
 
 from georep import limits
-from georep.awaiting import within
-from georep.storage import protocol
+from georep.runtime.awaiting import within
+from georep.storage import bookie_protocol
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.client.distribution_schedule import Quorums
 from georep.storage.client.read_handle import ReadEntryOp
@@ -169,9 +169,9 @@ class ReplicationWorker:
                 )
                 _, data = await op.run()
                 answer = await self._bk.clients.get(target).request(
-                    protocol.AddRequest(0, metadata.ledger_id, entry_id, True, data)
+                    bookie_protocol.AddRequest(0, metadata.ledger_id, entry_id, True, data)
                 )
-                if answer.status != protocol.Status.OK:
+                if answer.status != bookie_protocol.Status.OK:
                     raise BookieError(
                         f"bookie {target} refused a recovery add of entry "
                         f"{entry_id}: {answer.status.name}",
