@@ -4,10 +4,10 @@ clusters by policy and keeps subscriptions in step (docs/ARCHITECTURE.md, "Gatew
 Process, top to bottom (imports point down)::
 
     main (georep gateway) → gateway (store + manager + REST, started and stopped together)
-        → rest, openapi, metrics (the REST admin: policies, clusters, stats)
-        → manager (policies x local topics → the replicators and topic syncs to run)
+        → admin_app, openapi, metrics (the REST admin: policies, clusters, stats)
+        → manager (policies x local topics → the replicators to run), clusters (links)
             → georep/replicator (one topic partition x one remote cluster)
-            → georep/subsync (subscription sync of one topic partition)
+            → georep/subsync (its supervisor, handed the partitions to keep in sync)
                 → georep/client (the asyncio Pulsar client, a cluster's admin REST)
         → config (the TOML file; a cluster's table: cluster_endpoint), errors (policy errors)
 
