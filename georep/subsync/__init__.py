@@ -1,4 +1,9 @@
-"""Subscription sync: acknowledgements made on one cluster carried to the others.
+"""Subscription sync: a gateway keeps each replicated subscription's acknowledgements in
+step across clusters (docs/SUBSYNC.md). The decisions of one topic partition without I/O
+(``core.py``), the gateway's I/O around them (``topic_sync.py``), what it asks of a
+cluster (``ports.py``, georep's own or real Pulsar's), the markers it builds and applies,
+the namespaces' change watches, and what a failover now would deliver again
+(``exposure.py``).
 
 The gateway reaches it through :class:`SyncSupervisor` alone, handing it the desired
 set of synced topic partitions each discovery pass (:class:`DesiredSyncs`); everything

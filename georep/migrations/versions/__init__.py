@@ -1,0 +1,1 @@
+"""The metadata schema's revisions, in order (0001 ledgers and bookies, onwards)."""
