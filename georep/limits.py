@@ -729,7 +729,7 @@ invariant(reconcile_report_topics_max <= reconcile_report_rows_max)
 # --- timeouts, retries and waits of processes and their clients ------------------------
 #: Seconds between retries of a cursor write that failed.
 cursor_write_retry_s = 0.5
-#: Retries of a cursor write that failed before the subscription gives up.
+#: Retries of a cursor write that failed before the cursor gives up.
 cursor_write_retries_max = 20
 #: Pause of a dispatcher after an unexpected error in a round (a failed read, say).
 dispatcher_error_backoff_s = 0.5

@@ -132,7 +132,7 @@ class Origin:
 
     @property
     def position_text(self) -> str:
-        return f"{self.ledger_id}:{self.entry_id}"
+        return str(self.position)
 
 
 def parse_position_text(text: str) -> Position | None:
@@ -247,7 +247,7 @@ def replicated_metadata(
         del out.properties[:]
         out.properties.extend(kept)
     out.properties.add(key=ORIGIN_CLUSTER_PROPERTY, value=local_cluster)
-    out.properties.add(key=ORIGIN_POSITION_PROPERTY, value=f"{position[0]}:{position[1]}")
+    out.properties.add(key=ORIGIN_POSITION_PROPERTY, value=str(position))
     out.properties.add(key=ORIGIN_PRODUCER_PROPERTY, value=original_producer)
     out.replicated_from = local_cluster
     out.producer_name = producer_name

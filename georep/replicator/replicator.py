@@ -683,9 +683,7 @@ class Replicator:
             "bufferedEntries": len(self._unsent) + len(self._in_flight),
             "inFlightEntries": len(self._in_flight),
             "remoteLastOriginPosition": (
-                "{}:{}".format(*position_of_sequence_id(last))
-                if last is not None and last >= 0
-                else None
+                str(position_of_sequence_id(last)) if last is not None and last >= 0 else None
             ),
             "errorsCounter": c.errors,
             "stalledSeconds": round(self.stalled_s(self._clock()), 1),

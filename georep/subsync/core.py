@@ -687,4 +687,4 @@ class SyncCore:
 
 
 def _text(where: Position | None) -> str | None:
-    return None if where is None else f"{where[0]}:{where[1]}"
+    return None if where is None else str(where)

@@ -240,7 +240,7 @@ def _sync_ranges(value: Any) -> tuple[tuple[Position, Position], ...]:
         last = _position(f"{what}.last", fields["last"])
         if last < first:
             raise InvalidArgument(
-                f"{what}: last {last[0]}:{last[1]} is before first {first[0]}:{first[1]}"
+                f"{what}: last {last} is before first {first}"
             )
         ranges.append((first, last))
     merged: list[tuple[Position, Position]] = []

@@ -204,7 +204,7 @@ async def _start_ledger(
 async def _last_state(storage: CursorStorage, info: ManagedCursorInfo) -> CursorState:
     """The last state persisted in the cursor's ledger, which is fenced and closed first;
     the row's state when there is no ledger or it holds nothing."""
-    fallback = CursorState(Position(*info.mark_delete), (), dict(info.properties))
+    fallback = CursorState(info.mark_delete, (), dict(info.properties))
     if info.cursor_ledger_id is None:
         return fallback
     try:
