@@ -49,7 +49,7 @@ from harness import (
     start_cluster,
 )
 
-from georep.runtime.invariant import present
+from georep.invariant import present
 from georep.runtime.processes import ManagedProcess, georep_command
 
 #: The tenant of bench/scale.py, whose layout this bench follows.

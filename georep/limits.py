@@ -8,7 +8,7 @@ breaks them fails at start-up rather than at 3 a.m.
 
 from __future__ import annotations
 
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -37,7 +37,7 @@ from georep.broker.ports import TopicLogFactory
 from georep.broker.schema_registry import SchemaRegistry
 from georep.broker.server import BrokerServer
 from georep.broker.service import BrokerConfig, BrokerService
-from georep.runtime.invariant import present
+from georep.invariant import present
 from georep.runtime.tls_files import TlsFiles
 from georep.storage.bookie.bookie import Bookie, BookieConfig
 from georep.storage.client.bookkeeper import BookKeeper

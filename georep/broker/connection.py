@@ -64,7 +64,7 @@ from georep.broker.message_id import position_of
 from georep.broker.producer import Producer
 from georep.domain.position import Position
 from georep.domain.topic_name import InvalidTopicName, TopicName
-from georep.runtime.invariant import InvariantViolation, invariant
+from georep.invariant import InvariantViolation, invariant
 from georep.wire import commands, frames
 from georep.wire import pulsar_wire_pb2 as pb
 from georep.wire.commands import REGISTRY, Sender, Type

@@ -39,7 +39,7 @@ from georep.broker.entry import Entry
 from georep.broker.ports import SubscriptionCursor, TopicLog
 from georep.domain.position import Position
 from georep.domain.topic_name import TopicName
-from georep.runtime.invariant import InvariantViolation, invariant
+from georep.invariant import InvariantViolation, invariant
 
 log = logging.getLogger(__name__)
 

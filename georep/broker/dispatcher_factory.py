@@ -12,7 +12,7 @@ from georep.broker.dispatcher import Dispatcher, DispatcherSubscription
 from georep.broker.key_shared_dispatcher import KeySharedDispatcher
 from georep.broker.shared_dispatcher import SharedDispatcher
 from georep.broker.single_active_dispatcher import SingleActiveConsumerDispatcher
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 
 
 def new_dispatcher(subscription: DispatcherSubscription, sub_type: int) -> Dispatcher:

@@ -32,9 +32,9 @@ from pathlib import Path
 
 from georep.broker.admin import AdminSettings
 from georep.broker.cluster import Cluster, ClusterConfig
+from georep.invariant import InvariantViolation
 from georep.rest.access import ExposureError, check_exposure
 from georep.runtime import console
-from georep.runtime.invariant import InvariantViolation
 from georep.runtime.processes import exit_on_invariant, serve_until_signalled
 from georep.runtime.tls_files import TlsFiles
 from georep.storage.errors import InvalidArgument

@@ -292,8 +292,7 @@ async def _checked_batches(
         indexes = batches[position]
         if max(indexes) >= size:
             raise InvalidArgument(
-                f"batch {position} holds {size} messages;"
-                f" ackedIndexes names {max(indexes)}"
+                f"batch {position} holds {size} messages; ackedIndexes names {max(indexes)}"
             )
         out[position] = unacked_bits(indexes, size)
     return out

@@ -47,7 +47,7 @@ from georep.broker.topic_policies import TopicPolicies
 from georep.domain import names
 from georep.domain.position import Position
 from georep.domain.topic_name import TopicName
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.errors import ManagedLedgerClosed, ManagedLedgerFenced
 from georep.storage.managed_ledger import ManagedLedgerConfig
 from georep.wire import pulsar_wire_pb2 as pb

@@ -58,8 +58,8 @@ from georep import limits
 from georep.client import tls
 from georep.client.errors import ConnectFailed, LinkClosed, LinkError, RequestTimeout, ServerError
 from georep.domain.decimal_text import parse_decimal
+from georep.invariant import invariant, present
 from georep.runtime.awaiting import within
-from georep.runtime.invariant import invariant, present
 from georep.wire import commands, frames
 from georep.wire import pulsar_wire_pb2 as pb
 from georep.wire.commands import REGISTRY, Sender, Type

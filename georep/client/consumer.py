@@ -32,7 +32,7 @@ from georep import limits
 from georep.client.connection import LinkConnection
 from georep.client.errors import LinkClosed, LinkError, ServerError
 from georep.domain.position import Position
-from georep.runtime.invariant import invariant, present
+from georep.invariant import invariant, present
 from georep.wire import commands, frames
 from georep.wire import pulsar_wire_pb2 as pb
 from georep.wire.commands import Type

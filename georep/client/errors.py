@@ -1,7 +1,7 @@
 """Operating errors of the client: a link to a cluster (binary protocol or admin REST) is
 unreachable, slow, or refused a request. ``retriable`` says whether trying again later
 may help; a replicator retries those with backoff and records the rest as its last
-error. A broken invariant is a bug and stops the process (``georep.runtime.invariant``)."""
+error. A broken invariant is a bug and stops the process (``georep.invariant``)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from georep import limits
 from georep.client.connection import LinkConnection
 from georep.client.errors import LinkClosed, LinkError, MessageTooLarge, ServerError
 from georep.domain.position import Position
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.wire import commands, frames
 from georep.wire import pulsar_wire_pb2 as pb
 from georep.wire.commands import Type

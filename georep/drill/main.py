@@ -48,7 +48,7 @@ from georep.drill.settings import (
 from georep.drill.topology import ManagedTopology, RunningTopology, StartFailure, Topology
 from georep.drill.traffic import log_client_to, pulsar_module
 from georep.drill.verdict import verdict
-from georep.runtime.invariant import present
+from georep.invariant import present
 
 REPORT_VERSION = 1
 #: The gateways' [subscription_sync] in a managed drill, besides the mode: short periods,

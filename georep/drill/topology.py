@@ -49,7 +49,7 @@ from georep.domain.topic_name import InvalidTopicName, TopicName
 from georep.drill import admin_client
 from georep.drill.errors import DrillError
 from georep.drill.settings import CUT_LINK, KILL, ClusterUrls
-from georep.runtime.invariant import present
+from georep.invariant import present
 from georep.runtime.processes import ManagedProcess, ProcessFailed
 from georep.up.config import ClusterSpec, GatewaySpec, UpConfig
 from georep.up.supervisor import (

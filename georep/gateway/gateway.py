@@ -23,9 +23,9 @@ from georep.gateway.config import GatewayConfig
 from georep.gateway.manager import ReplicationManager
 from georep.gateway.meta.store import GatewayRepositories
 from georep.gateway.ownership import Ownership, generated_instance_name
+from georep.invariant import present
 from georep.replicator.settings import ReplicatorSettings
 from georep.rest.server import RestRunner
-from georep.runtime.invariant import present
 from georep.storage.errors import BadVersion
 from georep.storage.meta.store import MetadataStore
 

@@ -1,5 +1,5 @@
 """Operating errors of replication (a broken invariant is a bug and stops the process:
-``georep.runtime.invariant``)."""
+``georep.invariant``)."""
 
 from __future__ import annotations
 

@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from georep import limits
 from georep.domain.decimal_text import parse_decimal
 from georep.domain.position import Position
+from georep.invariant import invariant
 from georep.replicator.errors import ReplicationStalled
-from georep.runtime.invariant import invariant
 from georep.snapshots.markers import BROADCAST_KINDS, MarkerKind
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.wire import pulsar_wire_pb2 as pb

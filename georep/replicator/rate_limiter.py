@@ -17,7 +17,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 
 
 class TokenBucket:

@@ -80,6 +80,7 @@ from georep.client.link import PulsarLink
 from georep.client.producer import LinkProducer, SendReceipt
 from georep.domain.position import Position
 from georep.domain.topic_name import TopicName
+from georep.invariant import InvariantViolation, invariant
 from georep.replicator.counters import Counters, Rates
 from georep.replicator.errors import ReplicationStalled
 from georep.replicator.origin import (
@@ -93,7 +94,6 @@ from georep.replicator.origin import (
 from georep.replicator.rate_limiter import RateLimiter
 from georep.replicator.settings import ReplicatorSettings
 from georep.runtime.awaiting import stopped_within, within
-from georep.runtime.invariant import InvariantViolation, invariant
 from georep.runtime.retry import RetryPolicy
 from georep.wire import pulsar_wire_pb2 as pb
 

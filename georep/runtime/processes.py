@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from georep.invariant import InvariantViolation, present
 from georep.runtime.awaiting import within
-from georep.runtime.invariant import InvariantViolation, present
 
 log = logging.getLogger(__name__)
 

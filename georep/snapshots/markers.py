@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError, Message
 
 from georep import limits
 from georep.domain.position import Position
-from georep.runtime.invariant import InvariantViolation
+from georep.invariant import InvariantViolation
 from georep.snapshots import markers_pb2 as pb
 from georep.snapshots.errors import MarkerError
 from georep.wire.frames import missing_fields

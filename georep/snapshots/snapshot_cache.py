@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from georep import limits
 from georep.domain.position import Position
-from georep.runtime.invariant import invariant, present
+from georep.invariant import invariant, present
 
 #: Distance counted for a step between ledgers: later ledgers are further than any
 #: entry offset inside one.

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from georep import limits
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.errors import CorruptEntry, EntryTooLarge
 
 _FIELDS = struct.Struct(">QqqQ")

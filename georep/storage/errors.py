@@ -2,7 +2,7 @@
 
 Each is something a caller can meet in a healthy system (a bookie down, a ledger fenced
 by a recovering reader) and must handle. Broken invariants are not here: they raise
-:class:`georep.runtime.invariant.InvariantViolation` and stop the process.
+:class:`georep.invariant.InvariantViolation` and stop the process.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from georep.domain.position import Position
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 
 Range = tuple[Position, Position]
 

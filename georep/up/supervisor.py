@@ -97,12 +97,12 @@ from typing import Any, TypeVar
 from georep import limits
 from georep.domain.decimal_text import parse_decimal
 from georep.gateway.cluster_endpoint import cluster_name
+from georep.invariant import invariant
 from georep.rest import tokens as token_sources
 from georep.rest.access import ExposureError, check_exposure
 from georep.rest.tokens import ADMIN_TOKENS_ENV, GATEWAY_TOKENS_ENV, TokenError
 from georep.runtime import console
 from georep.runtime.console import ConfigError, check_keys
-from georep.runtime.invariant import invariant
 from georep.runtime.processes import ManagedProcess, ProcessFailed, georep_command
 from georep.runtime.retry import Backoff, RetryPolicy
 from georep.up.config import ClusterSpec, GatewaySpec, UpConfig

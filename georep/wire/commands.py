@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from google.protobuf.message import Message as ProtobufMessage
 
-from georep.runtime.invariant import InvariantViolation, invariant
+from georep.invariant import InvariantViolation, invariant
 from georep.wire import pulsar_wire_pb2 as pb
 
 Type = pb.BaseCommand.Type

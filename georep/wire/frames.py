@@ -36,7 +36,7 @@ from crc32c import crc32c
 from google.protobuf.message import Message as ProtobufMessage
 
 from georep import limits
-from georep.runtime.invariant import invariant, present
+from georep.invariant import invariant, present
 from georep.wire import pulsar_wire_pb2 as pb
 from georep.wire.commands import REGISTRY, Type, body_of, spec_of
 from georep.wire.errors import (

@@ -11,7 +11,7 @@ import textwrap
 SCRIPT = textwrap.dedent(
     """
     import asyncio, sys
-    from georep.runtime.invariant import invariant
+    from georep.invariant import invariant
     from georep.runtime.processes import exit_on_invariant, serve_until_signalled
 
     async def main():

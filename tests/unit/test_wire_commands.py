@@ -16,7 +16,7 @@ from google.protobuf.message_factory import GetMessageClass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from georep.runtime.invariant import InvariantViolation
+from georep.invariant import InvariantViolation
 from georep.wire import commands, frames
 from georep.wire import pulsar_wire_pb2 as pb
 from georep.wire.commands import REGISTRY, Sender, Type

@@ -239,9 +239,7 @@ def _sync_ranges(value: Any) -> tuple[tuple[Position, Position], ...]:
         first = _position(f"{what}.first", fields["first"])
         last = _position(f"{what}.last", fields["last"])
         if last < first:
-            raise InvalidArgument(
-                f"{what}: last {last} is before first {first}"
-            )
+            raise InvalidArgument(f"{what}: last {last} is before first {first}")
         ranges.append((first, last))
     merged: list[tuple[Position, Position]] = []
     for first, last in sorted(ranges):

@@ -23,7 +23,7 @@ from georep import limits
 from georep.domain.names import InvalidName, check_subscription_pattern
 from georep.gateway.meta.models import SubscriptionSyncPolicyRow, pattern_chars_max
 from georep.gateway.meta.replication_policies import POLICY_SCOPES
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.errors import BadVersion, InvalidArgument
 from georep.storage.meta.checks import check_int, check_name
 from georep.storage.meta.engine import Conflict, MetadataEngine, count_rows, table_of

@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from georep import limits
+from georep.invariant import invariant, present
 from georep.runtime.awaiting import within
-from georep.runtime.invariant import invariant, present
 from georep.storage.bookie import journal as journal_module
 from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.journal import Journal

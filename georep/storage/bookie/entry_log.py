@@ -31,7 +31,7 @@ from pathlib import Path
 
 from georep import limits
 from georep.domain.decimal_text import parse_decimal
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.bookie.disk_io import DiskWriter, cut_back
 from georep.storage.bookie.journal import fsync_directory
 

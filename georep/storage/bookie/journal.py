@@ -58,7 +58,7 @@ from crc32c import crc32c
 
 from georep import limits
 from georep.domain.decimal_text import parse_decimal
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.bookie.disk_io import DiskWriter, cut_back
 from georep.storage.errors import JournalFailed
 

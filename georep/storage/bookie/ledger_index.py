@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from georep.runtime.invariant import present
+from georep.invariant import present
 from georep.storage.bookie.disk_io import DiskWriter
 from georep.storage.bookie.entry_log import Location
 from georep.storage.bookie.write_cache import EntryKey

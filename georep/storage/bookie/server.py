@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from georep import limits
-from georep.runtime.invariant import InvariantViolation
+from georep.invariant import InvariantViolation
 from georep.storage import bookie_protocol
 from georep.storage.bookie.faults import NO_FAULTS, Faults, FaultSpecError
 from georep.storage.bookie.journal import Journal

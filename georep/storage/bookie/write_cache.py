@@ -20,7 +20,7 @@ import builtins
 from typing import TypeAlias
 
 from georep import limits
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 
 EntryKey: TypeAlias = tuple[int, int]
 """An entry as the bookie keys it: (ledger id, entry id). A plain tuple, not

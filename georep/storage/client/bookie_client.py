@@ -24,8 +24,8 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from georep import limits
+from georep.invariant import InvariantViolation, invariant, present
 from georep.runtime.awaiting import within
-from georep.runtime.invariant import InvariantViolation, invariant, present
 from georep.storage import bookie_protocol
 from georep.storage.errors import BookieUnavailable, ProtocolError
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from georep import limits
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.errors import InvalidArgument
 
 

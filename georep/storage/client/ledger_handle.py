@@ -29,7 +29,7 @@ import logging
 from collections import deque
 
 from georep import limits
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage import bookie_protocol
 from georep.storage import entry as entry_format
 from georep.storage.client.client_context import ClientContext

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from georep import limits
 from georep.domain.position import Position
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 
 
 class PendingAppendOp:

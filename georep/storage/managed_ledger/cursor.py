@@ -51,7 +51,7 @@ from typing import Any, Literal, Protocol
 
 from georep import limits
 from georep.domain.position import Position
-from georep.runtime.invariant import present
+from georep.invariant import present
 from georep.storage.errors import (
     InvalidArgument,
     ManagedLedgerClosed,

@@ -19,7 +19,7 @@ import bisect
 from collections.abc import Sequence
 
 from georep.domain.position import Position
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.meta.managed_ledgers import LedgerInfo
 
 

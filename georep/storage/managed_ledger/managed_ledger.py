@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from georep import limits
 from georep.domain.position import Position
-from georep.runtime.invariant import InvariantViolation, invariant
+from georep.invariant import InvariantViolation, invariant
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.client.ledger_handle import LedgerHandle
 from georep.storage.client.read_handle import ReadHandle

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 from georep import limits
 from georep.domain.position import Position
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.errors import InvalidArgument
 
 

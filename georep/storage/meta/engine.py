@@ -52,7 +52,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from georep import limits
-from georep.runtime.invariant import InvariantViolation
+from georep.invariant import InvariantViolation
 from georep.storage.errors import (
     BadVersion,
     InvalidArgument,

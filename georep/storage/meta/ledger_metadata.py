@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 
 
 class LedgerState(enum.StrEnum):

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from georep import limits
 from georep.domain.position import Position
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.errors import (
     BadVersion,
     InvalidArgument,

@@ -42,7 +42,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
 from georep import limits
-from georep.runtime.invariant import invariant
+from georep.invariant import invariant
 from georep.storage.errors import InvalidArgument
 
 #: Key of the PostgreSQL advisory lock that serializes migrations of one database.
