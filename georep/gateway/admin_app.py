@@ -84,7 +84,7 @@ from georep.rest.json_io import json_response, read_json
 from georep.rest.middleware import answering, application, register
 from georep.rest.routes import QueryParameter, Route
 from georep.storage.errors import BadVersion, InvalidArgument
-from georep.subsync.caught_up import TooManyTopics, caught_up
+from georep.subsync import TooManyTopics, caught_up
 
 log = logging.getLogger(__name__)
 

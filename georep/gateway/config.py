@@ -103,7 +103,7 @@ from georep.rest.tokens import (
 )
 from georep.runtime.console import ConfigError, check_keys
 from georep.runtime.tls_files import TlsFiles
-from georep.subsync.settings import SyncMode, SyncSettings, parse_sync
+from georep.subsync import SyncMode, SyncSettings, parse_sync
 
 log = logging.getLogger(__name__)
 

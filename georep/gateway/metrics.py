@@ -356,11 +356,11 @@ class SyncCollector:
                 at = (local, topic)
             else:
                 continue
-            controller = sync.core.controller.stats
+            controller = sync.snapshot_stats
             for name, (_, field) in _SNAPSHOTS.items():
                 counted[name][at] = counted[name].get(at, 0.0) + getattr(controller, field)
             markers[at] = markers.get(at, 0.0) + sum(sync.markers_written.values())
-            for (subscription, source), applied in sync.core.applied.items():
+            for (subscription, source), applied in sync.applied.items():
                 row = (*at, source) if chosen is None else (*at, subscription, source)
                 ranges[row] = ranges.get(row, 0.0) + applied.ranges
                 if applied.sync_lag_ms is not None:

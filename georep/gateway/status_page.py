@@ -74,7 +74,7 @@ def rows(manager: ReplicationManager, now: float | None = None) -> list[Row]:
     )
     lag: dict[tuple[str, str], float] = {}
     for sync in manager.syncs.values():
-        for (_subscription, source), applied in sync.core.applied.items():
+        for (_subscription, source), applied in sync.applied.items():
             if applied.sync_lag_ms is not None:
                 key = (source, sync.topic_name.namespace)
                 lag[key] = max(lag.get(key, 0.0), applied.sync_lag_ms)

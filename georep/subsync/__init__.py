@@ -11,7 +11,8 @@ that runs (syncs, change watches, side channels) is the supervisor's. What it re
 the configuration (:class:`SyncSettings`, :class:`NamespaceSync`) is exported here too.
 """
 
-from georep.subsync.settings import NamespaceSync, Selection, SyncSettings
+from georep.subsync.caught_up import TooManyTopics, caught_up
+from georep.subsync.settings import NamespaceSync, Selection, SyncMode, SyncSettings, parse_sync
 from georep.subsync.supervisor import DesiredSyncs, Replication, SyncSupervisor
 from georep.subsync.topic_sync import TopicSync
 
@@ -20,7 +21,11 @@ __all__ = [
     "NamespaceSync",
     "Replication",
     "Selection",
+    "SyncMode",
     "SyncSettings",
     "SyncSupervisor",
+    "TooManyTopics",
     "TopicSync",
+    "caught_up",
+    "parse_sync",
 ]

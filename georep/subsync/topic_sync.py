@@ -41,7 +41,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from georep import limits
@@ -53,7 +53,8 @@ from georep.domain.position import Position
 from georep.domain.topic_name import TopicName
 from georep.runtime.awaiting import stopped_within, within
 from georep.runtime.retry import Backoff, RetryPolicy, sync_policy
-from georep.subsync.core import Apply, SubscriptionState, SyncCore, WriteMarker
+from georep.snapshots.snapshot_controller import SnapshotStats
+from georep.subsync.core import AppliedStats, Apply, SubscriptionState, SyncCore, WriteMarker
 from georep.subsync.exposure import Exposure
 from georep.subsync.ports import LastEntry, SideMarker, SyncPort
 
@@ -448,6 +449,16 @@ class TopicSync:
     def failing(self) -> bool:
         """Not attached, and at least one attempt failed."""
         return not self.connected and self.failing_since is not None
+
+    @property
+    def applied(self) -> Mapping[tuple[str, str], AppliedStats]:
+        """Per (subscription, source cluster), what applying its states did (read only)."""
+        return self.core.applied
+
+    @property
+    def snapshot_stats(self) -> SnapshotStats:
+        """What this partition's snapshot rounds did (read only)."""
+        return self.core.controller.stats
 
     def exposure(self) -> dict[str, dict[str, Exposure | None]]:
         """Per subscription synced from here and remote, what a failover now would

@@ -48,3 +48,25 @@ def test_every_package_says_what_it_owns() -> None:
         if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
     ]
     assert silent == []
+
+
+def test_the_gateway_reaches_subscription_sync_through_its_face() -> None:
+    """docs/ARCHITECTURE.md: the gateway reaches sync only through what
+    ``georep/subsync/__init__.py`` exports, and only sync's core changes a core."""
+    reaching_in = []
+    for path in sorted((ROOT / "gateway").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "georep.subsync."
+            ):
+                reaching_in.append(f"{path.name}: from {node.module} import ...")
+            if isinstance(node, ast.Import):
+                reaching_in += [
+                    f"{path.name}: import {alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("georep.subsync.")
+                ]
+            if isinstance(node, ast.Attribute) and node.attr == "core":
+                reaching_in.append(f"{path.name}:{node.lineno}: .core")
+    assert reaching_in == []
