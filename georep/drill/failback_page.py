@@ -11,6 +11,7 @@ from typing import Any
 
 from georep.domain.shares import percent
 from georep.drill.failback import failback_verdict
+from georep.drill.report import figure_value
 from georep.reports.html_page import figure_text
 
 #: (key in the failback block, label, whether a non-zero value is a problem).
@@ -26,11 +27,6 @@ _ROWS = (
     ("sync_settle_s", "sync back to A, s", False),
     ("time_to_resume_on_A_s", "from A's return to the first delivery on A, s", False),
 )
-
-
-def _value(block: Mapping[str, Any], key: str) -> Any:
-    value = block.get(key)
-    return value.get("count") if isinstance(value, Mapping) else value
 
 
 def _cell(key: str, value: Any, problem: bool) -> str:
@@ -68,7 +64,7 @@ def failback_section(modes: Mapping[str, Mapping[str, Any]], label: Callable[[st
     )
     rows = [f"<tr><th></th>{head}</tr>"]
     for key, text, problem in _ROWS:
-        cells = "".join(_cell(key, _value(b, key), problem) for b in blocks.values())
+        cells = "".join(_cell(key, figure_value(b, key), problem) for b in blocks.values())
         rows.append(f"<tr><td>{html.escape(text)}</td>{cells}</tr>")
     return (
         '<h2 id="failback">Failback: the consumers back on A</h2>'

@@ -311,3 +311,10 @@ def mode_report(
         "timings_s": {name: round(value, 3) for name, value in facts.timings_s.items()},
         "warnings": list(facts.warnings),
     }
+
+
+def figure_value(block: Mapping[str, Any], key: str) -> Any:
+    """A figure of a report's block as the pages show it: the number itself, or the
+    ``count`` of a figure kept with its examples (``{"count": n, ...}``); None if absent."""
+    value = block.get(key)
+    return value.get("count") if isinstance(value, Mapping) else value

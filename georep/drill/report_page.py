@@ -31,6 +31,7 @@ from typing import Any
 from georep.domain.shares import percent
 from georep.drill.delivery_log import Delivery
 from georep.drill.failback_page import failback_section
+from georep.drill.report import figure_value
 from georep.drill.report_charts import (
     Scale,
     TimelineScale,
@@ -121,11 +122,6 @@ def target_name(target: str, block: Mapping[str, Any]) -> str:
     return f"{target} beside Pulsar {beside}" if beside else target
 
 
-def _value(block: Mapping[str, Any], key: str) -> Any:
-    value = block.get(key)
-    return value.get("count") if isinstance(value, Mapping) else value
-
-
 def ordered(modes: Mapping[str, Any]) -> list[str]:
     """The targets in ``TARGET_ORDER``, unknown ones after them in the order run."""
     known = [m for m in TARGET_ORDER if m in modes]
@@ -140,7 +136,7 @@ def _cell(key: str, value: Any, block: Mapping[str, Any]) -> str:
     extra = ""
     if key in ("duplicates", "lost"):
         css += " bad" if value else " ok"
-        whole = _value(block, _SHARE_OF[key]) or 0
+        whole = figure_value(block, _SHARE_OF[key]) or 0
         if whole:
             extra = f'<span class="share">{percent(value / whole)}</span>'
     elif key == "redelivered" and value:
@@ -163,9 +159,9 @@ def _figures(modes: Mapping[str, Mapping[str, Any]]) -> str:
     ):
         rows.append(f'<tr class="group"><th colspan="{len(modes) + 1}">{group}</th></tr>')
         for key, label in group_rows:
-            if key in _OPTIONAL_ROWS and all(_value(b, key) is None for b in modes.values()):
+            if key in _OPTIONAL_ROWS and all(figure_value(b, key) is None for b in modes.values()):
                 continue
-            cells = "".join(_cell(key, _value(block, key), block) for block in modes.values())
+            cells = "".join(_cell(key, figure_value(block, key), block) for block in modes.values())
             rows.append(f'<tr class="{css}"><td>{html.escape(label)}</td>{cells}</tr>')
     return '<div class="scroll"><table class="figures">' + "".join(rows) + "</table></div>"
 
