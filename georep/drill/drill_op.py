@@ -271,11 +271,13 @@ class DrillOp:
         """From the gateways' readiness until :meth:`_stop_sampling` (before the failure):
         B's gateway's sync lag for the subscription (``applied.A.syncLagMs``; with
         gateways only) and A's replication backlog to B (``Topology.replication_backlog``),
-        at one time per sample."""
+        at one time per sample. The last sample is taken once told to stop, after the
+        sync state at the failure was read: the series always reaches the failure."""
         interval = limits.drill_sync_sample_interval_s
         lags = self.facts.sync_lag_samples
         backlogs = self.facts.replication_backlog_samples
-        while not self._sampling_stop.is_set():
+        while True:
+            last = self._sampling_stop.is_set()
             lag = None
             if self.topology.has_gateways:
                 stats = await asyncio.to_thread(self.topology.gateway_stats, B, self.topic)
@@ -287,6 +289,8 @@ class DrillOp:
             if self.topology.has_gateways:
                 lags.append((at_ms, lag))
             backlogs.append((at_ms, backlog))
+            if last:
+                return
             if len(backlogs) >= limits.drill_sync_samples_count_max:
                 lags[:] = lags[::2]
                 backlogs[:] = backlogs[::2]

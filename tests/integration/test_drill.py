@@ -144,10 +144,15 @@ def test_pulsar_compatible_shared_out_of_order_shows_duplicates(tmp_path):
     assert '<li class="fail" data-target="pulsar-compatible">' in verdict
     assert f"{block['duplicates']['count']} duplicates</span>" in verdict
     assert f"A&#x27;s cursor at the failure: mark-delete {cursor['markDeletePosition']}" in verdict
-    # the sync lag over time, sampled from the gateways' start to the failure
+    # the sync lag over time, sampled from the gateways' start to the failure; the last
+    # sample comes after the state at the failure was read, so a lag B's gateway knew then
+    # is in the series and drawn (whether a snapshot completed within the settle is the
+    # machine's pace, not a guarantee: without one there is no lag to draw)
     samples = block["sync_lag_samples_ms"]
     assert samples and all(at_ms <= block["failed_at"] for at_ms, _ in samples)
-    assert any(lag is not None for _, lag in samples) and '<svg class="lag"' in page
+    assert '<svg class="lag"' in page
+    if block["sync_lag_at_failure_ms"] is not None:
+        assert samples[-1][1] is not None
     # A's replication backlog to B, sampled at the same times, as A's gateway reports it
     backlogs = block["replication_backlog_samples"]
     assert [at_ms for at_ms, _ in backlogs] == [at_ms for at_ms, _ in samples]
