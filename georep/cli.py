@@ -30,7 +30,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names: the first word that is one (the global options
+    before it take only fixed choices), or None (``--help``, a mistake)."""
+    return next((word for word in argv if word in COMMANDS), None)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every subcommand listed; its own options configured for ``only``, or for all when
+    None. A process imports the module of the command it runs and no other: a bookie
+    does not load the broker's, the gateway's or Spark's code (which cost each process
+    started about two seconds)."""
     parser = argparse.ArgumentParser(prog="georep", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -39,12 +49,14 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.set_defaults(_module=module_name)
-        importlib.import_module(module_name).configure(command)
+        if only is None or name == only:
+            importlib.import_module(module_name).configure(command)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    args = build_parser(chosen_command(words)).parse_args(words)
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
