@@ -1,11 +1,12 @@
 """The gateway beside a real Pulsar cluster of two brokers, while its bundles move.
 
 A is a cluster of ZooKeeper, one bookie and two brokers (``pulsar_tools/cluster.py``),
-B a standalone; a gateway beside each replicates ``georep/grepl`` both ways and syncs
-its subscriptions (Pulsar's deduplication on, as the replicator needs). On A, a
-partitioned topic (4 partitions) and two topics more, over 8 bundles spread across
-both brokers. While an application produces to A and a Shared subscription acknowledges
-out of order (every seventh message left unacknowledged), A's bundles move three ways:
+B the session's standalone B; a gateway beside each replicates ``georep/grepl`` both
+ways and syncs its subscriptions (Pulsar's deduplication on, as the replicator needs).
+On A, a partitioned topic (4 partitions) and two topics more, over 8 bundles spread
+across both brokers. While an application produces to A and a Shared subscription
+acknowledges out of order (every seventh message left unacknowledged), A's bundles move
+three ways:
 
 1. every topic is unloaded (its broker closes producers and consumers, and the next
    lookup may name the other broker);
@@ -36,7 +37,7 @@ import pytest
 
 from pulsar_tools.admin import PulsarAdmin, topic_path
 from pulsar_tools.cluster import ClusterSpec, PulsarCluster
-from pulsar_tools.standalone import PulsarStandalone, StandaloneSpec
+from pulsar_tools.standalone import PulsarStandalone
 from tests.harness.failover_checks import (
     drain,
     leaves,
@@ -60,24 +61,25 @@ poll_interval_s = 0.1
 
 
 @pytest.fixture(scope="module")
-def clusters(pulsar_jars: Path, tmp_path_factory) -> Iterator[tuple[PulsarCluster, Any]]:
-    """A: two brokers; B: a standalone. Both with the namespace, deduplication on."""
+def clusters(
+    pulsar_jars: Path, pulsar_pair: dict[str, PulsarStandalone], tmp_path_factory
+) -> Iterator[tuple[PulsarCluster, PulsarStandalone]]:
+    """A: two brokers; B: the session's standalone B (one JVM fewer to start). Both with
+    the namespace, deduplication on; B's tenant is the session's, left as it is."""
     base = tmp_path_factory.mktemp("pulsar-multi")
     a = PulsarCluster(ClusterSpec("A", base / "A"), pulsar_jars)
-    b = PulsarStandalone(StandaloneSpec("B", base / "B", heap_mb=384), pulsar_jars)
+    b = pulsar_pair["B"]
     try:
         started = time.monotonic()
         a.start()
         print(f"pulsar cluster A (2 brokers) started in {time.monotonic() - started:.1f} s")
-        b.start()
+        PulsarAdmin(a.admin_url).ensure_tenant(TENANT, [a.name])
         for cluster in (a, b):
             admin = PulsarAdmin(cluster.admin_url)
-            admin.ensure_tenant(TENANT, [cluster.name])
             admin.ensure_namespace(*NAMESPACE.split("/"))
             admin.request("POST", f"/admin/v2/namespaces/{NAMESPACE}/deduplication", True)
         yield a, b
     finally:  # a failed start or set-up leaves no JVM behind either
-        b.stop()
         a.stop()
 
 
