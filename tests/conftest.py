@@ -46,11 +46,17 @@ SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: query logs described in one tree rather than the formatted form. The tests' inputs are
 #: a few hundred rows, so compiling each query cost more than running it: the JVM of
 #: tests/unit/test_reconcile_job.py's reconciliation used 66 CPU-s with the defaults and
-#: 52 with these. The results are the same either way (Spark's interpreted and generated
-#: evaluation share one contract); real runs, and bench/, keep Spark's defaults.
+#: 52 with these. Adaptive execution off: it runs each exchange of a query as a job of
+#: its own and plans the rest of the query again (and describes the plan anew) after
+#: each, which on inputs this small costs more than all it could save; the same
+#: reconciliation ran 173 Spark jobs with it and 98 without, and a second one in the same
+#: JVM used 50 CPU-s with it and 31-35 without. The results are the same either way
+#: (Spark's interpreted and generated evaluation share one contract, and adaptive
+#: execution changes how a plan runs, not what it computes); real runs, and bench/, keep
+#: Spark's defaults.
 SMALL_INPUT_SPARK_SQL = (
     "-Dspark.sql.codegen.wholeStage=false -Dspark.sql.codegen.factoryMode=NO_CODEGEN"
-    " -Dspark.sql.ui.explainMode=simple"
+    " -Dspark.sql.ui.explainMode=simple -Dspark.sql.adaptive.enabled=false"
 )
 os.environ.setdefault("SPARK_SUBMIT_OPTS", f"{SHORT_LIVED_JVM} {SMALL_INPUT_SPARK_SQL}")
 for _variable in ("SPARK_DAEMON_JAVA_OPTS", "PULSAR_EXTRA_OPTS"):

@@ -360,12 +360,14 @@ def reconcile(
     def write(frame: DataFrame, name: str, *, small: bool = False) -> DataFrame:
         """Write ``frame`` as table ``name`` and return the table read back: what comes
         after reads the few written rows instead of computing them again. A small table
-        is also written as one CSV file under csv/ (from the rows just written)."""
+        is also written as one CSV file under csv/ (from the rows just written). The
+        table is read back with the schema just written (as Spark reads any file, every
+        column nullable): read without one, Spark would run a job to read a footer."""
         if small:
             frame = frame.coalesce(1)
         step.begin(f"write {name}")
         frame.write.mode("overwrite").parquet(str(out / name))
-        written = spark.read.parquet(str(out / name))
+        written = spark.read.schema(frame.schema).parquet(str(out / name))
         if small:
             _as_csv_columns(F, written).coalesce(1).write.mode("overwrite").option(
                 "header", True

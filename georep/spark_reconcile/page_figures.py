@@ -121,7 +121,9 @@ def totals(
     differences: DataFrame,
     subscriptions: DataFrame,
 ) -> dict[str, Any]:
-    """Every total in one Spark job: single-row aggregates joined side by side."""
+    """Every total in one Spark job: each table's single-row aggregate turned into
+    (name, value) rows, all in one union (side by side, joined, each aggregate would be
+    a broadcast and a job of its own)."""
     parts = [
         index.agg(
             F.countDistinct("cluster").alias("clusters"),
@@ -147,11 +149,24 @@ def totals(
         parts.append(observed.duplicates.agg(F.count(F.lit(1)).alias("observed_duplicates")))
         parts.append(observed.redeliveries.agg(F.count(F.lit(1)).alias("observed_redeliveries")))
         parts.append(observed.losses.agg(F.count(F.lit(1)).alias("observed_losses")))
-    combined = parts[0]
-    for part in parts[1:]:
-        combined = combined.crossJoin(part)
-    totals = {"messages": checked.rows["messages"], **combined.collect()[0].asDict()}
+    names = [name for part in parts for name in part.columns]
+    pairs = [_as_pairs(part) for part in parts]
+    combined = pairs[0]
+    for more in pairs[1:]:
+        combined = combined.unionByName(more)
+    values = {row.name: row.value for row in combined.collect()}  # a row per total
+    totals = {"messages": checked.rows["messages"], **{name: values[name] for name in names}}
     return {k: int(v or 0) for k, v in totals.items()}
+
+
+def _as_pairs(single_row: DataFrame) -> DataFrame:
+    """(name, value) for each column of a single-row aggregate of whole numbers."""
+    return single_row.select(
+        F.explode(
+            F.array(*[F.struct(F.lit(name).alias("name"), F.col(name).cast("long").alias("value"))
+                      for name in single_row.columns])
+        ).alias("pair")
+    ).select("pair.name", "pair.value")  # fmt: skip
 
 
 def timelines(
