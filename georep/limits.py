@@ -731,6 +731,9 @@ invariant(reconcile_report_topics_max <= reconcile_report_rows_max)
 cursor_write_retry_s = 0.5
 #: Retries of a cursor write that failed before the cursor gives up.
 cursor_write_retries_max = 20
+#: Seconds over which further log lines of one cause are counted and said as one line
+#: (runtime/cause_log.py): a failure every cursor meets at once is two lines, not one each.
+log_cause_window_s = 10.0
 #: Pause of a dispatcher after an unexpected error in a round (a failed read, say).
 dispatcher_error_backoff_s = 0.5
 #: Seconds a starting cluster waits for enough bookies to be registered.

@@ -52,6 +52,7 @@ from typing import Any, Literal, Protocol
 from georep import limits
 from georep.domain.position import Position
 from georep.invariant import present
+from georep.runtime.cause_log import CauseLog
 from georep.storage.errors import (
     InvalidArgument,
     ManagedLedgerClosed,
@@ -69,6 +70,7 @@ from georep.storage.managed_ledger.range_set import RangeSet
 from georep.storage.meta.managed_ledgers import ManagedCursorInfo
 
 log = logging.getLogger(__name__)
+_failures = CauseLog(log)  # persist failures: one line per cause, not one per cursor
 
 
 class CursorLog(CursorStorage, LogShape, Protocol):
@@ -447,25 +449,29 @@ class ManagedCursor:
                 self._release_waiters(self._generation, self._error)
 
     def _retries(self, error: StorageError, attempts: int) -> bool:
-        """Whether the failed write is tried again (logged either way)."""
+        """Whether the failed write is tried again (said once per cause and window:
+        when the bookies go, every cursor fails alike)."""
+        cause = type(error).__name__
+        subject = f"cursor {self.name!r}"
         if self._state != "open" or isinstance(error, _PERMANENT):
-            log.warning("cursor %r: state not persisted: %s", self.name, error)
+            _failures.say(
+                logging.WARNING, ("not persisted", cause), subject,
+                "state not persisted: %s", error,
+            )  # fmt: skip
             return False
         if attempts < limits.cursor_write_retries_max:
-            log.warning(
-                "cursor %r: persisting its state failed (attempt %d): %s",
-                self.name,
-                attempts,
-                error,
-            )
+            _failures.say(
+                logging.WARNING, ("retrying", cause), subject,
+                "persisting its state failed, retrying every %g s up to %d attempts: %s",
+                limits.cursor_write_retry_s, limits.cursor_write_retries_max, error,
+            )  # fmt: skip
             return True
-        log.error(
-            "cursor %r: giving up persisting its state after %d attempts (%s); what it "
-            "holds beyond the last persisted state is delivered again after a restart",
-            self.name,
-            attempts,
-            error,
-        )
+        _failures.say(
+            logging.ERROR, ("gave up", cause), subject,
+            "gave up persisting its state after %d attempts (%s); what it holds beyond"
+            " the last persisted state is delivered again after a restart",
+            attempts, error,
+        )  # fmt: skip
         return False
 
     def _release_waiters(self, generation: int, error: BaseException | None) -> None:
@@ -530,7 +536,10 @@ class ManagedCursor:
             try:
                 await self.flush()
             except StorageError as error:
-                log.warning("cursor %r: last persist before close failed: %s", self.name, error)
+                _failures.say(
+                    logging.WARNING, ("close", type(error).__name__), f"cursor {self.name!r}",
+                    "last persist before close failed: %s", error,
+                )  # fmt: skip
         if self._state == "open":
             self._error = ManagedLedgerClosed(f"cursor {self.name!r} is closed")
         self._state = "closed" if self._state == "open" else self._state
