@@ -71,15 +71,16 @@ def test_pulsar_s_backlog_is_its_replicator_s_to_b_in_a_s_topic_stats(monkeypatc
 
 
 class Gateways(Topology):
-    """A's gateway reports the backlogs given, one a sample; B's a growing sync lag. After
-    ``stop_after`` samples it stops the sampler, as the drill does before the failure."""
+    """A's gateway reports the backlogs given, one a sample; B's a growing sync lag. At the
+    last sample but one it stops the sampler, as the drill does before the failure; the
+    sampler takes its last sample once stopped (it would fail on an empty list after it)."""
 
     def __init__(self, backlogs: list[Any], has_gateways: bool = True) -> None:
         self.urls = {}
         self.backlogs = backlogs
         self.has_gateways = has_gateways
         self.lag = 0.0
-        self.stop_after = len(backlogs)
+        self.stop_after = len(backlogs) - 1
         self.on_last: Callable[[], object] = lambda: None
 
     def next_backlog(self) -> Any:
