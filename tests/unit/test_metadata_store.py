@@ -424,16 +424,19 @@ async def test_group_commit_a_database_error_fails_only_its_write(tmp_path) -> N
             store,
             [
                 lambda: _new_ledger(store),
+                lambda: store.ledgers.update_ledger(ledger.replace(version=9)),
                 lambda: store.engine.write(broken),
                 lambda: store.ledgers.update_ledger(ledger.replace(custom={"k": "v"})),
             ],
         )
-        assert isinstance(outcomes[1], MetadataUnavailable)
-        created, updated = outcomes[0], outcomes[2]
+        assert isinstance(outcomes[1], BadVersion)
+        assert isinstance(outcomes[2], MetadataUnavailable)
+        created, updated = outcomes[0], outcomes[3]
         assert await store.ledgers.get_ledger(created.ledger_id) == created
         assert await store.ledgers.get_ledger(ledger.ledger_id) == updated
         assert updated.version == 2
         assert store.engine.stats()["unavailable"] == 1
+        assert store.engine.stats()["cas_conflicts"] == 1
     finally:
         await store.close()
 

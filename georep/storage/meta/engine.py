@@ -32,7 +32,8 @@ runs each write in a ``SAVEPOINT`` of its own (its ``writing()`` and ``reading()
 transaction), commits once and only then answers every caller. A write that fails is
 rolled back to its savepoint and gets its error; the others go on. A database error
 inside a write may have lost the whole transaction: that write gets its error and the
-others of the group run again in a new transaction (nothing of theirs was committed). A
+others of the group run again in a new transaction (nothing of theirs was committed, and
+what they saw of the group is gone). A
 failed commit fails every write of the group. The writer never waits for more work: a
 write alone is committed at once. Example: six topic loads ask for a ledger each while
 the writer syncs; the next transaction runs the six inserts and syncs once. PostgreSQL
@@ -339,10 +340,10 @@ class _GroupWriter:
                         try:
                             done.append((write, write.run()))
                         except (OperationalError, InterfaceError) as error:
-                            # The transaction may be lost: the others run again.
-                            failed.append((write, error))
-                            again = [other for other, _ in done] + group[index + 1 :]
-                            done = []
+                            # The transaction may be lost: the others run again, those
+                            # that failed too (they saw changes that are not kept).
+                            failed, done = [(write, error)], []
+                            again = group[:index] + group[index + 1 :]
                             raise
                         except Exception as error:  # rolled back to its savepoint
                             failed.append((write, error))
