@@ -4,10 +4,11 @@ Loading a topic on an embedded cluster writes its metadata in several short
 transactions: a new ledger for writes, the managed ledger's list of ledgers, and a
 cursor for a new durable subscription. On SQLite (the default) every write transaction
 takes the one write lock at ``BEGIN IMMEDIATE`` and syncs the WAL at commit
-(``synchronous = FULL``, ``storage/meta/migrate.py``). This bench creates ``--count``
-managed ledgers and a ledger for each, ``--concurrency`` at a time, on a fresh store,
-and prints the rate. ``--synchronous NORMAL`` is a what-if, not a setting the product
-offers: the same run with no sync at commit, the most a group commit could win.
+(``synchronous = FULL``, ``storage/meta/migrate.py``); the writes that arrive together
+share one transaction and its sync (group commit, ``storage/meta/engine.py``). This
+bench creates ``--count`` managed ledgers and a ledger for each, ``--concurrency`` at a
+time, on a fresh store, and prints the rate. ``--synchronous NORMAL`` is a what-if, not
+a setting the product offers: the same run with no sync at commit.
 """
 
 from __future__ import annotations

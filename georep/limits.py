@@ -68,6 +68,10 @@ bookie_connections_max = 1_024
 # --- metadata, leases, auto-recovery ------------------------------------------------
 #: How long a SQLite metadata transaction waits for another process's write lock.
 sqlite_busy_timeout_s_max = 30.0
+#: Write transactions one SQLite group commit may join (``storage/meta/engine.py``): the
+#: writes queued while the previous commit synced share the next commit and its sync. It
+#: bounds how long the write lock is held and how many callers one failed sync fails.
+metadata_group_commit_count_max = 64
 #: A bookie's registration lease; it renews at a third of this.
 bookie_lease_s_default = 10.0
 #: Auditor leadership lease.

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import multiprocessing
+import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +19,7 @@ from georep import limits
 from georep.storage.errors import BadVersion, InvalidArgument, MetadataUnavailable, NoSuchLedger
 from georep.storage.meta import migrate
 from georep.storage.meta.ledger_metadata import LedgerMetadata, LedgerState
+from georep.storage.meta.ledgers import select_ledger
 from georep.storage.meta.store import BookieRegistration, MetadataStore
 
 LEASE_S = 10.0
@@ -331,6 +334,111 @@ async def test_processes_contending_on_one_row(metadata_store: MetadataStore) ->
     assert won == list(range(2, 2 + total))
     final = await metadata_store.ledgers.get_ledger(metadata.ledger_id)
     assert final.version == 1 + total and final.custom == {"count": str(total)}
+
+
+# --- group commit (SQLite) ---------------------------------------------------------
+async def _queued_behind_a_busy_writer(
+    store: MetadataStore, writes: list[Callable[[], Any]]
+) -> list[Any]:
+    """Run ``writes`` (each making one awaitable) as one group: the engine's writer thread
+    is held by a write of its own until all of them are queued. Their outcomes, errors
+    as values."""
+    started, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        release.wait(30)
+
+    holding = asyncio.ensure_future(store.engine.write(hold))
+    assert await asyncio.to_thread(started.wait, 30)
+    tasks = [asyncio.ensure_future(write()) for write in writes]
+    for _ in range(5):  # each task queues its write in its first step
+        await asyncio.sleep(0)
+    release.set()
+    await holding
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _committed_versions(path: str, ledger_ids: list[int]) -> list[int]:
+    """The versions another connection reads: what is committed."""
+    connection = sqlite3.connect(path)
+    try:
+        query = (
+            f"SELECT version FROM ledgers WHERE ledger_id IN ({','.join('?' * len(ledger_ids))})"
+        )
+        return [
+            version for (version,) in connection.execute(f"{query} ORDER BY ledger_id", ledger_ids)
+        ]
+    finally:
+        connection.close()
+
+
+async def test_group_commit_a_stale_write_leaves_the_others_of_its_group_committed(
+    tmp_path,
+) -> None:
+    path = str(tmp_path / "meta.db")
+    store = await MetadataStore.open(f"sqlite:///{path}")
+    try:
+        first, stale, last = [await _new_ledger(store) for _ in range(3)]
+        ids = [first.ledger_id, last.ledger_id]
+
+        def versions_seen() -> tuple[list[int], list[int]]:
+            # Last of the group: it sees the group's changes, nobody else does yet.
+            with store.engine.reading() as connection:
+                in_group = [select_ledger(connection, ledger_id).version for ledger_id in ids]
+            return in_group, _committed_versions(path, ids)
+
+        outcomes = await _queued_behind_a_busy_writer(
+            store,
+            [
+                lambda: store.ledgers.update_ledger(first.replace(custom={"k": "first"})),
+                lambda: store.ledgers.update_ledger(stale.replace(version=7, custom={"k": "x"})),
+                lambda: store.ledgers.update_ledger(last.replace(custom={"k": "last"})),
+                lambda: store.engine.write(versions_seen),
+            ],
+        )
+        assert isinstance(outcomes[1], BadVersion)
+        assert [outcomes[0].version, outcomes[2].version] == [2, 2]
+        assert outcomes[3] == ([2, 2], [1, 1])  # one transaction, not yet committed then
+        assert _committed_versions(path, ids) == [2, 2]
+        assert dict((await store.ledgers.get_ledger(first.ledger_id)).custom) == {"k": "first"}
+        assert dict((await store.ledgers.get_ledger(last.ledger_id)).custom) == {"k": "last"}
+        assert await store.ledgers.get_ledger(stale.ledger_id) == stale
+        assert store.engine.stats()["cas_conflicts"] == 1
+    finally:
+        await store.close()
+
+
+async def test_group_commit_a_database_error_fails_only_its_write(tmp_path) -> None:
+    """A write whose SQL fails may lose the group's transaction: it alone gets the error
+    (as MetadataUnavailable); the others of its group run again and are committed."""
+    store = await MetadataStore.open(f"sqlite:///{tmp_path / 'meta.db'}")
+    try:
+        ledger = await _new_ledger(store)
+
+        def broken() -> None:
+            with store.engine.writing() as connection:
+                connection.execute(sqlalchemy.text("UPDATE no_such_table SET x = 1"))
+
+        outcomes = await _queued_behind_a_busy_writer(
+            store,
+            [
+                lambda: _new_ledger(store),
+                lambda: store.ledgers.update_ledger(ledger.replace(version=9)),
+                lambda: store.engine.write(broken),
+                lambda: store.ledgers.update_ledger(ledger.replace(custom={"k": "v"})),
+            ],
+        )
+        assert isinstance(outcomes[1], BadVersion)
+        assert isinstance(outcomes[2], MetadataUnavailable)
+        created, updated = outcomes[0], outcomes[3]
+        assert await store.ledgers.get_ledger(created.ledger_id) == created
+        assert await store.ledgers.get_ledger(ledger.ledger_id) == updated
+        assert updated.version == 2
+        assert store.engine.stats()["unavailable"] == 1
+        assert store.engine.stats()["cas_conflicts"] == 1
+    finally:
+        await store.close()
 
 
 # --- bookies ------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class LedgerRepository:
         bookies = _check_ensemble(ensemble, ensemble_size)
         custom_dict = check_custom(custom or {})
         now = self._engine.clock()
-        return await self._engine.call(
+        return await self._engine.write(
             self._create_ledger, now, ensemble_size, write_quorum, ack_quorum, bookies, custom_dict
         )
 
@@ -77,7 +77,7 @@ class LedgerRepository:
         for _, bookies in metadata.ensembles:
             _check_ensemble(bookies, metadata.ensemble_size)
         check_custom(metadata.custom)
-        return await self._engine.call(self._update_ledger, metadata)
+        return await self._engine.write(self._update_ledger, metadata)
 
     async def delete_ledger(self, ledger_id: int) -> None:
         """Delete the ledger and its under-replication marker; a no-op when absent."""

@@ -89,7 +89,7 @@ class ManagedLedgerRepository:
         """A new managed ledger with no ledgers, at version 1; BadVersion when ``name``
         exists already."""
         _check_managed_name("managed ledger name", name)
-        return await self._engine.call(self._create_managed_ledger, name, self._engine.clock())
+        return await self._engine.write(self._create_managed_ledger, name, self._engine.clock())
 
     async def get_managed_ledger(self, name: str) -> ManagedLedgerInfo:
         """NoSuchManagedLedger when absent."""
@@ -103,7 +103,7 @@ class ManagedLedgerRepository:
             raise InvalidArgument(f"not ManagedLedgerInfo: {info!r}")
         _check_managed_name("managed ledger name", info.name)
         ledgers = _check_ledger_infos(info.ledgers)
-        return await self._engine.call(self._update_managed_ledger, info, ledgers)
+        return await self._engine.write(self._update_managed_ledger, info, ledgers)
 
     async def delete_managed_ledger(self, name: str) -> None:
         """Delete the managed ledger's row and its cursors' rows (not their ledgers); a
@@ -136,7 +136,7 @@ class ManagedLedgerRepository:
             version=1,
         )
         info = _check_cursor_info(info)
-        return await self._engine.call(self._create_managed_cursor, info)
+        return await self._engine.write(self._create_managed_cursor, info)
 
     async def list_managed_cursors(self, managed_ledger: str) -> list[ManagedCursorInfo]:
         """The managed ledger's cursors sorted by name (none for an unknown one)."""
@@ -149,7 +149,7 @@ class ManagedLedgerRepository:
         when stale, NoSuchCursor when deleted."""
         if not isinstance(info, ManagedCursorInfo):
             raise InvalidArgument(f"not ManagedCursorInfo: {info!r}")
-        return await self._engine.call(self._update_managed_cursor, _check_cursor_info(info))
+        return await self._engine.write(self._update_managed_cursor, _check_cursor_info(info))
 
     async def delete_managed_cursor(self, managed_ledger: str, name: str) -> None:
         """A no-op when absent."""
