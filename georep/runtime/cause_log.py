@@ -57,8 +57,9 @@ class CauseLog:
             self._close(cause)
             window = None
         if window is None:
-            self._open[cause] = _Window(now, level, message % args if args else message)
-            self._logger.log(level, "%s: %s", subject, message % args if args else message)
+            text = message % args if args else message
+            self._open[cause] = _Window(now, level, text)
+            self._logger.log(level, "%s: %s", subject, text)
             self._close_later(cause)
             return
         window.events += 1
