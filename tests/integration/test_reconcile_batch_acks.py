@@ -9,13 +9,13 @@ on A with batching on (batches of up to 10); once B holds every copy:
 - subscription ``s2`` on B acknowledges a random part of the copies the same way; ``s2``
   exists on A and acknowledges nothing.
 
-Both clusters are exported with ``georep export`` and reconciled with ``georep
-reconcile``. The expected figures come from the consumers' own acknowledgements: every
-message ``s1`` acknowledged on A is at redelivery risk on B, every copy ``s2`` acknowledged
-on B is at skip risk, and nothing else. Most acknowledged messages sit in batches
-acknowledged only in part, so an audit at entry precision would count a small fraction
-of them (the test checks that there are such batches).
-"""
+Both clusters are exported with ``georep export`` and reconciled by the Spark job
+(``spark_reconcile/job.py``, on the session's Spark). The expected figures come from the
+consumers' own acknowledgements: every message ``s1`` acknowledged on A is at redelivery
+risk on B, every copy ``s2`` acknowledged on B is at skip risk, and nothing else. Most
+acknowledged messages sit in batches acknowledged only in part, so an audit at entry
+precision would count a small fraction of them (the test checks that there are such
+batches)."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def settled(cluster) -> dict:
     raise TimeoutError("acknowledgements did not settle")
 
 
-def test_reconcile_counts_batch_index_acknowledgements_per_message(world, tmp_path) -> None:
+def test_reconcile_counts_batch_index_acknowledgements_per_message(world, spark, tmp_path) -> None:
     create_subscription(world.a.url, "s2")  # creates the topic; replication starts from here
     wait_for(lambda: world.gateways["A"].replicators(TOPIC), timeout_s=60)
     with open_client(world.a.url) as client:
@@ -166,11 +166,13 @@ def test_reconcile_counts_batch_index_acknowledgements_per_message(world, tmp_pa
         assert summary["messages"] == MESSAGES and summary["unmapped_copies"] == 0
         exports.append(str(out))
 
+    # reconciled on the session's Spark (tests/conftest.py): the command itself is run end
+    # to end by test_export_cluster.py, and a JVM of its own costs the suite half a minute
+    from georep.spark_reconcile import job
+    from georep.spark_reconcile.inputs import check_exports
+
     report = tmp_path / "report"
-    done = georep("reconcile", "--input", *exports, "--out", str(report),
-                  "--master", "local[2]", "--driver-memory-mib", "1024")  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    totals = json.loads(done.stdout.strip().splitlines()[-1])
+    totals = job.reconcile(spark, check_exports(exports), None, report, quiet=True)
     assert totals["replication_gap"] == 0 and totals["duplicate_copies"] == 0
     assert totals["batch_entries_partly_acked"] == partly
 
