@@ -277,6 +277,12 @@ managed_ledger_ledgers_count_max = 10_000
 managed_ledger_cursors_count_max = 1_000
 #: Read handles of closed ledgers a managed ledger keeps open (least recently used go).
 managed_ledger_read_handles_cached_max = 64
+#: Entries confirmed last that the managed ledgers of one broker keep in memory for
+#: readers at the tail, in bytes and in entries (the earliest confirmed go first;
+#: ``storage/managed_ledger/entry_cache.py``). A read not served from them goes to the
+#: bookies.
+managed_ledger_cache_bytes_max = 32 * MIB
+managed_ledger_cache_entries_max = 100_000
 #: Cursors recovered at once when a managed ledger is opened.
 cursor_recoveries_in_flight_max = 16
 #: Individually deleted ranges a cursor keeps in memory. Past it the highest range is

@@ -25,7 +25,7 @@ import asyncio
 import inspect
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -248,6 +248,7 @@ class Cluster:
             self.admin,
             store=store,
             storage_health=self.storage_health if self.bookies else None,
+            entry_cache=_entry_cache(self.factory),
         )
         scheme = "https" if settings.tls_cert_file else "http"
         self.admin_url = f"{scheme}://{settings.host}:{server.port}"
@@ -285,6 +286,13 @@ class Cluster:
         self._admin_server = self.server = self.service = self.factory = None
         self.bookkeeper = self.store = None
         self.bookies = []
+
+
+def _entry_cache(factory: TopicLogFactory | None) -> Callable[[], Mapping[str, int]] | None:
+    """The figures of ``factory``'s entry cache, for ``/metrics`` (a real factory only)."""
+    from georep.storage.managed_ledger import ManagedLedgerFactory
+
+    return factory.cache.snapshot if isinstance(factory, ManagedLedgerFactory) else None
 
 
 def _real_factory(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,8 +86,25 @@ def test_ready_line_and_clean_stop(process: ClusterProcess) -> None:
     with open_client(process.url) as client:
         consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
         assert [m.data() for m in receive_all(consumer, 1)] == [b"before the stop"]
+        # read from the bookies: the new process's entry cache holds nothing yet
+        assert cache_figure(process, "missed_reads_total") >= 1
+        hits = cache_figure(process, "hit_reads_total")
+        producer = client.create_producer(topic)
+        producer.send(b"after the start")
+        assert [m.data() for m in receive_all(consumer, 1)] == [b"after the start"]
+        assert cache_figure(process, "hit_reads_total") > hits  # read at the tail
+        assert cache_figure(process, "entries") >= 1
         consumer.close()
     assert process.terminate() == 0
+
+
+def cache_figure(process: ClusterProcess, name: str) -> float:
+    """``georep_managed_ledger_cache_<name>`` in the cluster's ``/metrics``."""
+    with urllib.request.urlopen(f"{admin_url(process)}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    prefix = f"georep_managed_ledger_cache_{name} "
+    (line,) = [line for line in text.splitlines() if line.startswith(prefix)]
+    return float(line.removeprefix(prefix))
 
 
 async def test_external_bookies_and_metadata_url(tmp_path) -> None:

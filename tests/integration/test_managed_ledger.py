@@ -21,6 +21,7 @@ from georep.storage.errors import (
     StorageError,
 )
 from georep.storage.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory, Position
+from georep.storage.managed_ledger.entry_cache import EntryCache
 from georep.storage.meta.managed_ledgers import ManagedLedgerRepository
 from tests.conftest import ManualClock
 
@@ -99,6 +100,27 @@ async def test_appends_and_reads_across_rollovers(cluster_factory, factories):
     assert again.last_confirmed == positions[-1]
     appended = await again.append(b"after reopen")
     assert appended.ledger_id > positions[-1].ledger_id and appended.entry_id == 0
+
+
+async def test_reads_at_the_tail_come_from_memory_older_ones_from_the_bookies(
+    cluster_factory, factories
+):
+    """The entry cache (storage/managed_ledger/entry_cache.py) keeps the 3 entries
+    confirmed last: with every bookie killed they are still read, across a ledger
+    boundary, and an older one is not (it was never served from memory)."""
+    cluster = await cluster_factory(3)
+    factory = factories(cluster)
+    factory.cache = EntryCache(bytes_max=1_000, entries_max=3)
+    ml = await factory.open("t/cache", SMALL)
+    positions = await append_all(ml, payloads(12))  # ledgers of 5, 5 and 2 entries
+    expected = list(zip(positions, payloads(12), strict=True))
+    assert await ml.read(positions[0], 12) == expected  # ledgers 1-2 from the bookies
+    assert factory.cache.snapshot()["hit_reads"] == 1  # the last ledger whole
+    for address in list(cluster.bookies):
+        await cluster.kill(address)
+    assert await ml.read(positions[9], 10) == expected[9:]
+    with pytest.raises(StorageError):
+        await ml.read(positions[8], 1)
 
 
 async def test_rollover_by_bytes_and_by_age(cluster_factory, factories):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 from aiohttp import web
@@ -54,10 +54,12 @@ def create_app(
     *,
     store: MetadataStore | None = None,
     storage_health: Callable[[], StorageHealth] | None = None,
+    entry_cache: Callable[[], Mapping[str, int]] | None = None,
 ) -> web.Application:
     """The admin app for ``cluster``. With ``store`` the app uses that open metadata store
     (and leaves closing it to its owner) instead of opening ``settings.metadata_url``;
-    with ``storage_health`` ``/health`` and ``/metrics`` report the bookies."""
+    with ``storage_health`` ``/health`` and ``/metrics`` report the bookies; with
+    ``entry_cache`` ``/metrics`` reports the managed ledgers' entry cache."""
     if not isinstance(settings, AdminSettings):
         raise TypeError(f"settings must be AdminSettings, got {type(settings).__name__}")
     if not isinstance(cluster, ClusterAdmin):
@@ -69,6 +71,7 @@ def create_app(
     if storage_health is not None:
         app[STORAGE_HEALTH] = storage_health
         app[METRICS].watch_bookies(lambda: storage_health().bookies)
+    app[METRICS].watch_entry_cache(entry_cache)
     app[OPENAPI] = openapi.build(ROUTES)
     register(app, ROUTES, settings.access)
     app.cleanup_ctx.append(_metadata_store(store))
@@ -130,9 +133,16 @@ class AdminServer:
         *,
         store: MetadataStore | None = None,
         storage_health: Callable[[], StorageHealth] | None = None,
+        entry_cache: Callable[[], Mapping[str, int]] | None = None,
     ) -> AdminServer:
         runner = RestRunner(
-            create_app(settings, cluster, store=store, storage_health=storage_health)
+            create_app(
+                settings,
+                cluster,
+                store=store,
+                storage_health=storage_health,
+                entry_cache=entry_cache,
+            )
         )
         await runner.setup()
         try:

@@ -15,6 +15,9 @@ Series (labels bounded: ``route`` is the path template, e.g.
 - ``georep_bookie_read_only{bookie, reason}`` (1 while the bookie refuses adds; reason
   ``journal``, ``checkpoint``, ``disk_usage`` or ``none``) and
   ``georep_bookie_disk_used_ratio{bookie}``: the cluster's in-process bookies.
+- ``georep_managed_ledger_cache_bytes`` and ``..._entries`` (kept now), and
+  ``..._hit_reads_total``, ``..._missed_reads_total``, ``..._evicted_entries_total``:
+  the managed ledgers' entry cache (``storage/managed_ledger/entry_cache.py``).
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ class AdminMetrics:
         self.registry.register(self._store_stats)
         self._bookies = _BookieCollector()
         self.registry.register(self._bookies)
+        self._entry_cache = _EntryCacheCollector()
+        self.registry.register(self._entry_cache)
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
         self.requests.labels(method, route, str(status)).inc()
@@ -70,6 +75,10 @@ class AdminMetrics:
     def watch_bookies(self, bookies: Callable[[], Sequence[BookieAvailability]] | None) -> None:
         """Serve each bookie's read-only state and disk usage; None stops."""
         self._bookies.source = bookies
+
+    def watch_entry_cache(self, snapshot: Callable[[], Mapping[str, int]] | None) -> None:
+        """Serve the entry cache's figures ``snapshot()`` returns; None stops."""
+        self._entry_cache.source = snapshot
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -125,3 +134,34 @@ class _BookieCollector(Collector):
                 used.add_metric([bookie.address], bookie.disk_used_fraction)
         yield read_only
         yield used
+
+
+class _EntryCacheCollector(Collector):
+    _GAUGES = (
+        ("bytes", "Bytes of entries the managed ledgers' entry cache keeps now."),
+        ("entries", "Entries the managed ledgers' entry cache keeps now."),
+    )
+    _COUNTERS = (
+        ("hit_reads", "Reads of a ledger's entries served whole from the entry cache."),
+        ("missed_reads", "Reads of a ledger's entries that went to the bookies."),
+        ("evicted_entries", "Entries the entry cache dropped to stay within its bounds."),
+    )
+
+    def __init__(self) -> None:
+        self.source: Callable[[], Mapping[str, int]] | None = None
+
+    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        return self.collect() if self.source is not None else iter(())
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        if self.source is None:
+            return
+        figures = self.source()
+        for key, help_text in self._GAUGES:
+            yield GaugeMetricFamily(
+                f"georep_managed_ledger_cache_{key}", help_text, value=figures.get(key, 0)
+            )
+        for key, help_text in self._COUNTERS:
+            yield CounterMetricFamily(
+                f"georep_managed_ledger_cache_{key}", help_text, value=figures.get(key, 0)
+            )

@@ -17,6 +17,7 @@ from georep import limits
 from georep.storage.client.bookkeeper import BookKeeper
 from georep.storage.errors import InvalidArgument, NoSuchLedger, StorageError
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
+from georep.storage.managed_ledger.entry_cache import EntryCache
 from georep.storage.managed_ledger.managed_ledger import ManagedLedger
 from georep.storage.managed_ledger.opening import check_name
 from georep.storage.meta.managed_ledgers import ManagedLedgerRepository
@@ -36,6 +37,8 @@ class ManagedLedgerFactory:
         self._store = store
         self._clock = clock
         self._ledgers: dict[str, ManagedLedger] = {}
+        #: The entries its managed ledgers confirmed last, for readers at the tail.
+        self.cache = EntryCache()
         self._opening: dict[str, asyncio.Task[ManagedLedger]] = {}
         self._closed = False
 
@@ -68,6 +71,7 @@ class ManagedLedgerFactory:
                 store=self._store,
                 clock=self._clock,
                 on_closed=self._forget,
+                cache=self.cache,
             )
             self._ledgers[name] = managed_ledger
             return managed_ledger

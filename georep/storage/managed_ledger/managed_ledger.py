@@ -60,6 +60,7 @@ from georep.storage.managed_ledger import retention
 from georep.storage.managed_ledger.append_room import AppendRoom, PendingAppendOp
 from georep.storage.managed_ledger.config import ManagedLedgerConfig
 from georep.storage.managed_ledger.cursor import ManagedCursor
+from georep.storage.managed_ledger.entry_cache import EntryCache
 from georep.storage.managed_ledger.ledger_index import LedgerIndex
 from georep.storage.managed_ledger.ledger_reads import LedgerReads
 from georep.storage.managed_ledger.opening import (
@@ -105,6 +106,7 @@ class ManagedLedger:
         store: ManagedLedgerRepository,
         clock: Clock,
         on_closed: Callable[[ManagedLedger], None],
+        cache: EntryCache | None = None,
     ) -> None:
         self.name = name
         self.config = config
@@ -133,6 +135,7 @@ class ManagedLedger:
         self._room = AppendRoom(lambda: self._error)
         self._entry_waiter: asyncio.Future[None] | None = None
         self._reads = LedgerReads(bookkeeper)
+        self._tail = (cache or EntryCache()).tail()  # the entries confirmed last
         self._state: Literal["open", "fenced", "closed"] = "open"
         self._error: ManagedLedgerError | None = None
         self._warned_ledgers_max = False
@@ -149,6 +152,7 @@ class ManagedLedger:
         store: ManagedLedgerRepository,
         clock: Clock = time.time,
         on_closed: Callable[[ManagedLedger], None] = lambda _ml: None,
+        cache: EntryCache | None = None,
     ) -> ManagedLedger:
         """Open ``name`` as its new owner (``opening.py``), then recover its cursors."""
         info, writer = await take_ownership(
@@ -163,6 +167,7 @@ class ManagedLedger:
             store=store,
             clock=clock,
             on_closed=on_closed,
+            cache=cache,
         )
         try:
             await managed_ledger._recover_cursors()
@@ -302,6 +307,7 @@ class ManagedLedger:
         self._index.confirmed(len(op.data))
         position = Position(ledger_id, entry_id)
         self._last_confirmed = position
+        self._tail.confirmed(ledger_id, entry_id, op.data)
         self._room.release(len(op.data))
         if not op.future.done():
             op.future.set_result(position)
@@ -477,6 +483,10 @@ class ManagedLedger:
         plan = self._index.read_plan(start, count_max)  # decided before any await
         result: list[tuple[Position, bytes]] = []
         for ledger_id, first_entry, last_entry in plan:
+            kept = self._tail.get(ledger_id, first_entry, last_entry)
+            if kept is not None:
+                result += [(Position(ledger_id, first_entry + i), p) for i, p in enumerate(kept)]
+                continue
             entries = await self._reads.read(ledger_id, first_entry, last_entry, self._writer)
             result += [(Position(ledger_id, e.entry_id), e.payload) for e in entries]
         self._stats["reads"] += 1
@@ -620,6 +630,7 @@ class ManagedLedger:
             self._index.rebuild(self._ledgers)  # the current ledger keeps its live counts
         for ledger_id in deleted:
             self._reads.forget(ledger_id)
+            self._tail.forget(ledger_id)
         await delete_quietly(self._bk, deleted)
         self._stats["trimmed_ledgers"] += len(deleted)
         log.info("managed ledger %s: trimmed ledgers %s", self.name, deleted)
@@ -645,6 +656,7 @@ class ManagedLedger:
         self._notify_entries()
         for cursor in self.cursors.values():
             cursor.fence(self._error)
+        self._tail.clear()
         self._on_closed(self)
 
     @property
@@ -684,6 +696,7 @@ class ManagedLedger:
         for cursor in list(self.cursors.values()):
             await cursor.close(flush=was_open)
         self._reads.clear()
+        self._tail.clear()
         self._notify_entries()
         self._on_closed(self)
 
