@@ -33,6 +33,20 @@ async def test_create_get_update_and_cas(metadata_store: MetadataStore, manual_c
     assert (await metadata_store.managed_ledgers.get_managed_ledger(NAME)).ledgers == ledgers
 
 
+async def test_a_row_created_with_its_first_ledger(metadata_store: MetadataStore) -> None:
+    """What a topic's first load writes: the row and its first ledger at once."""
+    first = (LedgerInfo(9, created_at=5.0),)
+    created = await metadata_store.managed_ledgers.create_managed_ledger(NAME, first)
+    assert created.ledgers == first and created.version == 1
+    assert await metadata_store.managed_ledgers.get_managed_ledger(NAME) == created
+    with pytest.raises(InvalidArgument):
+        await metadata_store.managed_ledgers.create_managed_ledger(
+            NAME + "-bad", (LedgerInfo(5), LedgerInfo(4))
+        )
+    with pytest.raises(NoSuchManagedLedger):  # a refused list creates nothing
+        await metadata_store.managed_ledgers.get_managed_ledger(NAME + "-bad")
+
+
 async def test_concurrent_cas_one_wins(metadata_store: MetadataStore) -> None:
     info = await metadata_store.managed_ledgers.create_managed_ledger(NAME)
     proposals = [info.replace(ledgers=(LedgerInfo(n),)) for n in range(1, 7)]

@@ -3,7 +3,8 @@
 Opening (:func:`take_ownership`, for ``ManagedLedger.open``), which fences any
 previous owner:
 
-1. read the row (create it when absent);
+1. read the row. When there is none, create the first ledger and then the row listing
+   it, in one metadata write (no other owner can exist: done);
 2. recover the last ledger of the list (``BookKeeper.recover_ledger``: fence and close).
    A previous owner still writing gets ``LedgerFenced`` on its next add and turns it into
    :class:`ManagedLedgerFenced`; every entry it had confirmed is inside the recovered end;
@@ -76,8 +77,9 @@ async def take_ownership(
     """Steps 1-4 of the module docstring: the row as CAS'd with a fresh ledger ending
     its list, and the writer of that ledger."""
     check_name("managed ledger name", name, limits.managed_ledger_name_chars_max)
-    info = await _get_or_create(store, name)
-    writer: LedgerHandle | None = None
+    info, writer = await _get_or_create(bookkeeper, store, name, config, clock)
+    if writer is not None:
+        return info, writer
     for _attempt in range(limits.metadata_cas_retries_max):
         ledgers, dropped = await _end_last_ledger(bookkeeper, info, clock)
         if writer is None or (ledgers and ledgers[-1].ledger_id > writer.ledger_id):
@@ -121,15 +123,30 @@ def check_name(what: str, name: object, chars_max: int) -> str:
     return name
 
 
-async def _get_or_create(store: ManagedLedgerRepository, name: str) -> ManagedLedgerInfo:
+async def _get_or_create(
+    bookkeeper: BookKeeper,
+    store: ManagedLedgerRepository,
+    name: str,
+    config: ManagedLedgerConfig,
+    clock: Clock,
+) -> tuple[ManagedLedgerInfo, LedgerHandle | None]:
+    """Step 1: the row, and None; or, for a log that does not exist yet, the row created
+    listing a fresh ledger, and that ledger's writer (one write where a create and a CAS
+    were two: a topic's first load is a large part of the metadata store's work)."""
     try:
-        return await store.get_managed_ledger(name)
+        return await store.get_managed_ledger(name), None
     except NoSuchManagedLedger:
         pass
+    writer = await create_ledger(bookkeeper, config, {ROLE_KEY: "log", NAME_KEY: name})
     try:
-        return await store.create_managed_ledger(name)
-    except BadVersion:  # created meanwhile by a concurrent opener
-        return await store.get_managed_ledger(name)
+        first = LedgerInfo(writer.ledger_id, created_at=clock())
+        return await store.create_managed_ledger(name, [first]), writer
+    except BadVersion:  # created meanwhile by a concurrent opener: open it as it is
+        await delete_quietly(bookkeeper, [writer.ledger_id])
+        return await store.get_managed_ledger(name), None
+    except StorageError:  # the row was not written: nothing refers to the ledger
+        await delete_quietly(bookkeeper, [writer.ledger_id])
+        raise
 
 
 async def _end_last_ledger(

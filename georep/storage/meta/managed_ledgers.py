@@ -85,11 +85,16 @@ class ManagedLedgerRepository:
         self._engine = engine
 
     # --- managed ledgers and cursors (appended with storage/managed_ledger) ----------
-    async def create_managed_ledger(self, name: str) -> ManagedLedgerInfo:
-        """A new managed ledger with no ledgers, at version 1; BadVersion when ``name``
-        exists already."""
+    async def create_managed_ledger(
+        self, name: str, ledgers: Sequence[LedgerInfo] = ()
+    ) -> ManagedLedgerInfo:
+        """A new managed ledger listing ``ledgers`` (none by default), at version 1;
+        BadVersion when ``name`` exists already."""
         _check_managed_name("managed ledger name", name)
-        return await self._engine.write(self._create_managed_ledger, name, self._engine.clock())
+        stored = _check_ledger_infos(ledgers)
+        return await self._engine.write(
+            self._create_managed_ledger, name, tuple(ledgers), stored, self._engine.clock()
+        )
 
     async def get_managed_ledger(self, name: str) -> ManagedLedgerInfo:
         """NoSuchManagedLedger when absent."""
@@ -163,19 +168,21 @@ class ManagedLedgerRepository:
         )
 
     # --- managed ledgers and cursors, in a worker thread ------------------------------
-    def _create_managed_ledger(self, name: str, now: float) -> ManagedLedgerInfo:
+    def _create_managed_ledger(
+        self, name: str, ledgers: tuple[LedgerInfo, ...], stored: list[Any], now: float
+    ) -> ManagedLedgerInfo:
         with self._engine.writing() as connection:
             if _select_managed_ledger(connection, name) is not None:
                 raise BadVersion(f"managed ledger {name!r} exists already")
             try:
                 connection.execute(
                     _managed_ledgers.insert().values(
-                        name=name, ledgers=[], created_at=now, version=1
+                        name=name, ledgers=stored, created_at=now, version=1
                     )
                 )
             except IntegrityError as error:  # PostgreSQL: a concurrent create committed
                 raise BadVersion(f"managed ledger {name!r} exists already") from error
-        return ManagedLedgerInfo(name=name, ledgers=(), created_at=now, version=1)
+        return ManagedLedgerInfo(name=name, ledgers=ledgers, created_at=now, version=1)
 
     def _get_managed_ledger(self, name: str) -> ManagedLedgerInfo:
         with self._engine.reading() as connection:
