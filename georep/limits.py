@@ -74,6 +74,9 @@ sqlite_busy_timeout_s_max = 30.0
 metadata_group_commit_count_max = 64
 #: A bookie's registration lease; it renews at a third of this.
 bookie_lease_s_default = 10.0
+#: How old the list of writable bookies a new ensemble is chosen from may be
+#: (``storage/client/placement.py``): one read serves every ledger created meanwhile.
+placement_writable_cache_s = 1.0
 #: Auditor leadership lease.
 auditor_lease_s_default = 10.0
 #: Lock a replication worker holds on an under-replicated ledger.

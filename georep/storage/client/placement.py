@@ -3,21 +3,44 @@
 Writable = registered with a live lease in the metadata store and not saying it is
 read-only (``meta/bookies.py``). Random placement spreads ledgers over the bookies; a
 rack- or region-aware policy would subclass this.
+
+A new ensemble is chosen from the writable bookies as read at most
+``limits.placement_writable_cache_s`` ago, one read shared by every caller meanwhile:
+a topic's first load creates a ledger for its log and one per cursor, and reading the
+bookies and their leases for each was most of the metadata store's reads when thousands
+of topics load at once. Leases already make the list seconds stale (a bookie killed
+stays listed until its lease runs out), and a bookie that fails an add is replaced in
+its ensemble; a list too short for the ensemble is read again before refusing, and a
+replacement is always chosen from a fresh read.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 
+from georep import limits
 from georep.storage.errors import NotEnoughBookies
 from georep.storage.meta.bookies import BookieRepository
 
 
 class EnsemblePlacementPolicy:
-    def __init__(self, bookies: BookieRepository, *, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        bookies: BookieRepository,
+        *,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        cache_s: float = limits.placement_writable_cache_s,
+    ) -> None:
         self._bookies = bookies
         self._rng = rng or random.Random()
+        self._clock = clock
+        self._cache_s = cache_s
+        self._recent: tuple[float, list[str]] | None = None  # (read at, writable)
+        self._reading = asyncio.Lock()
 
     async def writable_bookies(self) -> list[str]:
         read_only = await self._bookies.read_only_bookies()
@@ -27,8 +50,20 @@ class EnsemblePlacementPolicy:
             if bookie.address not in read_only
         ]
 
+    async def _recent_writable(self, *, fresh: bool = False) -> list[str]:
+        async with self._reading:
+            recent = self._recent
+            if not fresh and recent is not None and self._clock() - recent[0] < self._cache_s:
+                return recent[1]
+            read_at = self._clock()
+            writable = await self.writable_bookies()
+            self._recent = (read_at, writable)
+            return writable
+
     async def new_ensemble(self, ensemble_size: int) -> list[str]:
-        writable = await self.writable_bookies()
+        writable = await self._recent_writable()
+        if len(writable) < ensemble_size:
+            writable = await self._recent_writable(fresh=True)
         if len(writable) < ensemble_size:
             raise NotEnoughBookies(
                 f"need {ensemble_size} writable bookies, have {len(writable)}: {writable}"
