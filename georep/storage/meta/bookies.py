@@ -43,13 +43,14 @@ class BookieRepository:
         """Register (or re-register) ``address`` alive until ``clock() + lease_s``."""
         check_name("bookie address", address)
         check_duration(lease_s)
-        await self._engine.call(self._upsert_bookie, address, self._engine.clock(), lease_s, True)
+        # The writer thread, as leases do (leases.py: a busy writer starves other threads).
+        await self._engine.write(self._upsert_bookie, address, self._engine.clock(), lease_s, True)
 
     async def renew_bookie(self, address: str, lease_s: float) -> None:
         """Like :meth:`register_bookie`, but keeps the first ``registered_at``."""
         check_name("bookie address", address)
         check_duration(lease_s)
-        await self._engine.call(self._upsert_bookie, address, self._engine.clock(), lease_s, False)
+        await self._engine.write(self._upsert_bookie, address, self._engine.clock(), lease_s, False)
 
     async def unregister_bookie(self, address: str) -> None:
         check_name("bookie address", address)

@@ -27,7 +27,10 @@ class LeaseRepository:
         check_name("lease name", name)
         check_name("lease holder", holder)
         check_duration(lease_s)
-        return await self._engine.call(
+        # Through the writer thread with the hot writes, not beside it: on SQLite a write
+        # from another thread waits for the write lock in SQLite's busy handler, which a
+        # writer committing group after group can starve for longer than a lease.
+        return await self._engine.write(
             self._acquire_lease, name, holder, lease_s, self._engine.clock()
         )
 
@@ -35,7 +38,7 @@ class LeaseRepository:
         """Give the lease up if ``holder`` holds it; a no-op otherwise."""
         check_name("lease name", name)
         check_name("lease holder", holder)
-        await self._engine.call(
+        await self._engine.write(
             self._engine.delete_where,
             _leases,
             (_leases.c.name == name) & (_leases.c.holder == holder),
