@@ -83,3 +83,13 @@ async def test_a_replacement_is_chosen_from_a_fresh_read(manual_clock):
     with pytest.raises(NotEnoughBookies):
         await policy.replace(["b0", "b1", "b2"], ["b0"])
     assert bookies.reads == 2
+
+
+async def test_callers_waiting_while_a_short_list_is_read_again_share_that_read(manual_clock):
+    bookies = FakeBookies(["b0", "b1"])
+    policy = placement(bookies, manual_clock)
+    await policy.new_ensemble(2)
+    bookies.addresses.append("b2")
+    ensembles = await asyncio.gather(*(policy.new_ensemble(3) for _ in range(20)))
+    assert all(sorted(e) == ["b0", "b1", "b2"] for e in ensembles)
+    assert bookies.reads == 2

@@ -50,20 +50,22 @@ class EnsemblePlacementPolicy:
             if bookie.address not in read_only
         ]
 
-    async def _recent_writable(self, *, fresh: bool = False) -> list[str]:
+    async def _recent_writable(self, *, newer_than: float | None = None) -> tuple[float, list[str]]:
+        """(when it was read, the writable bookies): the last read if it is recent (and
+        later than ``newer_than``), else a new one; callers waiting meanwhile share it."""
         async with self._reading:
             recent = self._recent
-            if not fresh and recent is not None and self._clock() - recent[0] < self._cache_s:
-                return recent[1]
+            if recent is not None and self._clock() - recent[0] < self._cache_s:
+                if newer_than is None or recent[0] > newer_than:
+                    return recent
             read_at = self._clock()
-            writable = await self.writable_bookies()
-            self._recent = (read_at, writable)
-            return writable
+            self._recent = (read_at, await self.writable_bookies())
+            return self._recent
 
     async def new_ensemble(self, ensemble_size: int) -> list[str]:
-        writable = await self._recent_writable()
-        if len(writable) < ensemble_size:
-            writable = await self._recent_writable(fresh=True)
+        read_at, writable = await self._recent_writable()
+        if len(writable) < ensemble_size:  # read again, unless someone just did
+            _, writable = await self._recent_writable(newer_than=read_at)
         if len(writable) < ensemble_size:
             raise NotEnoughBookies(
                 f"need {ensemble_size} writable bookies, have {len(writable)}: {writable}"
