@@ -772,6 +772,11 @@ drill_client_operation_timeout_s = 15
 #: Drill: how long, at the failure, to wait for A's gateway to have read the
 #: subscription's last state (its exposure counts what it has read; a poll interval).
 drill_source_read_wait_s_max = 2.0
+#: Drill, at the failure: A's cursor is read until two reads this many seconds apart
+#: agree (more than the client's 100 ms grouping of acknowledgements), for at most the
+#: second figure; past it the last read is kept, with a warning.
+drill_cursor_quiet_s = 0.3
+drill_cursor_quiet_wait_s_max = 5.0
 #: Drill, at the failure with ``kill``: how long A's gateway may go on sending to B what
 #: it holds once A's cluster is dead, before its exposure is read (it is read once its
 #: replicators to B have nothing left in flight), and how often it is asked.

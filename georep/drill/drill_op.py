@@ -68,6 +68,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -365,16 +366,37 @@ class DrillOp:
         self.facts.sync_stats = blocks or None
         self.facts.sync_lag_ms = admin_client.sync_lag_ms(blocks.get(B), A)
         try:
-            self.facts.a_cursor = await asyncio.to_thread(
-                admin_client.cursor_of,
-                self.topology.urls[A].admin_url,
-                self.topic,
-                self.subscription,
-            )
+            self.facts.a_cursor = await self._read_quiet_cursor_on_a()
         except DrillError as error:
             self.facts.warnings.append(f"A's cursor at the failure unknown: {error}")
         if self.topology.has_gateways:
             await self._await_source_read()
+
+    async def _read_quiet_cursor_on_a(self) -> dict[str, Any] | None:
+        """A's cursor once two reads ``limits.drill_cursor_quiet_s`` apart agree: the
+        consumers have stopped, but the client sends what it grouped of their last
+        acknowledgements a little later, and a cursor read before those land would count
+        them as never on A's cursor. Within ``limits.drill_cursor_quiet_wait_s_max``;
+        past it, the last read and a warning."""
+        admin_url = self.topology.urls[A].admin_url
+        deadline = time.monotonic() + limits.drill_cursor_quiet_wait_s_max
+        cursor = await asyncio.to_thread(
+            admin_client.cursor_of, admin_url, self.topic, self.subscription
+        )
+        while True:
+            await asyncio.sleep(limits.drill_cursor_quiet_s)
+            again = await asyncio.to_thread(
+                admin_client.cursor_of, admin_url, self.topic, self.subscription
+            )
+            if _acknowledged_state(again) == _acknowledged_state(cursor):
+                return again
+            cursor = again
+            if time.monotonic() >= deadline:
+                self.facts.warnings.append(
+                    f"A's cursor still moved {limits.drill_cursor_quiet_wait_s_max:g} s after"
+                    " the consumers stopped; read as it was then"
+                )
+                return cursor
 
     async def _await_source_read(self) -> None:
         """Until A's gateway has read the subscription's state since the broker last
@@ -658,6 +680,14 @@ class DrillOp:
                 )
                 break
         await asyncio.to_thread(group.stop)
+
+
+def _acknowledged_state(cursor: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """What a cursor in internal stats says was acknowledged (its read position and
+    counters move while the stopped consumers' queues fill)."""
+    if cursor is None:
+        return None, None
+    return cursor.get("markDeletePosition"), cursor.get("individuallyDeletedMessages")
 
 
 def _close_quietly(client: PulsarObject, group: ConsumerGroup | None) -> None:
