@@ -8,8 +8,10 @@ namespace that does not exist and to apply a namespace's policies to its topics
 
 Every lookup, producer and consumer asks, so answers are cached: a namespace seen to exist
 is trusted for ``limits.namespace_cache_s_default`` seconds (or until :meth:`forget`, which
-the admin REST calls when it deletes one); a missing one is asked again each time, so a
-namespace just created is usable at once.
+the admin REST calls when it deletes or changes one); a missing one is asked again each
+time, so a namespace just created is usable at once. A topic's load reads its namespace's
+policies through the same cache (thousands of topics loading at once would otherwise read
+one row thousands of times); the broker's periodic pass reads them fresh.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class Namespaces:
         self._clock = clock
         #: namespace -> when it was last seen to exist
         self._seen: dict[str, float] = {}
+        #: namespace -> (when read, its policies)
+        self._policies: dict[str, tuple[float, TopicPolicies]] = {}
 
     async def exists(self, namespace: str) -> bool:
         seen = self._seen.get(namespace)
@@ -55,14 +59,25 @@ class Namespaces:
             self._seen.pop(namespace, None)
         return found
 
-    async def policies(self, namespace: str) -> TopicPolicies:
-        """The namespace's retention and message TTL, read from the store each time (the
-        passes that ask are seconds apart); the defaults when the namespace is gone."""
+    async def policies(self, namespace: str, *, fresh: bool = False) -> TopicPolicies:
+        """The namespace's retention and message TTL (the defaults when it is gone): read
+        within the last ``limits.namespace_cache_s_default`` seconds, or from the store
+        when ``fresh`` (the periodic pass that applies them to every loaded topic)."""
+        now = self._clock()
+        cached = self._policies.get(namespace)
+        if not fresh and cached is not None and now - cached[0] < self._cache_s:
+            return cached[1]
         tenant, _, name = namespace.partition("/")
-        return TopicPolicies.of(await self._store.get_namespace(tenant, name))
+        policies = TopicPolicies.of(await self._store.get_namespace(tenant, name))
+        if len(self._policies) >= limits.namespaces_count_max:
+            self._policies.clear()
+        self._policies[namespace] = (now, policies)
+        return policies
 
     def forget(self, namespace: str) -> None:
+        """Deleted or changed: ask the store next time."""
         self._seen.pop(namespace, None)
+        self._policies.pop(namespace, None)
 
     async def ensure(self, namespace: str, *, cluster_name: str | None = None) -> None:
         """Create ``namespace`` (and its tenant, allowed on ``cluster_name``) unless they

@@ -276,7 +276,7 @@ class BrokerService:
         base = self._base_ledger_config()
         for namespace, topics in by_namespace.items():
             try:
-                policies = await self.namespaces.policies(namespace)
+                policies = await self.namespaces.policies(namespace, fresh=True)
             except Exception as error:  # the store is unreachable: keep the last ones
                 log.warning("reading the policies of %s: %s", namespace, error)
                 continue

@@ -59,6 +59,9 @@ class BrokerAdmin:
     async def namespace_deleted(self, namespace: str) -> None:
         self.service.namespaces.forget(namespace)
 
+    async def namespace_changed(self, namespace: str) -> None:
+        self.service.namespaces.forget(namespace)
+
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         if self.service.catalog.partitions_of(topic):
             raise TopicExists(f"partitioned topic {topic} exists")

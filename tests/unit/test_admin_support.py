@@ -73,6 +73,9 @@ class MemoryCluster:
     async def namespace_deleted(self, namespace: str) -> None:
         self.calls.append(("namespace_deleted", (namespace,)))
 
+    async def namespace_changed(self, namespace: str) -> None:
+        self.calls.append(("namespace_changed", (namespace,)))
+
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         self.calls.append(("create_partitioned_topic", (topic, partitions)))
         if str(topic) in self.partitioned or str(topic) in self.topics:

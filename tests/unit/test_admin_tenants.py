@@ -74,6 +74,8 @@ async def test_namespace_crud_and_policies_round_trip(metadata_url: str) -> None
         retention = {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
         assert (await admin.post(f"{ns}/retention", retention)).status == 204
         assert (await admin.post(f"{ns}/messageTTL", 3600)).status == 204
+        # the broker is told, so a topic loaded next reads the new policies
+        assert admin.cluster.calls.count(("namespace_changed", ("acme/orders",))) == 2
         assert (await admin.get(f"{ns}/retention")).body == retention
         assert (await admin.get(f"{ns}/messageTTL")).body == 3600
         assert (await admin.get(ns)).body == {

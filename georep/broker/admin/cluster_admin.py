@@ -237,6 +237,12 @@ class ClusterAdmin(Protocol):
         topics in it are refused at once."""
         ...
 
+    async def namespace_changed(self, namespace: str) -> None:
+        """The admin has just changed ``namespace``'s policies in the metadata store: a
+        topic loaded from now on reads them afresh (``Namespaces.forget``); the topics
+        loaded already take them at the broker's next policy pass."""
+        ...
+
     async def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         """Create ``topic`` with ``partitions`` (1..``limits.partitions_count_max``)
         partitions. Conflict when a topic (partitioned or not) of that name exists."""

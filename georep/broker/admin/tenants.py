@@ -224,9 +224,10 @@ async def _change_namespace(
         record = await _namespace(request)
         try:
             await catalog.update_namespace(change(record))
-            return
         except BadVersion:
             continue
+        await request.app[CLUSTER].namespace_changed(f"{record.tenant}/{record.name}")
+        return
     raise Conflict("the namespace kept changing concurrently; try again")
 
 
