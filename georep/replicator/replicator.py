@@ -68,7 +68,7 @@ import enum
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -166,6 +166,9 @@ class Replicator:
         #: two clusters work at once when thousands of partitions start.
         self._opening = opening or asyncio.Semaphore(limits.gateway_opening_count_max)
         self._remote_opening = remote_opening or asyncio.Semaphore(limits.gateway_opening_count_max)
+        #: Waiting for a turn to open (either semaphore): thousands of partitions starting
+        #: together queue there, and a partition in that queue is not stalled.
+        self._awaiting_turn = False
         #: Set when an entry is read: the stats sampler sleeps while nothing happens.
         self._activity = asyncio.Event()
         self._logged_error: str | None = None
@@ -244,9 +247,11 @@ class Replicator:
 
     def stalled_s(self, now: float) -> float:
         """Seconds without progress while entries wait (on the local topic, in the
-        buffer, or sent without a receipt); 0 with nothing to do."""
+        buffer, or sent without a receipt); 0 with nothing to do, or while waiting for a
+        turn to open behind other partitions (the watchdog would only send it to the
+        back of the queue)."""
         waiting = self._unsent or self._in_flight or (self.backlog_entries or 0) > 0
-        if not waiting or self.state is State.STOPPED:
+        if not waiting or self.state is State.STOPPED or self._awaiting_turn:
             self.progressed_at = max(self.progressed_at, now)
             return 0.0
         return max(0.0, now - self.progressed_at)
@@ -314,8 +319,22 @@ class Replicator:
                     with contextlib.suppress(LinkError):
                         await consumer.close()
 
+    @contextlib.asynccontextmanager
+    async def _turn(self, semaphore: asyncio.Semaphore) -> AsyncIterator[None]:
+        """Hold one of ``semaphore``'s places, marked as waiting for one until then."""
+        self._awaiting_turn = True
+        try:
+            await semaphore.acquire()
+        finally:
+            self._awaiting_turn = False
+            self.progressed_at = max(self.progressed_at, self._clock())
+        try:
+            yield
+        finally:
+            semaphore.release()
+
     async def _subscribe(self) -> LinkConsumer:
-        async with self._opening:
+        async with self._turn(self._opening):
             return await self._local_link.subscribe(
                 self.topic,
                 self.subscription,
@@ -399,7 +418,7 @@ class Replicator:
                 await asyncio.sleep(self.retry_policy.max_s)
 
     async def _open_producer(self) -> LinkProducer:
-        async with self._remote_opening:
+        async with self._turn(self._remote_opening):
             if self._remote_admin is not None:
                 await self._remote_admin.ensure_topic(self.topic_name.base, self.partitions)
             producer = await self._remote_link.create_producer(

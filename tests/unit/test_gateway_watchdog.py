@@ -226,6 +226,38 @@ async def test_a_stall_is_entries_waiting_without_progress_and_a_restart_opens_e
         await replicator.stop()
 
 
+async def test_waiting_behind_other_partitions_for_a_turn_to_open_is_no_stall():
+    """Thousands of partitions starting together queue for the places to open producers
+    on the remote; the watchdog restarting one in the queue would only send it back."""
+    now = [1000.0]
+    consumer = FakeConsumer()
+    producer = FakeProducer()
+    remote_opening = asyncio.Semaphore(1)
+    await remote_opening.acquire()  # every place taken by other partitions
+    replicator = Replicator(
+        topic=TOPIC,
+        local_cluster="A",
+        remote_cluster="B",
+        local_link=cast(Any, FakeLink(consumers=[consumer])),
+        remote_link=cast(Any, FakeLink(producers=[producer])),
+        settings=ReplicatorSettings(backoff_s_initial=0.001, backoff_s_max=0.01),
+        remote_opening=remote_opening,
+        clock=lambda: now[0],
+    )
+    consumer.queue.put_nowait(entry(1))
+    replicator.start()
+    try:
+        await _until(lambda: replicator.read_to is not None, "read")
+        now[0] += 500
+        assert replicator.stalled_s(now[0]) == 0.0  # an entry waits, but for its turn
+        remote_opening.release()
+        await _until(lambda: producer.sent, "sent once its turn came")
+        now[0] += 90
+        assert replicator.stalled_s(now[0]) == 90.0  # its turn came: the clock runs again
+    finally:
+        await replicator.stop()
+
+
 class QuietRoute(FakeRoute):
     """A route for in-band markers: nothing to start, stop or listen to."""
 
