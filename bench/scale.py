@@ -9,7 +9,8 @@ namespace policy) and syncs every subscription (``subscriptions = "all"``); B's 
 syncs them too (it applies what A sends). Then, in order:
 
 1. **start**: seconds from starting both gateways until every partition is replicated
-   (A's gateway reports each replicator connected with backlog 0 and one message out)
+   (A's gateway reports each replicator connected with backlog 0 and one message out,
+   or found on B already by a replicator started again)
    and every partition's sync is attached;
 2. **idle**: after ``--settle`` s, ``--idle-seconds`` s with nothing happening: each
    process's CPU share (of one core) and RSS, and the admin requests each cluster
@@ -241,7 +242,9 @@ def replicated_and_synced(
     done = sum(
         1
         for r in stats["replicators"]
-        if r["connected"] and r["replicationBacklog"] == 0 and r["msgOutCounter"] >= messages
+        if r["connected"]
+        and r["replicationBacklog"] == 0
+        and r["msgOutCounter"] + r["alreadyReplicatedCounter"] >= messages
     )
     summary = stats["subscriptionSync"]
     return {
