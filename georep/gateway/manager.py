@@ -393,7 +393,6 @@ class ReplicationManager:
         listed_topics = {t for topics in self._topics.values() for t in topics}
         owned = self.ownership
         owned.forget(listed_topics)
-        await self._sweep_new_topics({t for t in listed_topics if owned.target(t)}, desired)
         await self._hand_over()
         for key in [k for k in self.replicators if k not in desired]:
             replicator = self.replicators.pop(key)
@@ -425,6 +424,8 @@ class ReplicationManager:
                 may_run=owned.may_run,
             )
         )
+        # After the starts: what it looks for is never a replicator the pass wants.
+        await self._sweep_new_topics({t for t in listed_topics if owned.target(t)}, desired)
         for key in sorted(self._pending_deletions):
             if not owned.target(key[0]):
                 self._pending_deletions.discard(key)  # its owner's sweep finds it
@@ -585,16 +586,22 @@ class ReplicationManager:
         self._pending_deletions.discard(key)
 
     async def _sweep_new_topics(self, listed: set[str], desired: Mapping[Key, int]) -> None:
-        """Delete stray replication subscriptions of topics first seen in this run."""
+        """Find stray replication subscriptions of topics first seen in this run (their
+        deletion follows in the pass); the topics' listings are asked together."""
         fresh = sorted(listed - self._seen)[: limits.gateway_sweep_topics_per_pass_max]
-        for topic in fresh:
-            try:
-                subscriptions = await self.local_admin.subscriptions(TopicName.parse(topic))
-            except (LinkError, InvalidTopicName) as error:
-                self._record(error)
+
+        async def listing(topic: str) -> list[str]:
+            return await self.local_admin.subscriptions(TopicName.parse(topic))
+
+        answers = await asyncio.gather(*map(listing, fresh), return_exceptions=True)
+        for topic, answer in zip(fresh, answers, strict=True):
+            if isinstance(answer, LinkError | InvalidTopicName):
+                self._record(answer)
                 continue
+            if isinstance(answer, BaseException):
+                raise answer
             self._seen.add(topic)
-            for subscription in subscriptions:
+            for subscription in answer:
                 if not subscription.startswith(REPLICATION_NAME_PREFIX):
                     continue
                 remote = subscription.removeprefix(REPLICATION_NAME_PREFIX)
