@@ -41,6 +41,7 @@ from georep.broker.ports import BrokerMetadata, TopicLogFactory
 from georep.broker.schema_registry import SchemaRegistry
 from georep.broker.topic import PersistentTopic
 from georep.domain.topic_name import TopicName
+from georep.storage.errors import NoSuchManagedLedger
 from georep.storage.managed_ledger import ManagedLedgerConfig
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class BrokerService:
         self.namespaces = namespaces
         self.topics: dict[str, PersistentTopic] = {}
         #: (when, names) of the last read of every managed ledger's name.
-        self._listing: tuple[float, list[str]] | None = None
+        self._listing: tuple[float, set[str]] | None = None
         #: managed-ledger name -> (topic, namespace), or None for a ledger of no topic.
         self._parsed: dict[str, tuple[str, str] | None] = {}
         #: Which topics' subscriptions changed, per namespace (subscription sync's feed).
@@ -140,7 +141,11 @@ class BrokerService:
         created on first use."""
         name = TopicName.parse(str(name))
         await self.check_namespace(name.namespace)
-        if name.managed_ledger_name in await self._ledger_names():
+        try:  # one row read, not every name: gateways ask for thousands at a start
+            await self.factory_store.get_managed_ledger(name.managed_ledger_name)
+        except NoSuchManagedLedger:
+            pass
+        else:
             raise TopicExists(f"{name} exists as a non-partitioned topic")
         await self.catalog.create_partitioned_topic(name, partitions)
 
@@ -165,14 +170,21 @@ class BrokerService:
                 names.update(f"{partitioned}-partition-{index}" for index in range(count))
         return sorted(names)
 
-    async def _ledger_names(self) -> list[str]:
-        return list(await self.factory.list_names())
+    async def _ledger_names(self) -> set[str]:
+        return set(await self.factory.list_names())
 
     def forget_listing(self) -> None:
-        """A topic was created or deleted here: the next listing reads the store."""
+        """A topic was deleted here: the next listing reads the store."""
         self._listing = None
 
-    async def _listed_names(self) -> list[str]:
+    def _note_listed(self, ledger_name: str) -> None:
+        """A topic was loaded here (it may be new): the listing held shows it at once.
+        Forgetting the listing instead made every namespace listing read every name from
+        the store while thousands of topics were created (half of a cluster's CPU)."""
+        if self._listing is not None:
+            self._listing[1].add(ledger_name)
+
+    async def _listed_names(self) -> set[str]:
         """Every managed ledger's name, read from the metadata store at most once per
         ``limits.topic_listing_reuse_s``: a gateway lists each of its namespaces in one
         pass, and each read returns every topic of the cluster."""
@@ -211,7 +223,7 @@ class BrokerService:
         policies = await self.namespaces.policies(name.namespace)
         base = self._base_ledger_config()
         ledger = await self.factory.open(name.managed_ledger_name, policies.ledger_config(base))
-        self.forget_listing()  # it may be new
+        self._note_listed(name.managed_ledger_name)
         try:
             topic = await PersistentTopic.load(
                 name,

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 
+from georep.broker.errors import TopicExists
 from georep.broker.hash_ranges import key_hash
 from tests.harness.broker_cluster import (
     InProcessCluster,
@@ -370,3 +371,17 @@ def test_partitioned_topic(cluster: InProcessCluster) -> None:
         producer.close()
         with pytest.raises(pulsar.PulsarException):
             client.create_producer(f"{topic}-partition-3")  # beyond the partitions
+
+
+def test_a_topic_created_shows_in_its_namespace_at_once_and_stays_non_partitioned(
+    cluster: InProcessCluster,
+) -> None:
+    topic = unique_topic("plain")
+    namespace = topic.removeprefix("persistent://").rpartition("/")[0]
+    listed_before = cluster.call(lambda c: service_of(c).topics_of_namespace(namespace))
+    assert topic not in listed_before  # the listing is held now
+    with open_client(cluster.url) as client:
+        client.create_producer(topic).close()
+    assert topic in cluster.call(lambda c: service_of(c).topics_of_namespace(namespace))
+    with pytest.raises(TopicExists):
+        cluster.call(lambda c: service_of(c).create_partitioned_topic(topic, 2))
