@@ -171,17 +171,17 @@ class ManagedLedgerRepository:
     def _create_managed_ledger(
         self, name: str, ledgers: tuple[LedgerInfo, ...], stored: list[Any], now: float
     ) -> ManagedLedgerInfo:
-        with self._engine.writing() as connection:
-            if _select_managed_ledger(connection, name) is not None:
-                raise BadVersion(f"managed ledger {name!r} exists already")
-            try:
+        # The insert alone (its key refuses a second row): thousands of topics are created
+        # at once, and each statement holds the writer thread and the interpreter.
+        try:
+            with self._engine.writing() as connection:
                 connection.execute(
                     _managed_ledgers.insert().values(
                         name=name, ledgers=stored, created_at=now, version=1
                     )
                 )
-            except IntegrityError as error:  # PostgreSQL: a concurrent create committed
-                raise BadVersion(f"managed ledger {name!r} exists already") from error
+        except IntegrityError as error:  # exists, or a concurrent create committed
+            raise BadVersion(f"managed ledger {name!r} exists already") from error
         return ManagedLedgerInfo(name=name, ledgers=ledgers, created_at=now, version=1)
 
     def _get_managed_ledger(self, name: str) -> ManagedLedgerInfo:
@@ -227,12 +227,10 @@ class ManagedLedgerRepository:
             return list(connection.execute(select(table.name).order_by(table.name)).scalars())
 
     def _create_managed_cursor(self, info: ManagedCursorInfo) -> ManagedCursorInfo:
-        with self._engine.writing() as connection:
-            if _select_managed_ledger(connection, info.managed_ledger) is None:
-                raise NoSuchManagedLedger(f"managed ledger {info.managed_ledger!r} does not exist")
-            if _select_managed_cursor(connection, info.managed_ledger, info.name) is not None:
-                raise BadVersion(f"cursor {info.name!r} of {info.managed_ledger!r} exists already")
-            try:
+        # The insert first, as for a managed ledger; what it ran into is looked up only
+        # when it was refused (the row exists, or its managed ledger does not).
+        try:
+            with self._engine.writing() as connection:
                 connection.execute(
                     _managed_cursors.insert().values(
                         managed_ledger=info.managed_ledger,
@@ -245,11 +243,20 @@ class ManagedLedgerRepository:
                         version=1,
                     )
                 )
-            except IntegrityError as error:
-                # PostgreSQL: created, or its managed ledger deleted, concurrently.
-                raise BadVersion(
-                    f"cursor {info.name!r} of {info.managed_ledger!r}: lost a concurrent change"
-                ) from error
+        except IntegrityError as error:
+            with self._engine.reading() as connection:
+                if _select_managed_ledger(connection, info.managed_ledger) is None:
+                    raise NoSuchManagedLedger(
+                        f"managed ledger {info.managed_ledger!r} does not exist"
+                    ) from None
+                if _select_managed_cursor(connection, info.managed_ledger, info.name) is None:
+                    # PostgreSQL: created, or its managed ledger deleted, concurrently.
+                    raise BadVersion(
+                        f"cursor {info.name!r} of {info.managed_ledger!r}: lost a concurrent change"
+                    ) from error
+            raise BadVersion(
+                f"cursor {info.name!r} of {info.managed_ledger!r} exists already"
+            ) from None
         return info
 
     def _list_managed_cursors(self, managed_ledger: str) -> list[ManagedCursorInfo]:
