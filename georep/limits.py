@@ -642,6 +642,13 @@ gateway_discovery_pass_slow_s = 30.0
 #: instance that could not renew for ``lease - heartbeat`` stops everything it runs.
 gateway_lease_s_default = 3.0
 gateway_heartbeat_s_default = 0.5
+#: How late a gateway's event loop runs what is due (runtime/loop_lag.py): probed every
+#: first figure; the worst within the second is a metric; a wake-up the third late or
+#: more is a stall, counted, and said at most once per the fourth.
+loop_lag_probe_interval_s = 0.1
+loop_lag_window_s = 10.0
+loop_lag_stall_s = 1.0
+loop_lag_say_every_s = 60.0
 #: Bounds of ``[gateway] lease_s`` (the heartbeat must be at most a quarter of it).
 gateway_lease_s_min = 1.0
 gateway_lease_s_max = 300.0

@@ -83,6 +83,7 @@ from georep.rest.errors import BadRequest
 from georep.rest.json_io import json_response, read_json
 from georep.rest.middleware import answering, application, register
 from georep.rest.routes import QueryParameter, Route
+from georep.runtime.loop_lag import LoopLag
 from georep.storage.errors import BadVersion, InvalidArgument
 from georep.subsync import TooManyTopics, caught_up
 
@@ -105,6 +106,7 @@ class Served:
     manager: ReplicationManager
     ownership: Ownership
     sync_policies: SubscriptionSyncPolicyRepository
+    loop_lag: LoopLag | None = None
 
 
 GATEWAY = web.AppKey("gateway", Served)
@@ -599,6 +601,8 @@ def create_app(gateway: Served) -> web.Application:
 
     app = application(_answer, limits.gateway_request_body_bytes_max)
     app[GATEWAY] = gateway
-    app[REGISTRY] = registry_for(gateway.manager, topic_level=gateway.config.metrics_topic_level)
+    app[REGISTRY] = registry_for(
+        gateway.manager, topic_level=gateway.config.metrics_topic_level, loop_lag=gateway.loop_lag
+    )
     register(app, ROUTES, gateway.config.access)
     return app

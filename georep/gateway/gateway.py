@@ -26,6 +26,7 @@ from georep.gateway.ownership import Ownership, generated_instance_name
 from georep.invariant import present
 from georep.replicator.settings import ReplicatorSettings
 from georep.rest.server import RestRunner
+from georep.runtime.loop_lag import LoopLag
 from georep.storage.errors import BadVersion
 from georep.storage.meta.store import MetadataStore
 
@@ -44,6 +45,7 @@ class Gateway:
         self.meta: GatewayRepositories | None = None
         self.manager: ReplicationManager | None = None
         self.ownership: Ownership | None = None
+        self.loop_lag = LoopLag()
         self._runner: web.AppRunner | None = None
         self.port = config.listen_port
 
@@ -54,6 +56,7 @@ class Gateway:
 
     async def start(self) -> Gateway:
         config = self.config
+        self.loop_lag.start()
         try:
             store = self.store = await MetadataStore.open(config.metadata_url)
             meta = self.meta = GatewayRepositories(store.engine)
@@ -89,6 +92,7 @@ class Gateway:
                 self.manager,
                 self.ownership,
                 meta.subscription_sync_policies,
+                self.loop_lag,
             )
             self._runner = RestRunner(create_app(served))
             await self._runner.setup()
@@ -155,3 +159,4 @@ class Gateway:
         if self.store is not None:
             await self.store.close()
             self.store = self.meta = None
+        await self.loop_lag.stop()

@@ -39,6 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from georep import limits
 from georep.gateway.manager import ReplicationManager
 from georep.replicator.replicator import Replicator
+from georep.runtime.loop_lag import LoopLag
 
 log = logging.getLogger(__name__)
 
@@ -450,10 +451,41 @@ def _family(
     return family
 
 
-def registry_for(manager: ReplicationManager, *, topic_level: bool = False) -> CollectorRegistry:
+class LoopLagCollector:
+    """How late the gateway's event loop runs what is due (runtime/loop_lag.py)."""
+
+    def __init__(self, local_cluster: str, loop_lag: LoopLag) -> None:
+        self.local_cluster = local_cluster
+        self.loop_lag = loop_lag
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["local_cluster"]
+        yield _gauge(
+            "georep_gateway_event_loop_lag_seconds",
+            f"The worst lateness of the event loop within the last"
+            f" {limits.loop_lag_window_s:g} s (limits.loop_lag_window_s)",
+            labels,
+            [([self.local_cluster], self.loop_lag.worst_s())],
+        )
+        stalls = CounterMetricFamily(
+            "georep_gateway_event_loop_stalls",
+            f"Times the event loop ran {limits.loop_lag_stall_s:g} s late or more"
+            " (limits.loop_lag_stall_s)",
+            labels=labels,
+        )
+        stalls.add_metric([self.local_cluster], float(self.loop_lag.stalls))
+        yield stalls
+
+
+def registry_for(
+    manager: ReplicationManager, *, topic_level: bool = False, loop_lag: LoopLag | None = None
+) -> CollectorRegistry:
     """The gateway's metrics: per namespace, or per topic partition with ``topic_level``
-    (``[metrics] topic_level``), bounded by ``limits.metrics_topic_partitions_max``."""
+    (``[metrics] topic_level``), bounded by ``limits.metrics_topic_partitions_max``; and
+    the event loop's lateness when ``loop_lag`` is given."""
     registry = CollectorRegistry(auto_describe=False)
+    if loop_lag is not None:
+        registry.register(LoopLagCollector(manager.local.name, loop_lag))
     registry.register(
         ReplicationCollector(manager, TopicLevel(topic_level, limits.metrics_topic_partitions_max))
     )

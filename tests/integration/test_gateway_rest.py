@@ -161,7 +161,11 @@ def test_tokens(gateway) -> None:
     assert status == 401 and "Bearer" in answer["reason"]
     assert call(gateway, "PUT", NS, {"clusters": ["B"]}, token="wrong-token-wrong-token")[0] == 401
     assert call(gateway, "GET", f"{V1}/stats", token=None)[0] == 401
-    assert call(gateway, "GET", "/metrics", token=None)[0] == 200
+    status, metrics = call(gateway, "GET", "/metrics", token=None)
+    assert status == 200
+    # how late the gateway's event loop runs what is due (runtime/loop_lag.py)
+    assert 'georep_gateway_event_loop_lag_seconds{local_cluster="A"}' in metrics
+    assert 'georep_gateway_event_loop_stalls_total{local_cluster="A"}' in metrics
     assert call(gateway, "GET", "/health", token=None)[1]["cluster"] == "A"
     status, page = call(gateway, "GET", "/status", token=None)  # public, as /metrics is
     assert status == 200 and "<title>georep gateway A</title>" in page
