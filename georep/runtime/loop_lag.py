@@ -9,8 +9,9 @@ much later it woke:
 - ``worst_s()``: the worst lateness within the last ``limits.loop_lag_window_s``
   (``georep_gateway_event_loop_lag_seconds``);
 - ``stalls``: wake-ups later than ``limits.loop_lag_stall_s``
-  (``georep_gateway_event_loop_stalls_total``), said at WARNING at most once per
-  ``limits.loop_lag_say_every_s`` with how many and the worst, not once each.
+  (``georep_gateway_event_loop_stalls_total``), said at WARNING through a
+  :class:`~georep.runtime.cause_log.CauseLog` of ``limits.loop_lag_say_every_s``: the
+  first at once, the others of that window in one line with their count.
 
 Example: a wake-up due at t=5.0 that runs at t=7.4 is 2.4 s late: one stall, and
 ``worst_s()`` is 2.4 until t=17.4.
@@ -26,6 +27,7 @@ import time
 from collections.abc import Callable
 
 from georep import limits
+from georep.runtime.cause_log import CauseLog
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +45,11 @@ class LoopLag:
         self.interval_s = interval_s
         self.window_s = window_s
         self.stall_s = stall_s
-        self.say_every_s = say_every_s
         self._clock = clock
+        self._said = CauseLog(log, window_s=say_every_s, clock=clock)
         #: (when, lateness) of the wake-ups within the window, oldest first
         self._recent: collections.deque[tuple[float, float]] = collections.deque()
         self.stalls = 0
-        self._unsaid = 0
-        self._unsaid_worst_s = 0.0
-        self._said_at: float | None = None
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -67,32 +66,28 @@ class LoopLag:
         while True:
             due = self._clock() + self.interval_s
             await asyncio.sleep(self.interval_s)
-            now = self._clock()
-            self.note(max(0.0, now - due), now)
+            self.note(max(0.0, self._clock() - due))
 
-    def note(self, late_s: float, now: float) -> None:
-        """One wake-up, ``late_s`` after it was due, seen at ``now``."""
+    def note(self, late_s: float) -> None:
+        """One wake-up, ``late_s`` after it was due."""
+        now = self._clock()
         self._recent.append((now, late_s))
         while self._recent and self._recent[0][0] < now - self.window_s:
             self._recent.popleft()
         if late_s < self.stall_s:
             return
         self.stalls += 1
-        self._unsaid += 1
-        self._unsaid_worst_s = max(self._unsaid_worst_s, late_s)
-        if self._said_at is None or now - self._said_at >= self.say_every_s:
-            log.warning(
-                "the event loop ran %.1f s late (%d times %g s or more since last said):"
-                " every timer, heartbeat and answer of this process waited that long",
-                self._unsaid_worst_s,
-                self._unsaid,
-                self.stall_s,
-            )
-            self._said_at = now
-            self._unsaid = 0
-            self._unsaid_worst_s = 0.0
+        self._said.say(
+            logging.WARNING,
+            ("late",),
+            "event loop",
+            "ran %.1f s late: every timer, heartbeat and answer of this process waited that"
+            " long (the worst of the last %g s: georep_gateway_event_loop_lag_seconds)",
+            late_s,
+            self.window_s,
+        )
 
-    def worst_s(self, now: float | None = None) -> float:
+    def worst_s(self) -> float:
         """The worst lateness within the last window (0 when none was seen)."""
-        since = (self._clock() if now is None else now) - self.window_s
+        since = self._clock() - self.window_s
         return max((late for when, late in self._recent if when >= since), default=0.0)
