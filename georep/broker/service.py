@@ -170,9 +170,6 @@ class BrokerService:
                 names.update(f"{partitioned}-partition-{index}" for index in range(count))
         return sorted(names)
 
-    async def _ledger_names(self) -> set[str]:
-        return set(await self.factory.list_names())
-
     def forget_listing(self) -> None:
         """A topic was deleted here: the next listing reads the store."""
         self._listing = None
@@ -190,7 +187,7 @@ class BrokerService:
         pass, and each read returns every topic of the cluster."""
         now = time.monotonic()
         if self._listing is None or now - self._listing[0] > limits.topic_listing_reuse_s:
-            self._listing = (now, await self._ledger_names())
+            self._listing = (now, set(await self.factory.list_names()))
         return self._listing[1]
 
     def new_producer_name(self) -> str:

@@ -106,7 +106,7 @@ class Served:
     manager: ReplicationManager
     ownership: Ownership
     sync_policies: SubscriptionSyncPolicyRepository
-    loop_lag: LoopLag | None = None
+    loop_lag: LoopLag
 
 
 GATEWAY = web.AppKey("gateway", Served)

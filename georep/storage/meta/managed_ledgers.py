@@ -245,18 +245,15 @@ class ManagedLedgerRepository:
                 )
         except IntegrityError as error:
             with self._engine.reading() as connection:
-                if _select_managed_ledger(connection, info.managed_ledger) is None:
-                    raise NoSuchManagedLedger(
-                        f"managed ledger {info.managed_ledger!r} does not exist"
-                    ) from None
-                if _select_managed_cursor(connection, info.managed_ledger, info.name) is None:
-                    # PostgreSQL: created, or its managed ledger deleted, concurrently.
-                    raise BadVersion(
-                        f"cursor {info.name!r} of {info.managed_ledger!r}: lost a concurrent change"
-                    ) from error
+                missing = _select_managed_ledger(connection, info.managed_ledger) is None
+            if missing:
+                raise NoSuchManagedLedger(
+                    f"managed ledger {info.managed_ledger!r} does not exist"
+                ) from None
             raise BadVersion(
                 f"cursor {info.name!r} of {info.managed_ledger!r} exists already"
-            ) from None
+                " (or was created concurrently)"
+            ) from error
         return info
 
     def _list_managed_cursors(self, managed_ledger: str) -> list[ManagedCursorInfo]:
